@@ -1,0 +1,207 @@
+//! Per-path congestion control.
+//!
+//! Each path has its own window (PWND); the QP window is their sum. A
+//! congestion signal (ECN-CE echo, or N losses within one RTT) shrinks only
+//! the path that saw it, while every ACK grows its own path. Algorithms
+//! plug in through [`CongestionControl`]; [`Aimd`] is the v1 default.
+
+/// Fixed-point unit: one packet of window.
+pub const CWND_ONE: u32 = 1024;
+
+/// Window bounds and thresholds shared by all algorithms, in packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CcParams {
+    /// Window of a new path.
+    pub pwnd_init: u32,
+    /// Smallest window a path is reduced to.
+    pub pwnd_min: u32,
+    /// Largest window of one path (at most the SACK width).
+    pub pwnd_max: u32,
+    /// Losses within one RTT on a path that trigger a decrease.
+    pub loss_md_threshold: u32,
+}
+
+/// Congestion state of one path. Fields are public so an alternative
+/// algorithm can use them freely; `cwnd` is what the sender obeys.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathCc {
+    /// Window in packets times `CWND_ONE`.
+    pub cwnd: u32,
+    /// Slow-start threshold, same unit.
+    pub ssthresh: u32,
+    /// DCTCP-style marking estimate, 0..=`CWND_ONE`.
+    pub alpha: u32,
+    /// Packets acknowledged in the current epoch.
+    pub acked_in_epoch: u32,
+    /// CE-marked packets acknowledged in the current epoch.
+    pub ce_in_epoch: u32,
+    /// Losses detected in the current epoch.
+    pub losses_in_epoch: u32,
+    /// Time the current epoch (about one RTT) ends.
+    pub epoch_end: u64,
+    /// Time of the last multiplicative decrease.
+    pub last_decrease: u64,
+}
+
+impl PathCc {
+    /// Window in whole packets (at least 1).
+    pub fn window(&self) -> u32 {
+        (self.cwnd / CWND_ONE).max(1)
+    }
+}
+
+/// What one ACK told the sender about a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckSignal {
+    /// Current time (ns).
+    pub now: u64,
+    /// Packets newly acknowledged by this ACK.
+    pub newly_acked: u32,
+    /// ECN-CE echo flag.
+    pub ce: bool,
+    /// Smoothed RTT of the path (ns).
+    pub srtt: u64,
+}
+
+/// A pluggable congestion-control algorithm acting on one path at a time.
+pub trait CongestionControl {
+    /// Initialise the state of a new (or replaced) path.
+    fn init_path(&mut self, cc: &mut PathCc, p: &CcParams, now: u64);
+    /// An ACK for this path arrived.
+    fn on_ack(&mut self, cc: &mut PathCc, p: &CcParams, sig: &AckSignal);
+    /// `lost` packets of this path were declared lost via SACK.
+    fn on_loss(&mut self, cc: &mut PathCc, p: &CcParams, lost: u32, now: u64, srtt: u64);
+    /// The retransmission timer of this path expired.
+    fn on_timeout(&mut self, cc: &mut PathCc, p: &CcParams, now: u64);
+}
+
+/// v1 default: slow start, then additive increase of one packet per RTT;
+/// multiplicative decrease by `alpha/2` (DCTCP-style ECN fraction) at most
+/// once per RTT on CE, by 1/2 on `loss_md_threshold` losses in one RTT.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Aimd;
+
+/// EWMA gain of alpha as a shift: g = 1/16.
+const ALPHA_SHIFT: u32 = 4;
+
+fn clamp(cc: &mut PathCc, p: &CcParams) {
+    let lo = p.pwnd_min.max(1).saturating_mul(CWND_ONE);
+    let hi = p.pwnd_max.max(1).saturating_mul(CWND_ONE).max(lo);
+    cc.cwnd = cc.cwnd.clamp(lo, hi);
+}
+
+impl CongestionControl for Aimd {
+    fn init_path(&mut self, cc: &mut PathCc, p: &CcParams, now: u64) {
+        *cc = PathCc {
+            cwnd: p.pwnd_init.saturating_mul(CWND_ONE),
+            ssthresh: u32::MAX,
+            alpha: CWND_ONE,
+            epoch_end: now,
+            last_decrease: now,
+            ..PathCc::default()
+        };
+        clamp(cc, p);
+    }
+
+    fn on_ack(&mut self, cc: &mut PathCc, p: &CcParams, sig: &AckSignal) {
+        let n = sig.newly_acked;
+        cc.acked_in_epoch = cc.acked_in_epoch.saturating_add(n);
+        if sig.ce {
+            cc.ce_in_epoch = cc.ce_in_epoch.saturating_add(n.max(1));
+            if cc.cwnd < cc.ssthresh {
+                cc.ssthresh = cc.cwnd;
+            }
+        } else if n > 0 {
+            if cc.cwnd < cc.ssthresh {
+                cc.cwnd = cc.cwnd.saturating_add(n.saturating_mul(CWND_ONE));
+            } else {
+                let inc = (n as u64 * CWND_ONE as u64 * CWND_ONE as u64) / cc.cwnd.max(1) as u64;
+                cc.cwnd = cc.cwnd.saturating_add(inc.min(u32::MAX as u64) as u32);
+            }
+        }
+        if sig.now >= cc.epoch_end {
+            if cc.acked_in_epoch > 0 {
+                let frac = ((cc.ce_in_epoch.min(cc.acked_in_epoch) as u64 * CWND_ONE as u64)
+                    / cc.acked_in_epoch as u64) as u32;
+                cc.alpha = cc.alpha - (cc.alpha >> ALPHA_SHIFT) + (frac >> ALPHA_SHIFT);
+            }
+            if cc.ce_in_epoch > 0 && sig.now.saturating_sub(cc.last_decrease) >= sig.srtt {
+                let cut = (cc.cwnd as u64 * cc.alpha as u64 / (2 * CWND_ONE as u64)) as u32;
+                cc.cwnd = cc.cwnd.saturating_sub(cut);
+                cc.ssthresh = cc.cwnd;
+                cc.last_decrease = sig.now;
+            }
+            cc.acked_in_epoch = 0;
+            cc.ce_in_epoch = 0;
+            cc.losses_in_epoch = 0;
+            cc.epoch_end = sig.now.saturating_add(sig.srtt);
+        }
+        clamp(cc, p);
+    }
+
+    fn on_loss(&mut self, cc: &mut PathCc, p: &CcParams, lost: u32, now: u64, srtt: u64) {
+        cc.losses_in_epoch = cc.losses_in_epoch.saturating_add(lost);
+        if cc.losses_in_epoch >= p.loss_md_threshold.max(1)
+            && now.saturating_sub(cc.last_decrease) >= srtt
+        {
+            cc.cwnd /= 2;
+            cc.ssthresh = cc.cwnd;
+            cc.last_decrease = now;
+            cc.losses_in_epoch = 0;
+        }
+        clamp(cc, p);
+    }
+
+    fn on_timeout(&mut self, cc: &mut PathCc, p: &CcParams, now: u64) {
+        cc.cwnd /= 2;
+        cc.ssthresh = cc.cwnd;
+        cc.last_decrease = now;
+        cc.losses_in_epoch = 0;
+        clamp(cc, p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: CcParams = CcParams {
+        pwnd_init: 4,
+        pwnd_min: 2,
+        pwnd_max: 64,
+        loss_md_threshold: 3,
+    };
+
+    fn ack(now: u64, ce: bool) -> AckSignal {
+        AckSignal {
+            now,
+            newly_acked: 1,
+            ce,
+            srtt: 10,
+        }
+    }
+
+    #[test]
+    fn grows_then_caps_then_backs_off() {
+        let mut a = Aimd;
+        let mut cc = PathCc::default();
+        a.init_path(&mut cc, &P, 0);
+        assert_eq!(cc.window(), 4);
+        for t in 0..100 {
+            a.on_ack(&mut cc, &P, &ack(t, false));
+        }
+        assert_eq!(cc.window(), 64);
+        a.on_ack(&mut cc, &P, &ack(200, true));
+        a.on_ack(&mut cc, &P, &ack(300, true));
+        assert!(cc.window() < 64);
+        let w = cc.window();
+        a.on_loss(&mut cc, &P, 1, 400, 10);
+        assert_eq!(cc.window(), w);
+        a.on_loss(&mut cc, &P, 2, 401, 10);
+        assert_eq!(cc.window(), w / 2);
+        for _ in 0..10 {
+            a.on_timeout(&mut cc, &P, 500);
+        }
+        assert_eq!(cc.window(), 2);
+    }
+}

@@ -1,0 +1,143 @@
+//! Engine configuration, capacities and their validation.
+
+use super::bitmap::MAX_MSG_PKTS;
+use super::wire::{MAX_PAYLOAD, SACK_BITS};
+
+/// Maximum number of paths per QP (path id slot is 6 bits).
+pub const MAX_PATHS: usize = 64;
+/// Maximum number of messages outstanding per QP direction.
+pub const MSG_WINDOW: usize = 64;
+/// Bits of the path id that name the slot; the rest is the generation.
+pub const PATH_SLOT_BITS: u32 = 6;
+/// Mask of the slot part of a path id.
+pub const PATH_SLOT_MASK: u16 = (1 << PATH_SLOT_BITS) - 1;
+/// Number of distinct path generations (10 bits).
+pub const PATH_GENERATIONS: u16 = 1 << (16 - PATH_SLOT_BITS);
+
+/// Configuration of the sending side of a QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SenderConfig {
+    /// Peer QP number written into data packets.
+    pub dst_qpn: u32,
+    /// Payload bytes per packet (path MTU minus headers); same at the peer.
+    pub mtu: u32,
+    /// Number of network planes (NIC ports); paths are spread over them.
+    pub planes: u8,
+    /// Paths opened when the QP starts.
+    pub initial_paths: u16,
+    /// Upper bound on paths (grown on long RTT), at most `MAX_PATHS`.
+    pub max_paths: u16,
+    /// Initial per-path window (packets).
+    pub pwnd_init: u32,
+    /// Minimum per-path window (packets).
+    pub pwnd_min: u32,
+    /// Maximum per-path window (packets), at most the SACK width (256).
+    pub pwnd_max: u32,
+    /// Losses within one RTT on a path that trigger a window halving.
+    pub loss_md_threshold: u32,
+    /// SACKed packets above a hole needed to declare it lost (1 = a single
+    /// later packet on the same path proves loss, as paths keep order).
+    pub reorder_threshold: u32,
+    /// Retransmission timeout before any RTT sample (ns).
+    pub initial_rto_ns: u64,
+    /// Lower bound of the RTO (ns).
+    pub min_rto_ns: u64,
+    /// Upper bound of the RTO including backoff (ns).
+    pub max_rto_ns: u64,
+    /// Unanswered probes after which a path is replaced by a fresh one.
+    pub path_fail_probes: u32,
+    /// Seed mixed into UDP source ports (ECMP entropy) of new paths.
+    pub entropy_seed: u32,
+}
+
+impl Default for SenderConfig {
+    fn default() -> Self {
+        Self {
+            dst_qpn: 0,
+            mtu: 4096,
+            planes: 1,
+            initial_paths: 4,
+            max_paths: 64,
+            pwnd_init: 8,
+            pwnd_min: 2,
+            pwnd_max: 256,
+            loss_md_threshold: 3,
+            reorder_threshold: 1,
+            initial_rto_ns: 10_000_000,
+            min_rto_ns: 100_000,
+            max_rto_ns: 100_000_000,
+            path_fail_probes: 3,
+            entropy_seed: 0x5EED,
+        }
+    }
+}
+
+/// Configuration of the receiving side of a QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReceiverConfig {
+    /// Peer QP number written into ACKs, NAKs and probe replies.
+    pub peer_qpn: u32,
+    /// Payload bytes per packet used by the peer sender.
+    pub mtu: u32,
+}
+
+/// Rejected configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// MTU zero or above `MAX_PAYLOAD`.
+    BadMtu,
+    /// Zero planes.
+    BadPlanes,
+    /// Path counts zero, inverted or above `MAX_PATHS`.
+    BadPaths,
+    /// Window bounds zero, inverted or above the SACK width.
+    BadWindow,
+    /// Timer bounds zero or inverted.
+    BadTimers,
+}
+
+/// Check the MTU shared by both sides.
+pub fn validate_mtu(mtu: u32) -> Result<(), ConfigError> {
+    if mtu == 0 || mtu as usize > MAX_PAYLOAD {
+        return Err(ConfigError::BadMtu);
+    }
+    Ok(())
+}
+
+impl SenderConfig {
+    /// Check all bounds.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        validate_mtu(self.mtu)?;
+        if self.planes == 0 {
+            return Err(ConfigError::BadPlanes);
+        }
+        if self.initial_paths == 0
+            || self.initial_paths > self.max_paths
+            || self.max_paths as usize > MAX_PATHS
+        {
+            return Err(ConfigError::BadPaths);
+        }
+        if self.pwnd_min == 0
+            || self.pwnd_min > self.pwnd_init
+            || self.pwnd_init > self.pwnd_max
+            || self.pwnd_max as usize > SACK_BITS
+            || self.loss_md_threshold == 0
+            || self.reorder_threshold == 0
+        {
+            return Err(ConfigError::BadWindow);
+        }
+        if self.min_rto_ns == 0
+            || self.min_rto_ns > self.max_rto_ns
+            || self.initial_rto_ns == 0
+            || self.path_fail_probes == 0
+        {
+            return Err(ConfigError::BadTimers);
+        }
+        Ok(())
+    }
+
+    /// Largest message this configuration can carry.
+    pub fn max_msg_len(&self) -> u64 {
+        self.mtu as u64 * MAX_MSG_PKTS as u64
+    }
+}

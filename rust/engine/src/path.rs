@@ -1,0 +1,251 @@
+//! Sender-side state of one path: a UDP source port (ECMP entropy) on one
+//! plane, with its own PSN space, in-flight ring, RTT estimate, congestion
+//! window, retransmission timer and health state.
+
+use super::cc::PathCc;
+use super::config::{PATH_GENERATIONS, PATH_SLOT_BITS, PATH_SLOT_MASK};
+use super::wire::SACK_BITS;
+
+/// In-flight ring size: PSNs in `[una, next_psn)` never exceed the SACK width.
+pub const PATH_RING: usize = SACK_BITS;
+
+/// Health of a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathState {
+    /// Slot not in use.
+    Unused,
+    /// Carries data.
+    Active,
+    /// Timed out or new: carries only probes until one is answered.
+    Probing,
+    /// Its plane was reported down by the caller; silent until plane up.
+    Suspended,
+}
+
+/// What became of one transmitted PSN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryState {
+    /// Slot free.
+    Empty,
+    /// Sent, outcome unknown.
+    InFlight,
+    /// Acknowledged (cumulatively or selectively).
+    Acked,
+    /// Declared lost; its packet was queued for retransmission.
+    Lost,
+}
+
+/// Which message packet a PSN carried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InflightEntry {
+    /// Message sequence number.
+    pub msn: u32,
+    /// Packet index inside the message.
+    pub pkt: u16,
+    /// Outcome so far.
+    pub state: EntryState,
+}
+
+impl InflightEntry {
+    /// An unused ring entry.
+    pub const EMPTY: Self = Self {
+        msn: 0,
+        pkt: 0,
+        state: EntryState::Empty,
+    };
+}
+
+/// RFC 6298-style smoothed RTT estimator (integer ns).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RttEstimator {
+    /// Smoothed RTT.
+    pub srtt: u64,
+    /// RTT variation.
+    pub rttvar: u64,
+    /// Smallest sample seen.
+    pub min_rtt: u64,
+    /// At least one sample was taken.
+    pub sampled: bool,
+}
+
+impl RttEstimator {
+    /// Feed one RTT sample.
+    pub fn sample(&mut self, rtt: u64) {
+        if !self.sampled {
+            self.srtt = rtt;
+            self.rttvar = rtt / 2;
+            self.min_rtt = rtt;
+            self.sampled = true;
+            return;
+        }
+        let err = self.srtt.abs_diff(rtt);
+        self.rttvar = self.rttvar - self.rttvar / 4 + err / 4;
+        self.srtt = self.srtt - self.srtt / 8 + rtt / 8;
+        self.min_rtt = self.min_rtt.min(rtt);
+    }
+
+    /// Retransmission timeout: `srtt + 4 * rttvar` within `[min, max]`.
+    pub fn rto(&self, initial: u64, min: u64, max: u64) -> u64 {
+        if !self.sampled {
+            return initial.clamp(min, max);
+        }
+        self.srtt
+            .saturating_add(self.rttvar.saturating_mul(4))
+            .clamp(min, max)
+    }
+}
+
+/// Sender-side state of one path.
+#[derive(Clone, Copy, Debug)]
+pub struct TxPath {
+    /// Path id: generation << 6 | slot.
+    pub id: u16,
+    /// UDP source port (ECMP entropy) used by this path.
+    pub src_port: u16,
+    /// Plane (NIC port) this path leaves on.
+    pub plane: u8,
+    /// Health.
+    pub state: PathState,
+    /// Next PSN to send.
+    pub next_psn: u32,
+    /// Lowest PSN still in flight (the floor); `== next_psn` if none.
+    pub una: u32,
+    /// Packets in state `InFlight`.
+    pub inflight: u32,
+    /// PSN -> message packet, indexed by `psn % PATH_RING`.
+    pub ring: [InflightEntry; PATH_RING],
+    /// RTT estimate.
+    pub rtt: RttEstimator,
+    /// Congestion state.
+    pub cc: PathCc,
+    /// Retransmission timer deadline.
+    pub timer: Option<u64>,
+    /// Exponential backoff exponent for RTO and probes.
+    pub backoff: u32,
+    /// Consecutive timeouts without progress.
+    pub timeouts: u32,
+    /// Sequence number of the last probe sent.
+    pub probe_seq: u32,
+    /// A probe must be sent.
+    pub probe_due: bool,
+    /// Deadline of the outstanding probe.
+    pub probe_deadline: Option<u64>,
+    /// Consecutive unanswered probes.
+    pub probes_failed: u32,
+}
+
+impl TxPath {
+    /// An unused slot.
+    pub const UNUSED: Self = Self {
+        id: 0,
+        src_port: 0,
+        plane: 0,
+        state: PathState::Unused,
+        next_psn: 0,
+        una: 0,
+        inflight: 0,
+        ring: [InflightEntry::EMPTY; PATH_RING],
+        rtt: RttEstimator {
+            srtt: 0,
+            rttvar: 0,
+            min_rtt: 0,
+            sampled: false,
+        },
+        cc: PathCc {
+            cwnd: 0,
+            ssthresh: 0,
+            alpha: 0,
+            acked_in_epoch: 0,
+            ce_in_epoch: 0,
+            losses_in_epoch: 0,
+            epoch_end: 0,
+            last_decrease: 0,
+        },
+        timer: None,
+        backoff: 0,
+        timeouts: 0,
+        probe_seq: 0,
+        probe_due: false,
+        probe_deadline: None,
+        probes_failed: 0,
+    };
+
+    /// Slot part of the id.
+    pub fn slot(&self) -> usize {
+        (self.id & PATH_SLOT_MASK) as usize
+    }
+
+    /// Generation part of the id.
+    pub fn generation(&self) -> u16 {
+        self.id >> PATH_SLOT_BITS
+    }
+
+    /// Ring entry for `psn`.
+    pub fn entry(&self, psn: u32) -> InflightEntry {
+        self.ring
+            .get(psn as usize % PATH_RING)
+            .copied()
+            .unwrap_or(InflightEntry::EMPTY)
+    }
+
+    /// Mutable ring entry for `psn`.
+    pub fn entry_mut(&mut self, psn: u32) -> Option<&mut InflightEntry> {
+        self.ring.get_mut(psn as usize % PATH_RING)
+    }
+
+    /// PSNs between the floor and the next PSN.
+    pub fn span(&self) -> u32 {
+        self.next_psn.wrapping_sub(self.una)
+    }
+
+    /// Reinitialise as generation `generation` of `slot`.
+    pub fn reset(&mut self, slot: usize, generation: u16, plane: u8, seed: u32) {
+        let generation = generation % PATH_GENERATIONS;
+        *self = Self::UNUSED;
+        self.id = (generation << PATH_SLOT_BITS) | (slot as u16 & PATH_SLOT_MASK);
+        self.src_port = entropy_port(seed, self.id);
+        self.plane = plane;
+    }
+}
+
+/// UDP source port for a path id: a mixed hash into the dynamic range
+/// 49152..=65535 so that each new generation lands on a new ECMP route.
+pub fn entropy_port(seed: u32, path_id: u16) -> u16 {
+    let mut x = seed ^ (path_id as u32).wrapping_mul(0x9E37_79B1);
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x85EB_CA6B);
+    x ^= x >> 13;
+    x = x.wrapping_mul(0xC2B2_AE35);
+    x ^= x >> 16;
+    0xC000 | (x as u16 & 0x3FFF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rtt_estimator() {
+        let mut r = RttEstimator::default();
+        assert_eq!(r.rto(500, 10, 1000), 500);
+        r.sample(100);
+        assert_eq!(r.rto(500, 10, 1000), 300);
+        for _ in 0..100 {
+            r.sample(100);
+        }
+        assert!(r.rto(500, 10, 1000) < 150);
+        assert_eq!(r.rto(500, 200, 1000), 200);
+    }
+
+    #[test]
+    fn ports_differ_per_generation() {
+        let mut p = TxPath::UNUSED;
+        p.reset(3, 0, 0, 1);
+        let a = p.src_port;
+        p.reset(3, 1, 0, 1);
+        assert_ne!(a, p.src_port);
+        assert!(p.src_port >= 0xC000);
+        assert_eq!(p.slot(), 3);
+        assert_eq!(p.generation(), 1);
+    }
+}

@@ -1,0 +1,409 @@
+//! Receiving side of a QP: validates data packets against per-path SACK
+//! state and per-message packet bitmaps, tells the caller where to place
+//! each payload (or that it is a duplicate), builds ACKs and NAKs, answers
+//! probes and releases completions strictly in message order.
+
+use super::bitmap::{PktBitmap, MAX_MSG_PKTS};
+use super::completion::{CompletionStatus, RxCompletion};
+use super::config::{
+    validate_mtu, ConfigError, ReceiverConfig, MAX_PATHS, MSG_WINDOW, PATH_GENERATIONS,
+    PATH_SLOT_BITS, PATH_SLOT_MASK,
+};
+use super::sack::{PsnVerdict, SackTracker};
+use super::sender::packets_for;
+use super::seq::seq_diff;
+use super::wire::{Ack, DataHeader, Nak, Opcode, Probe, Syndrome};
+
+/// Where to put the payload of an accepted packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Message sequence number.
+    pub msn: u32,
+    /// Operation of the message.
+    pub opcode: Opcode,
+    /// Byte offset inside the message (WRITE: add to `remote_va`; SEND:
+    /// offset inside the receive buffer bound to `msn`).
+    pub offset: u32,
+    /// Payload bytes to copy.
+    pub len: u32,
+    /// Total message length.
+    pub msg_len: u32,
+    /// Remote virtual address of the message start (WRITE).
+    pub remote_va: u64,
+    /// Remote key (WRITE).
+    pub rkey: u32,
+}
+
+/// Why a packet was dropped without acknowledgement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// Not a reliable data packet (UD and control go elsewhere).
+    NotReliableData,
+    /// Header fields inconsistent (see `DataHeader::validate`).
+    Malformed,
+    /// Offset/length do not match the MTU segmentation.
+    BadSegmentation,
+    /// Message too far ahead of the completion point.
+    MessageOutOfWindow,
+    /// Opcode or length differ from earlier packets of the message.
+    Inconsistent,
+    /// PSN too far ahead on its path.
+    PathOutOfWindow,
+}
+
+/// Decision for one data packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxVerdict {
+    /// New data: place it, then send `ack_for(path_id)`.
+    Place(Placement),
+    /// Already placed: drop the payload, still acknowledge.
+    Duplicate,
+    /// Message failed: drop the payload, acknowledge, send `pop_nak()`.
+    Discard,
+    /// Invalid: drop, no acknowledgement.
+    Drop(DropReason),
+}
+
+/// Counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReceiverStats {
+    /// Packets placed.
+    pub placed: u64,
+    /// Duplicate packets.
+    pub duplicates: u64,
+    /// Dropped packets.
+    pub dropped: u64,
+    /// Packets from a superseded path generation.
+    pub stale_path: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct RxPath {
+    id: u16,
+    live: bool,
+    tracker: SackTracker,
+    ce_pending: bool,
+    last_ts: u64,
+}
+
+impl RxPath {
+    const EMPTY: Self = Self {
+        id: 0,
+        live: false,
+        tracker: SackTracker::new(0),
+        ce_pending: false,
+        last_ts: 0,
+    };
+}
+
+#[derive(Clone, Copy, Debug)]
+struct RxMsg {
+    msn: u32,
+    live: bool,
+    opcode: Opcode,
+    len: u32,
+    npkts: u32,
+    got: PktBitmap,
+    got_count: u32,
+    complete: bool,
+    failed: Option<Syndrome>,
+    imm: u32,
+    remote_va: u64,
+    rkey: u32,
+}
+
+impl RxMsg {
+    const EMPTY: Self = Self {
+        msn: 0,
+        live: false,
+        opcode: Opcode::Send,
+        len: 0,
+        npkts: 0,
+        got: PktBitmap::new(),
+        got_count: 0,
+        complete: false,
+        failed: None,
+        imm: 0,
+        remote_va: 0,
+        rkey: 0,
+    };
+}
+
+/// The receiving side of one QP.
+pub struct Receiver {
+    cfg: ReceiverConfig,
+    paths: [RxPath; MAX_PATHS],
+    msgs: [RxMsg; MSG_WINDOW],
+    head: u32,
+    cum_msn: u32,
+    rate_hint_mbps: u32,
+    pending_nak: Option<Nak>,
+    stats: ReceiverStats,
+}
+
+impl Receiver {
+    /// A receiver expecting MSN 0 next.
+    pub fn new(cfg: ReceiverConfig) -> Result<Self, ConfigError> {
+        validate_mtu(cfg.mtu)?;
+        Ok(Self {
+            cfg,
+            paths: [RxPath::EMPTY; MAX_PATHS],
+            msgs: [RxMsg::EMPTY; MSG_WINDOW],
+            head: 0,
+            cum_msn: 0,
+            rate_hint_mbps: 0,
+            pending_nak: None,
+            stats: ReceiverStats::default(),
+        })
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ReceiverStats {
+        &self.stats
+    }
+
+    /// Next message not yet fully received.
+    pub fn cum_msn(&self) -> u32 {
+        self.cum_msn
+    }
+
+    /// Set the rate hint (RCN, Mbit/s, 0 = none) advertised in ACKs; the
+    /// device computes it from its line rate and the QPs receiving at once.
+    pub fn set_rate_hint(&mut self, mbps: u32) {
+        self.rate_hint_mbps = mbps;
+    }
+
+    /// Check a header against the MTU segmentation; returns (packet index,
+    /// packets in message).
+    fn geometry(&self, h: &DataHeader) -> Result<(u32, u32), DropReason> {
+        let mtu = self.cfg.mtu;
+        let npkts = packets_for(h.opcode, h.msg_len, mtu);
+        if npkts as usize > MAX_MSG_PKTS {
+            return Err(DropReason::BadSegmentation);
+        }
+        if h.opcode == Opcode::ReadReq {
+            return Ok((0, 1));
+        }
+        if !h.offset.is_multiple_of(mtu) {
+            return Err(DropReason::BadSegmentation);
+        }
+        let idx = h.offset / mtu;
+        let expect = h.msg_len.saturating_sub(h.offset).min(mtu);
+        if idx >= npkts || h.payload_len as u32 != expect {
+            return Err(DropReason::BadSegmentation);
+        }
+        Ok((idx, npkts))
+    }
+
+    fn drop(&mut self, r: DropReason) -> RxVerdict {
+        self.stats.dropped += 1;
+        RxVerdict::Drop(r)
+    }
+
+    /// Process a data packet header (`ce`: the IP header carried ECN-CE).
+    pub fn on_data(&mut self, h: &DataHeader, ce: bool, _now: u64) -> RxVerdict {
+        if !h.opcode.is_reliable_data() {
+            return self.drop(DropReason::NotReliableData);
+        }
+        if h.validate().is_err() {
+            return self.drop(DropReason::Malformed);
+        }
+        let (idx, npkts) = match self.geometry(h) {
+            Ok(g) => g,
+            Err(r) => return self.drop(r),
+        };
+        let ahead = seq_diff(h.msn, self.head);
+        if ahead >= MSG_WINDOW as i32 {
+            return self.drop(DropReason::MessageOutOfWindow);
+        }
+        let slot = h.msn as usize % MSG_WINDOW;
+        if ahead >= 0 {
+            if let Some(m) = self.msgs.get(slot) {
+                if m.live && m.msn == h.msn && (m.opcode != h.opcode || m.len != h.msg_len) {
+                    return self.drop(DropReason::Inconsistent);
+                }
+            }
+        }
+        // Path bookkeeping (loss detection at the sender).
+        let pslot = (h.path_id & PATH_SLOT_MASK) as usize;
+        if let Some(rp) = self.paths.get_mut(pslot) {
+            let gen = h.path_id >> PATH_SLOT_BITS;
+            let cur = rp.id >> PATH_SLOT_BITS;
+            let newer = gen.wrapping_sub(cur) % PATH_GENERATIONS;
+            if !rp.live || (rp.id != h.path_id && newer < PATH_GENERATIONS / 2) {
+                *rp = RxPath {
+                    id: h.path_id,
+                    live: true,
+                    ..RxPath::EMPTY
+                };
+            }
+            if rp.id == h.path_id {
+                let mut t = rp.tracker;
+                t.advance_floor(h.psn.wrapping_sub(h.floor_delta as u32));
+                if t.on_psn(h.psn) == PsnVerdict::OutOfWindow {
+                    self.stats.dropped += 1;
+                    return RxVerdict::Drop(DropReason::PathOutOfWindow);
+                }
+                rp.tracker = t;
+                rp.ce_pending |= ce;
+                rp.last_ts = h.timestamp;
+            } else {
+                self.stats.stale_path += 1;
+            }
+        }
+        // Message bookkeeping (placement and completion).
+        if ahead < 0 {
+            self.stats.duplicates += 1;
+            return RxVerdict::Duplicate;
+        }
+        let Some(m) = self.msgs.get_mut(slot) else {
+            return self.drop(DropReason::MessageOutOfWindow);
+        };
+        if !m.live || m.msn != h.msn {
+            *m = RxMsg {
+                msn: h.msn,
+                live: true,
+                opcode: h.opcode,
+                len: h.msg_len,
+                npkts,
+                imm: h.imm,
+                remote_va: h.remote_va,
+                rkey: h.rkey,
+                ..RxMsg::EMPTY
+            };
+        }
+        if m.failed.is_some() {
+            if let Some(s) = m.failed {
+                self.pending_nak = Some(Nak {
+                    dst_qpn: self.cfg.peer_qpn,
+                    path_id: h.path_id,
+                    syndrome: s,
+                    psn: h.psn,
+                    msn: h.msn,
+                });
+            }
+            return RxVerdict::Discard;
+        }
+        if !m.got.set(idx) {
+            self.stats.duplicates += 1;
+            return RxVerdict::Duplicate;
+        }
+        m.got_count += 1;
+        if m.got_count >= m.npkts {
+            m.complete = true;
+        }
+        let placement = Placement {
+            msn: h.msn,
+            opcode: h.opcode,
+            offset: h.offset,
+            len: h.payload_len as u32,
+            msg_len: h.msg_len,
+            remote_va: h.remote_va,
+            rkey: h.rkey,
+        };
+        self.advance_cum();
+        self.stats.placed += 1;
+        RxVerdict::Place(placement)
+    }
+
+    fn advance_cum(&mut self) {
+        loop {
+            if self.cum_msn.wrapping_sub(self.head) as usize >= MSG_WINDOW {
+                return;
+            }
+            match self.msgs.get(self.cum_msn as usize % MSG_WINDOW) {
+                Some(m) if m.live && m.msn == self.cum_msn && m.complete && m.failed.is_none() => {
+                    self.cum_msn = self.cum_msn.wrapping_add(1);
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// The caller could not place message `msn` (bad rkey, bounds, no
+    /// receive buffer): fail it, queue a NAK. Fatal to the QP in v1.
+    pub fn fail_message(&mut self, msn: u32, syndrome: Syndrome, path_id: u16, psn: u32) {
+        let ahead = seq_diff(msn, self.head);
+        if ahead < 0 || ahead >= MSG_WINDOW as i32 {
+            return;
+        }
+        if let Some(m) = self.msgs.get_mut(msn as usize % MSG_WINDOW) {
+            if m.live && m.msn == msn {
+                m.failed = Some(syndrome);
+                m.complete = true;
+                self.pending_nak = Some(Nak {
+                    dst_qpn: self.cfg.peer_qpn,
+                    path_id,
+                    syndrome,
+                    psn,
+                    msn,
+                });
+            }
+        }
+    }
+
+    /// Take the NAK to send, if any.
+    pub fn pop_nak(&mut self) -> Option<Nak> {
+        self.pending_nak.take()
+    }
+
+    /// Build the ACK for a path (after `Place`/`Duplicate`/`Discard`).
+    /// `None` if the path id is unknown or superseded.
+    pub fn ack_for(&mut self, path_id: u16) -> Option<Ack> {
+        let rp = self.paths.get_mut((path_id & PATH_SLOT_MASK) as usize)?;
+        if !rp.live || rp.id != path_id {
+            return None;
+        }
+        let ce = rp.ce_pending;
+        rp.ce_pending = false;
+        Some(Ack {
+            dst_qpn: self.cfg.peer_qpn,
+            path_id,
+            ce,
+            cum_psn: rp.tracker.cum(),
+            sack: rp.tracker.bits(),
+            ts_echo: rp.last_ts,
+            cum_msn: self.cum_msn,
+            rate_hint_mbps: self.rate_hint_mbps,
+        })
+    }
+
+    /// Answer a probe (stateless echo).
+    pub fn on_probe(&self, probe: &Probe) -> Probe {
+        Probe {
+            dst_qpn: self.cfg.peer_qpn,
+            ..*probe
+        }
+    }
+
+    /// Release the next completion, strictly in MSN order, exactly once.
+    pub fn pop_completion(&mut self) -> Option<RxCompletion> {
+        let m = self.msgs.get_mut(self.head as usize % MSG_WINDOW)?;
+        if !m.live || m.msn != self.head || !m.complete {
+            return None;
+        }
+        m.live = false;
+        let c = RxCompletion {
+            msn: m.msn,
+            opcode: m.opcode,
+            len: m.len,
+            imm: if m.opcode.has_imm() || m.opcode == Opcode::ReadResp {
+                Some(m.imm)
+            } else {
+                None
+            },
+            remote_va: m.remote_va,
+            rkey: m.rkey,
+            status: match m.failed {
+                Some(s) => CompletionStatus::Failed(s),
+                None => CompletionStatus::Success,
+            },
+        };
+        self.head = self.head.wrapping_add(1);
+        if seq_diff(self.cum_msn, self.head) < 0 {
+            self.cum_msn = self.head;
+        }
+        self.advance_cum();
+        Some(c)
+    }
+}

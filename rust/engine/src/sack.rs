@@ -1,0 +1,188 @@
+//! Receiver-side per-path sequence tracking: cumulative PSN plus a 256-bit
+//! selective-acknowledgement bitvector.
+//!
+//! Packets on one path travel one ECMP route and so arrive in order; a hole
+//! below a received PSN is therefore evidence of loss, not of reordering.
+
+use super::seq::seq_diff;
+use super::wire::SACK_BITS;
+
+/// Number of 64-bit words in the bitvector.
+pub const SACK_WORDS: usize = SACK_BITS / 64;
+
+/// What the tracker concluded about one arriving PSN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PsnVerdict {
+    /// First time this PSN was seen.
+    New,
+    /// Already seen (or below the cumulative point).
+    Duplicate,
+    /// Too far ahead of the cumulative point to be tracked.
+    OutOfWindow,
+}
+
+/// Cumulative PSN + SACK bitvector for one path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SackTracker {
+    cum: u32,
+    /// Bit i set = PSN `cum + 1 + i` received.
+    bits: [u64; SACK_WORDS],
+}
+
+impl SackTracker {
+    /// Fresh tracker expecting `start` next.
+    pub const fn new(start: u32) -> Self {
+        Self {
+            cum: start,
+            bits: [0; SACK_WORDS],
+        }
+    }
+
+    /// Next PSN expected (all earlier ones received or resolved).
+    pub fn cum(&self) -> u32 {
+        self.cum
+    }
+
+    /// SACK bits relative to `cum() + 1`.
+    pub fn bits(&self) -> [u64; SACK_WORDS] {
+        self.bits
+    }
+
+    fn shift_down(&mut self, n: usize) {
+        if n >= SACK_BITS {
+            self.bits = [0; SACK_WORDS];
+            return;
+        }
+        let words = n / 64;
+        let sh = n % 64;
+        let mut out = [0u64; SACK_WORDS];
+        for (i, o) in out.iter_mut().enumerate() {
+            let lo = self.bits.get(i + words).copied().unwrap_or(0);
+            let hi = self.bits.get(i + words + 1).copied().unwrap_or(0);
+            *o = if sh == 0 {
+                lo
+            } else {
+                (lo >> sh) | (hi << (64 - sh))
+            };
+        }
+        self.bits = out;
+    }
+
+    fn trailing_ones(&self) -> usize {
+        let mut n = 0;
+        for w in self.bits {
+            let t = w.trailing_ones() as usize;
+            n += t;
+            if t < 64 {
+                break;
+            }
+        }
+        n
+    }
+
+    /// Record an arriving PSN.
+    pub fn on_psn(&mut self, psn: u32) -> PsnVerdict {
+        let d = seq_diff(psn, self.cum);
+        if d < 0 {
+            return PsnVerdict::Duplicate;
+        }
+        if d == 0 {
+            let k = self.trailing_ones();
+            self.cum = self.cum.wrapping_add(1 + k as u32);
+            self.shift_down(k + 1);
+            return PsnVerdict::New;
+        }
+        let i = (d - 1) as usize;
+        if i >= SACK_BITS {
+            return PsnVerdict::OutOfWindow;
+        }
+        let (w, b) = (i / 64, i % 64);
+        match self.bits.get_mut(w) {
+            Some(word) if *word & (1 << b) != 0 => PsnVerdict::Duplicate,
+            Some(word) => {
+                *word |= 1 << b;
+                PsnVerdict::New
+            }
+            None => PsnVerdict::OutOfWindow,
+        }
+    }
+
+    /// The sender declared every PSN before `floor` resolved: move the
+    /// cumulative point up to it (never backwards), then past received PSNs.
+    pub fn advance_floor(&mut self, floor: u32) {
+        let d = seq_diff(floor, self.cum);
+        if d <= 0 {
+            return;
+        }
+        // PSN `floor` itself may already have arrived (bit d-1).
+        let floor_seen = self.bit(d as usize - 1);
+        self.cum = floor;
+        self.shift_down(d as usize);
+        if floor_seen {
+            let k = self.trailing_ones();
+            self.cum = self.cum.wrapping_add(1 + k as u32);
+            self.shift_down(k + 1);
+        }
+    }
+
+    fn bit(&self, i: usize) -> bool {
+        self.bits
+            .get(i / 64)
+            .map(|w| w & (1 << (i % 64)) != 0)
+            .unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_order_and_holes() {
+        let mut t = SackTracker::new(0);
+        assert_eq!(t.on_psn(0), PsnVerdict::New);
+        assert_eq!(t.cum(), 1);
+        assert_eq!(t.on_psn(3), PsnVerdict::New);
+        assert_eq!(t.on_psn(3), PsnVerdict::Duplicate);
+        assert_eq!(t.bits()[0], 0b10);
+        assert_eq!(t.on_psn(2), PsnVerdict::New);
+        assert_eq!(t.bits()[0], 0b11);
+        assert_eq!(t.on_psn(1), PsnVerdict::New);
+        assert_eq!(t.cum(), 4);
+        assert_eq!(t.bits(), [0; 4]);
+        assert_eq!(t.on_psn(0), PsnVerdict::Duplicate);
+        assert_eq!(t.on_psn(4 + 257), PsnVerdict::OutOfWindow);
+        assert_eq!(t.on_psn(4 + 256), PsnVerdict::New);
+        assert_eq!(t.bits()[3] >> 63, 1);
+    }
+
+    #[test]
+    fn floor_skips_lost() {
+        let mut t = SackTracker::new(u32::MAX - 1);
+        t.on_psn(u32::MAX);
+        t.on_psn(1);
+        t.advance_floor(0);
+        assert_eq!(t.cum(), 0);
+        t.advance_floor(1);
+        assert_eq!(t.cum(), 2);
+        t.on_psn(4);
+        t.advance_floor(3);
+        assert_eq!(t.cum(), 3);
+        t.advance_floor(4);
+        assert_eq!(t.cum(), 5);
+        t.advance_floor(1000);
+        assert_eq!(t.cum(), 1000);
+        assert_eq!(t.bits(), [0; 4]);
+    }
+
+    #[test]
+    fn long_runs() {
+        let mut t = SackTracker::new(0);
+        for p in 1..=200 {
+            t.on_psn(p);
+        }
+        t.on_psn(0);
+        assert_eq!(t.cum(), 201);
+        assert_eq!(t.bits(), [0; 4]);
+    }
+}

@@ -1,0 +1,955 @@
+//! Sending side of a QP: message segmentation, spraying over paths,
+//! per-path windows, SACK loss detection, selective retransmission, RTO,
+//! path health (probe, replace, plane drain), path growth on long RTT and
+//! in-order send completions.
+
+use super::bitmap::{PktBitmap, MAX_MSG_PKTS};
+use super::cc::{AckSignal, Aimd, CcParams, CongestionControl};
+use super::completion::{CompletionStatus, TxCompletion};
+use super::config::{ConfigError, SenderConfig, MAX_PATHS, MSG_WINDOW, PATH_GENERATIONS};
+use super::path::{EntryState, InflightEntry, PathState, RttEstimator, TxPath, PATH_RING};
+use super::seq::{seq_diff, seq_in_window};
+use super::wire::{Ack, DataHeader, Nak, Opcode, Probe, FLAG_IMM, FLAG_RETRANSMIT, SACK_BITS};
+
+/// A message to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// SEND, SEND_IMM, WRITE, WRITE_IMM, READ_REQ or READ_RESP.
+    pub opcode: Opcode,
+    /// Length in bytes (READ_REQ: bytes requested).
+    pub len: u32,
+    /// Remote virtual address of the message start (WRITE, READ_REQ).
+    pub remote_va: u64,
+    /// Remote key (WRITE, READ_REQ).
+    pub rkey: u32,
+    /// Immediate data (*_IMM) or requester MSN (READ_RESP).
+    pub imm: u32,
+}
+
+/// Why `post` refused a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostError {
+    /// `MSG_WINDOW` messages are already outstanding.
+    QueueFull,
+    /// More than `MAX_MSG_PKTS` packets.
+    TooLong,
+    /// Not a reliable data opcode.
+    BadOpcode,
+}
+
+/// What `next_packet` produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxKind {
+    /// A data packet: the caller attaches `header.payload_len` bytes of
+    /// message `header.msn` starting at `header.offset`.
+    Data {
+        /// Ready-to-encode header (timestamp = now).
+        header: DataHeader,
+        /// This packet was sent before and declared lost.
+        retransmit: bool,
+    },
+    /// A path probe.
+    Probe(Probe),
+}
+
+/// One packet to transmit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxPacket {
+    /// Content.
+    pub kind: TxKind,
+    /// UDP source port (ECMP entropy of the path).
+    pub src_port: u16,
+    /// Plane / NIC port to send on.
+    pub plane: u8,
+}
+
+/// Counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SenderStats {
+    /// Data packets sent, including retransmissions.
+    pub data_packets: u64,
+    /// Retransmitted data packets.
+    pub retransmits: u64,
+    /// Retransmitted payload bytes.
+    pub retransmit_bytes: u64,
+    /// Packets declared lost from SACK holes.
+    pub sack_losses: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Acknowledgements for packets already declared lost (the original
+    /// arrived after all: a sign of spurious loss declaration).
+    pub late_acks: u64,
+    /// Probes sent.
+    pub probes: u64,
+    /// Paths replaced after unanswered probes.
+    pub paths_replaced: u64,
+    /// Paths opened beyond the initial set (long RTT growth).
+    pub paths_opened: u64,
+    /// ACKs for an unknown or stale path id.
+    pub stale_acks: u64,
+    /// NAKs received.
+    pub naks: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct TxMsg {
+    msn: u32,
+    live: bool,
+    opcode: Opcode,
+    len: u32,
+    npkts: u32,
+    next_pkt: u32,
+    acked: PktBitmap,
+    acked_count: u32,
+    lost: PktBitmap,
+    lost_count: u32,
+    remote_va: u64,
+    rkey: u32,
+    imm: u32,
+    failed: Option<super::wire::Syndrome>,
+    last_loss_slot: usize,
+}
+
+impl TxMsg {
+    const EMPTY: Self = Self {
+        msn: 0,
+        live: false,
+        opcode: Opcode::Send,
+        len: 0,
+        npkts: 0,
+        next_pkt: 0,
+        acked: PktBitmap::new(),
+        acked_count: 0,
+        lost: PktBitmap::new(),
+        lost_count: 0,
+        remote_va: 0,
+        rkey: 0,
+        imm: 0,
+        failed: None,
+        last_loss_slot: usize::MAX,
+    };
+
+    fn done(&self) -> bool {
+        self.failed.is_some() || self.acked_count >= self.npkts
+    }
+}
+
+/// The scalar fields of a path, copied out so the ring is not copied.
+#[derive(Clone, Copy)]
+struct PathView {
+    id: u16,
+    state: PathState,
+    una: u32,
+    next_psn: u32,
+    timer: Option<u64>,
+    probe_deadline: Option<u64>,
+    probes_failed: u32,
+}
+
+impl PathView {
+    fn of(p: &TxPath) -> Self {
+        Self {
+            id: p.id,
+            state: p.state,
+            una: p.una,
+            next_psn: p.next_psn,
+            timer: p.timer,
+            probe_deadline: p.probe_deadline,
+            probes_failed: p.probes_failed,
+        }
+    }
+
+    fn span(&self) -> u32 {
+        self.next_psn.wrapping_sub(self.una)
+    }
+}
+
+/// Number of packets of a message of `len` bytes.
+pub fn packets_for(opcode: Opcode, len: u32, mtu: u32) -> u32 {
+    if opcode == Opcode::ReadReq || len == 0 || mtu == 0 {
+        1
+    } else {
+        len.div_ceil(mtu)
+    }
+}
+
+/// The sending side of one QP, generic over the congestion control.
+pub struct Sender<C: CongestionControl = Aimd> {
+    cfg: SenderConfig,
+    ccp: CcParams,
+    cc: C,
+    paths: [TxPath; MAX_PATHS],
+    msgs: [TxMsg; MSG_WINDOW],
+    head: u32,
+    tail: u32,
+    cursor: u32,
+    lost_total: u32,
+    rr: usize,
+    qp_rtt: RttEstimator,
+    rate_hint_mbps: u32,
+    window_limited: bool,
+    congested: bool,
+    last_growth: u64,
+    stats: SenderStats,
+}
+
+impl Sender<Aimd> {
+    /// A sender with the default AIMD congestion control.
+    pub fn new(cfg: SenderConfig, now: u64) -> Result<Self, ConfigError> {
+        Self::with_cc(cfg, Aimd, now)
+    }
+}
+
+impl<C: CongestionControl> Sender<C> {
+    /// A sender with a caller-chosen congestion control.
+    pub fn with_cc(cfg: SenderConfig, cc: C, now: u64) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let mut s = Self {
+            cfg,
+            ccp: CcParams {
+                pwnd_init: cfg.pwnd_init,
+                pwnd_min: cfg.pwnd_min,
+                pwnd_max: cfg.pwnd_max,
+                loss_md_threshold: cfg.loss_md_threshold,
+            },
+            cc,
+            paths: [TxPath::UNUSED; MAX_PATHS],
+            msgs: [TxMsg::EMPTY; MSG_WINDOW],
+            head: 0,
+            tail: 0,
+            cursor: 0,
+            lost_total: 0,
+            rr: 0,
+            qp_rtt: RttEstimator::default(),
+            rate_hint_mbps: 0,
+            window_limited: false,
+            congested: false,
+            last_growth: now,
+            stats: SenderStats::default(),
+        };
+        for slot in 0..cfg.initial_paths as usize {
+            s.open_path(slot, 0, PathState::Active, now);
+        }
+        Ok(s)
+    }
+
+    /// Configuration in use.
+    pub fn config(&self) -> &SenderConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &SenderStats {
+        &self.stats
+    }
+
+    /// Paths in use (any state but unused).
+    pub fn path_count(&self) -> usize {
+        self.paths
+            .iter()
+            .filter(|p| p.state != PathState::Unused)
+            .count()
+    }
+
+    /// Paths currently carrying data.
+    pub fn active_paths(&self) -> usize {
+        self.paths
+            .iter()
+            .filter(|p| p.state == PathState::Active)
+            .count()
+    }
+
+    /// True if at least one path of `plane` carries data.
+    pub fn plane_usable(&self, plane: u8) -> bool {
+        self.paths
+            .iter()
+            .any(|p| p.state == PathState::Active && p.plane == plane)
+    }
+
+    /// Read-only view of a path slot.
+    pub fn path(&self, slot: usize) -> Option<&TxPath> {
+        self.paths.get(slot)
+    }
+
+    /// Sum of per-path windows of active paths (QWND), in packets.
+    pub fn qwnd(&self) -> u32 {
+        self.paths
+            .iter()
+            .filter(|p| p.state == PathState::Active)
+            .map(|p| p.cc.window())
+            .sum()
+    }
+
+    /// Packets in flight over all paths.
+    pub fn inflight(&self) -> u32 {
+        self.paths.iter().map(|p| p.inflight).sum()
+    }
+
+    /// Messages posted but not yet returned by `pop_completion`.
+    pub fn outstanding(&self) -> u32 {
+        self.tail.wrapping_sub(self.head)
+    }
+
+    /// Receiver rate hint currently honoured (Mbit/s, 0 = none).
+    pub fn rate_hint_mbps(&self) -> u32 {
+        self.rate_hint_mbps
+    }
+
+    fn open_path(&mut self, slot: usize, generation: u16, state: PathState, now: u64) {
+        let planes = self.cfg.planes.max(1) as usize;
+        let seed = self.cfg.entropy_seed;
+        let qp_rtt = self.qp_rtt;
+        let ccp = self.ccp;
+        if let Some(p) = self.paths.get_mut(slot) {
+            p.reset(slot, generation, (slot % planes) as u8, seed);
+            p.state = state;
+            p.rtt = qp_rtt;
+            p.probe_due = state == PathState::Probing;
+            self.cc.init_path(&mut p.cc, &ccp, now);
+        }
+    }
+
+    fn rto_of(&self, p: &TxPath) -> u64 {
+        let base = p
+            .rtt
+            .rto(self.cfg.initial_rto_ns, self.cfg.min_rto_ns, self.cfg.max_rto_ns);
+        base.checked_shl(p.backoff)
+            .unwrap_or(u64::MAX)
+            .min(self.cfg.max_rto_ns)
+    }
+
+    fn msg_index(&self, msn: u32) -> Option<usize> {
+        if !seq_in_window(msn, self.head, self.tail.wrapping_sub(self.head)) {
+            return None;
+        }
+        let i = msn as usize % MSG_WINDOW;
+        match self.msgs.get(i) {
+            Some(m) if m.live && m.msn == msn => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Queue a message; returns its MSN. Completions come back in MSN order.
+    pub fn post(&mut self, msg: &Message) -> Result<u32, PostError> {
+        if !msg.opcode.is_reliable_data() {
+            return Err(PostError::BadOpcode);
+        }
+        let npkts = packets_for(msg.opcode, msg.len, self.cfg.mtu);
+        if npkts as usize > MAX_MSG_PKTS {
+            return Err(PostError::TooLong);
+        }
+        if self.tail.wrapping_sub(self.head) as usize >= MSG_WINDOW {
+            return Err(PostError::QueueFull);
+        }
+        let msn = self.tail;
+        let m = self
+            .msgs
+            .get_mut(msn as usize % MSG_WINDOW)
+            .ok_or(PostError::QueueFull)?;
+        *m = TxMsg {
+            msn,
+            live: true,
+            opcode: msg.opcode,
+            len: msg.len,
+            npkts,
+            remote_va: msg.remote_va,
+            rkey: msg.rkey,
+            imm: msg.imm,
+            ..TxMsg::EMPTY
+        };
+        self.tail = self.tail.wrapping_add(1);
+        Ok(msn)
+    }
+
+    /// Return the oldest message if it is finished (acknowledged or failed).
+    pub fn pop_completion(&mut self) -> Option<TxCompletion> {
+        if self.head == self.tail {
+            return None;
+        }
+        let m = self.msgs.get_mut(self.head as usize % MSG_WINDOW)?;
+        if !m.live || !m.done() {
+            return None;
+        }
+        m.live = false;
+        let c = TxCompletion {
+            msn: m.msn,
+            opcode: m.opcode,
+            len: m.len,
+            status: match m.failed {
+                Some(s) => CompletionStatus::Failed(s),
+                None => CompletionStatus::Success,
+            },
+        };
+        self.head = self.head.wrapping_add(1);
+        if seq_diff(self.cursor, self.head) < 0 {
+            self.cursor = self.head;
+        }
+        Some(c)
+    }
+
+    /// Record that packet `pkt` of `msn` reached the receiver.
+    fn mark_acked(&mut self, msn: u32, pkt: u32) {
+        let Some(i) = self.msg_index(msn) else { return };
+        let Some(m) = self.msgs.get_mut(i) else { return };
+        if m.acked.set(pkt) {
+            m.acked_count += 1;
+            if m.lost.clear(pkt) {
+                m.lost_count = m.lost_count.saturating_sub(1);
+                self.lost_total = self.lost_total.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Queue packet `pkt` of `msn` for retransmission.
+    fn mark_lost(&mut self, msn: u32, pkt: u32, slot: usize) {
+        let Some(i) = self.msg_index(msn) else { return };
+        let Some(m) = self.msgs.get_mut(i) else { return };
+        if m.failed.is_none() && !m.acked.get(pkt) && m.lost.set(pkt) {
+            m.lost_count += 1;
+            m.last_loss_slot = slot;
+            self.lost_total += 1;
+        }
+    }
+
+    /// Move the floor of a path past resolved PSNs.
+    fn advance_floor(&mut self, slot: usize) {
+        let Some(p) = self.paths.get_mut(slot) else { return };
+        while p.una != p.next_psn {
+            let e = p.entry(p.una);
+            if e.state == EntryState::InFlight {
+                break;
+            }
+            if let Some(e) = p.entry_mut(p.una) {
+                *e = InflightEntry::EMPTY;
+            }
+            p.una = p.una.wrapping_add(1);
+        }
+    }
+
+    /// Declare everything in flight on a path lost and empty it.
+    fn drain_path(&mut self, slot: usize) {
+        let Some(p) = self.paths.get(slot).map(PathView::of) else { return };
+        let mut psn = p.una;
+        while psn != p.next_psn {
+            let Some(p) = self.paths.get(slot) else { return };
+            let e = p.entry(psn);
+            if e.state == EntryState::InFlight {
+                self.mark_lost(e.msn, e.pkt as u32, slot);
+            }
+            psn = psn.wrapping_add(1);
+        }
+        if let Some(p) = self.paths.get_mut(slot) {
+            p.ring = [InflightEntry::EMPTY; PATH_RING];
+            p.una = p.next_psn;
+            p.inflight = 0;
+            p.timer = None;
+        }
+    }
+
+    /// Process an ACK.
+    pub fn on_ack(&mut self, ack: &Ack, now: u64) {
+        self.rate_hint_mbps = ack.rate_hint_mbps;
+        self.on_cum_msn(ack.cum_msn);
+        let slot = (ack.path_id & super::config::PATH_SLOT_MASK) as usize;
+        let Some(p) = self.paths.get(slot).map(PathView::of) else { return };
+        if p.state == PathState::Unused || p.id != ack.path_id {
+            self.stats.stale_acks += 1;
+            return;
+        }
+        let mut newly = 0u32;
+        // Cumulative part: only meaningful if it lies within what we sent.
+        let cum_ahead = seq_diff(ack.cum_psn, p.una);
+        if cum_ahead < 0 || cum_ahead as u32 > p.span() {
+            self.stats.stale_acks += 1;
+            return;
+        }
+        let mut psn = p.una;
+        while psn != ack.cum_psn {
+            newly += self.ack_psn(slot, psn);
+            psn = psn.wrapping_add(1);
+        }
+        // Selective part.
+        let mut highest: Option<u32> = None;
+        for (w, word) in ack.sack.iter().enumerate() {
+            let mut bits = *word;
+            while bits != 0 {
+                let b = bits.trailing_zeros();
+                bits &= bits - 1;
+                let off = (w as u32) * 64 + b + 1;
+                let psn = ack.cum_psn.wrapping_add(off);
+                if seq_in_window(psn, p.una, p.span()) {
+                    newly += self.ack_psn(slot, psn);
+                    highest = Some(psn);
+                }
+            }
+        }
+        // Loss detection: a PSN with >= reorder_threshold acknowledged PSNs
+        // above it on the same (order-preserving) path is lost.
+        let mut lost = 0u32;
+        if let Some(hi) = highest {
+            let mut above = 0u32;
+            let mut psn = hi;
+            loop {
+                let e = self.paths.get(slot).map(|p| p.entry(psn));
+                match e {
+                    Some(e) if e.state == EntryState::Acked => above += 1,
+                    Some(e) if e.state == EntryState::InFlight && above >= self.cfg.reorder_threshold => {
+                        self.mark_lost(e.msn, e.pkt as u32, slot);
+                        if let Some(p) = self.paths.get_mut(slot) {
+                            if let Some(en) = p.entry_mut(psn) {
+                                en.state = EntryState::Lost;
+                            }
+                            p.inflight = p.inflight.saturating_sub(1);
+                        }
+                        lost += 1;
+                    }
+                    _ => {}
+                }
+                if psn == p.una {
+                    break;
+                }
+                psn = psn.wrapping_sub(1);
+            }
+        }
+        self.advance_floor(slot);
+        let rto_now;
+        {
+            let Some(p) = self.paths.get_mut(slot) else { return };
+            if ack.ts_echo <= now {
+                let r = now - ack.ts_echo;
+                p.rtt.sample(r);
+                self.qp_rtt.sample(r);
+            }
+            if newly > 0 {
+                p.timeouts = 0;
+                p.backoff = 0;
+                if p.state == PathState::Probing {
+                    p.state = PathState::Active;
+                    p.probe_due = false;
+                    p.probe_deadline = None;
+                    p.probes_failed = 0;
+                }
+            }
+            rto_now = p.rtt.rto(self.cfg.initial_rto_ns, self.cfg.min_rto_ns, self.cfg.max_rto_ns);
+            let srtt = if p.rtt.sampled { p.rtt.srtt } else { rto_now };
+            let sig = AckSignal {
+                now,
+                newly_acked: newly,
+                ce: ack.ce,
+                srtt,
+            };
+            self.cc.on_ack(&mut p.cc, &self.ccp, &sig);
+            if lost > 0 {
+                self.cc.on_loss(&mut p.cc, &self.ccp, lost, now, srtt);
+            }
+            if p.inflight == 0 {
+                p.timer = None;
+            } else if newly > 0 || p.timer.is_none() {
+                p.timer = Some(now.saturating_add(rto_now));
+            }
+        }
+        self.stats.sack_losses += lost as u64;
+        if ack.ce || lost > 0 {
+            self.congested = true;
+        }
+        self.maybe_grow(now);
+    }
+
+    /// Acknowledge one PSN of a path; returns 1 if it was in flight.
+    fn ack_psn(&mut self, slot: usize, psn: u32) -> u32 {
+        let Some(p) = self.paths.get_mut(slot) else { return 0 };
+        let Some(e) = p.entry_mut(psn) else { return 0 };
+        let prev = *e;
+        match prev.state {
+            EntryState::InFlight => {
+                e.state = EntryState::Acked;
+                p.inflight = p.inflight.saturating_sub(1);
+                self.mark_acked(prev.msn, prev.pkt as u32);
+                1
+            }
+            EntryState::Lost => {
+                e.state = EntryState::Acked;
+                self.stats.late_acks += 1;
+                self.mark_acked(prev.msn, prev.pkt as u32);
+                0
+            }
+            _ => 0,
+        }
+    }
+
+    /// Every message before `cum_msn` is complete at the receiver.
+    fn on_cum_msn(&mut self, cum_msn: u32) {
+        let span = self.tail.wrapping_sub(self.head);
+        let ahead = cum_msn.wrapping_sub(self.head);
+        if ahead == 0 || ahead > span {
+            return;
+        }
+        let mut msn = self.head;
+        while msn != cum_msn {
+            let Some(i) = self.msg_index(msn) else { break };
+            let Some(m) = self.msgs.get_mut(i) else { break };
+            // A receiver cannot have completed what was never fully sent.
+            if m.next_pkt < m.npkts && m.failed.is_none() {
+                break;
+            }
+            if m.failed.is_none() && m.acked_count < m.npkts {
+                for k in 0..m.npkts {
+                    m.acked.set(k);
+                }
+                m.acked_count = m.npkts;
+                self.lost_total = self.lost_total.saturating_sub(m.lost_count);
+                m.lost_count = 0;
+                m.lost.clear_all();
+            }
+            msn = msn.wrapping_add(1);
+        }
+    }
+
+    /// Process a NAK: the message failed at the responder.
+    pub fn on_nak(&mut self, nak: &Nak) {
+        self.stats.naks += 1;
+        let Some(i) = self.msg_index(nak.msn) else { return };
+        let Some(m) = self.msgs.get_mut(i) else { return };
+        if m.failed.is_none() {
+            m.failed = Some(nak.syndrome);
+            self.lost_total = self.lost_total.saturating_sub(m.lost_count);
+            m.lost_count = 0;
+            m.lost.clear_all();
+            m.next_pkt = m.npkts;
+        }
+    }
+
+    /// Process a probe reply: the path works again.
+    pub fn on_probe_reply(&mut self, probe: &Probe, now: u64) {
+        let slot = (probe.path_id & super::config::PATH_SLOT_MASK) as usize;
+        let Some(p) = self.paths.get_mut(slot) else { return };
+        if p.id != probe.path_id || p.state != PathState::Probing || probe.seq != p.probe_seq {
+            return;
+        }
+        if probe.timestamp <= now {
+            let r = now - probe.timestamp;
+            p.rtt.sample(r);
+            self.qp_rtt.sample(r);
+        }
+        p.state = PathState::Active;
+        p.probe_due = false;
+        p.probe_deadline = None;
+        p.probes_failed = 0;
+        p.timeouts = 0;
+        p.backoff = 0;
+    }
+
+    /// The caller learned that `plane` is down: drain its paths now.
+    pub fn plane_down(&mut self, plane: u8) {
+        for slot in 0..MAX_PATHS {
+            let Some(p) = self.paths.get(slot) else { continue };
+            if p.state == PathState::Unused || p.plane != plane {
+                continue;
+            }
+            self.drain_path(slot);
+            if let Some(p) = self.paths.get_mut(slot) {
+                p.state = PathState::Suspended;
+                p.probe_due = false;
+                p.probe_deadline = None;
+            }
+        }
+    }
+
+    /// The caller learned that `plane` is up: probe its paths.
+    pub fn plane_up(&mut self, plane: u8) {
+        for p in self.paths.iter_mut() {
+            if p.state == PathState::Suspended && p.plane == plane {
+                p.state = PathState::Probing;
+                p.probe_due = true;
+                p.probes_failed = 0;
+                p.backoff = 0;
+            }
+        }
+    }
+
+    /// Earliest time `on_timer` has work to do.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.paths
+            .iter()
+            .filter(|p| p.state != PathState::Unused)
+            .flat_map(|p| [p.timer, p.probe_deadline])
+            .flatten()
+            .min()
+    }
+
+    /// Run expired timers: RTO (drain path, start probing) and probe
+    /// timeouts (retry, then replace the path with a fresh source port).
+    pub fn on_timer(&mut self, now: u64) {
+        for slot in 0..MAX_PATHS {
+            let Some(p) = self.paths.get(slot).map(PathView::of) else { continue };
+            if p.state == PathState::Unused {
+                continue;
+            }
+            if let Some(t) = p.timer {
+                if now >= t {
+                    self.stats.timeouts += 1;
+                    self.drain_path(slot);
+                    if let Some(p) = self.paths.get_mut(slot) {
+                        p.timeouts = p.timeouts.saturating_add(1);
+                        p.backoff = (p.backoff + 1).min(8);
+                        self.cc.on_timeout(&mut p.cc, &self.ccp, now);
+                        if p.state == PathState::Active {
+                            p.state = PathState::Probing;
+                            p.probe_due = true;
+                        }
+                    }
+                }
+            }
+            let Some(p) = self.paths.get(slot).map(PathView::of) else { continue };
+            if let Some(t) = p.probe_deadline {
+                if now >= t && p.state == PathState::Probing {
+                    let failed = p.probes_failed + 1;
+                    if failed >= self.cfg.path_fail_probes {
+                        self.stats.paths_replaced += 1;
+                        let gen = ((p.id >> super::config::PATH_SLOT_BITS) + 1) % PATH_GENERATIONS;
+                        self.open_path(slot, gen, PathState::Probing, now);
+                    } else if let Some(p) = self.paths.get_mut(slot) {
+                        p.probes_failed = failed;
+                        p.probe_deadline = None;
+                        p.probe_due = true;
+                        p.backoff = (p.backoff + 1).min(8);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Open more paths when every active path is pinned at its window cap,
+    /// the QP is window-limited and no congestion was seen for an RTT: the
+    /// per-path cap cannot fill the bandwidth-delay product.
+    fn maybe_grow(&mut self, now: u64) {
+        let interval = if self.qp_rtt.sampled {
+            self.qp_rtt.srtt
+        } else {
+            self.cfg.initial_rto_ns
+        };
+        if now.saturating_sub(self.last_growth) < interval {
+            return;
+        }
+        let active = self.active_paths();
+        let used = self.path_count();
+        let capped = self
+            .paths
+            .iter()
+            .filter(|p| p.state == PathState::Active)
+            .all(|p| p.cc.window() >= self.cfg.pwnd_max);
+        if self.window_limited
+            && !self.congested
+            && capped
+            && active > 0
+            && used < self.cfg.max_paths as usize
+        {
+            let want = (active / 2 + 1).min(self.cfg.max_paths as usize - used);
+            let mut opened = 0;
+            for slot in 0..MAX_PATHS {
+                if opened == want {
+                    break;
+                }
+                if self.paths.get(slot).map(|p| p.state) == Some(PathState::Unused) {
+                    self.open_path(slot, 0, PathState::Active, now);
+                    opened += 1;
+                    self.stats.paths_opened += 1;
+                }
+            }
+        }
+        self.window_limited = false;
+        self.congested = false;
+        self.last_growth = now;
+    }
+
+    /// QP-level cap in packets from the receiver rate hint.
+    fn hint_cap(&self) -> Option<u32> {
+        if self.rate_hint_mbps == 0 || !self.qp_rtt.sampled {
+            return None;
+        }
+        // bytes = Mbit/s * ns / 8000; 25% headroom over the base RTT.
+        let bytes = self.rate_hint_mbps as u64 * self.qp_rtt.min_rtt / 8000;
+        let pkts = bytes * 5 / 4 / self.cfg.mtu.max(1) as u64;
+        Some(pkts.clamp(2, u32::MAX as u64) as u32)
+    }
+
+    fn find_lost(&self) -> Option<(u32, u32, usize)> {
+        if self.lost_total == 0 {
+            return None;
+        }
+        let mut msn = self.head;
+        while msn != self.tail {
+            if let Some(m) = self.msgs.get(msn as usize % MSG_WINDOW) {
+                if m.live && m.msn == msn && m.lost_count > 0 {
+                    if let Some(pkt) = m.lost.first_set() {
+                        return Some((msn, pkt, m.last_loss_slot));
+                    }
+                }
+            }
+            msn = msn.wrapping_add(1);
+        }
+        None
+    }
+
+    fn find_new(&mut self) -> Option<u32> {
+        while self.cursor != self.tail {
+            match self.msgs.get(self.cursor as usize % MSG_WINDOW) {
+                Some(m) if m.live && m.msn == self.cursor && m.failed.is_none() && m.next_pkt < m.npkts => {
+                    return Some(self.cursor);
+                }
+                _ => self.cursor = self.cursor.wrapping_add(1),
+            }
+        }
+        None
+    }
+
+    fn path_open(&self, p: &TxPath, plane: Option<u8>) -> bool {
+        p.state == PathState::Active
+            && plane.is_none_or(|pl| pl == p.plane)
+            && p.inflight < p.cc.window()
+            && (p.span() as usize) < PATH_RING
+    }
+
+    /// Next packet to send on any plane.
+    pub fn next_packet(&mut self, now: u64) -> Option<TxPacket> {
+        self.next_packet_inner(now, None)
+    }
+
+    /// Next packet to send on `plane` (for per-port transmit queues).
+    pub fn next_packet_on_plane(&mut self, now: u64, plane: u8) -> Option<TxPacket> {
+        self.next_packet_inner(now, Some(plane))
+    }
+
+    fn next_packet_inner(&mut self, now: u64, plane: Option<u8>) -> Option<TxPacket> {
+        // Probes first: they are tiny and decide path health.
+        for slot in 0..MAX_PATHS {
+            let rto = match self.paths.get(slot) {
+                Some(p)
+                    if p.state == PathState::Probing
+                        && p.probe_due
+                        && plane.is_none_or(|pl| pl == p.plane) =>
+                {
+                    self.rto_of(p)
+                }
+                _ => continue,
+            };
+            let Some(p) = self.paths.get_mut(slot) else { continue };
+            p.probe_due = false;
+            p.probe_seq = p.probe_seq.wrapping_add(1);
+            p.probe_deadline = Some(now.saturating_add(rto));
+            self.stats.probes += 1;
+            return Some(TxPacket {
+                kind: TxKind::Probe(Probe {
+                    dst_qpn: self.cfg.dst_qpn,
+                    path_id: p.id,
+                    seq: p.probe_seq,
+                    timestamp: now,
+                }),
+                src_port: p.src_port,
+                plane: p.plane,
+            });
+        }
+        let retx = self.find_lost();
+        let (msn, pkt, avoid, is_retx) = match retx {
+            Some((msn, pkt, avoid)) => (msn, pkt, avoid, true),
+            None => {
+                let msn = self.find_new()?;
+                let m = self.msgs.get(msn as usize % MSG_WINDOW)?;
+                (msn, m.next_pkt, usize::MAX, false)
+            }
+        };
+        if let Some(cap) = self.hint_cap() {
+            if self.inflight() >= cap {
+                return None;
+            }
+        }
+        // Spray: round-robin over paths with an open window, avoiding the
+        // path that lost this packet when another one is available.
+        let mut chosen = None;
+        let mut fallback = None;
+        for k in 0..MAX_PATHS {
+            let slot = (self.rr + k) % MAX_PATHS;
+            let Some(p) = self.paths.get(slot) else { continue };
+            if !self.path_open(p, plane) {
+                continue;
+            }
+            if slot == avoid {
+                fallback = Some(slot);
+                continue;
+            }
+            chosen = Some(slot);
+            break;
+        }
+        let Some(slot) = chosen.or(fallback) else {
+            self.window_limited = true;
+            return None;
+        };
+        self.rr = (slot + 1) % MAX_PATHS;
+        let mtu = self.cfg.mtu;
+        let m = self.msgs.get_mut(msn as usize % MSG_WINDOW)?;
+        if is_retx {
+            if m.lost.clear(pkt) {
+                m.lost_count = m.lost_count.saturating_sub(1);
+                self.lost_total = self.lost_total.saturating_sub(1);
+            }
+        } else {
+            m.next_pkt += 1;
+        }
+        let offset = pkt.saturating_mul(mtu);
+        let payload_len = if m.opcode == Opcode::ReadReq {
+            0
+        } else {
+            m.len.saturating_sub(offset).min(mtu)
+        };
+        let mut flags = 0;
+        if m.opcode.has_imm() {
+            flags |= FLAG_IMM;
+        }
+        if is_retx {
+            flags |= FLAG_RETRANSMIT;
+            self.stats.retransmits += 1;
+            self.stats.retransmit_bytes += payload_len as u64;
+        }
+        self.stats.data_packets += 1;
+        let (opcode, msg_len, remote_va, rkey, imm) = (m.opcode, m.len, m.remote_va, m.rkey, m.imm);
+        let rto = self.paths.get(slot).map(|p| self.rto_of(p)).unwrap_or(self.cfg.max_rto_ns);
+        let p = self.paths.get_mut(slot)?;
+        let psn = p.next_psn;
+        if let Some(e) = p.entry_mut(psn) {
+            *e = InflightEntry {
+                msn,
+                pkt: pkt as u16,
+                state: EntryState::InFlight,
+            };
+        }
+        let floor_delta = psn.wrapping_sub(p.una).min(SACK_BITS as u32) as u16;
+        p.next_psn = psn.wrapping_add(1);
+        p.inflight += 1;
+        if p.timer.is_none() {
+            p.timer = Some(now.saturating_add(rto));
+        }
+        Some(TxPacket {
+            kind: TxKind::Data {
+                header: DataHeader {
+                    opcode,
+                    flags,
+                    dst_qpn: self.cfg.dst_qpn,
+                    path_id: p.id,
+                    floor_delta,
+                    psn,
+                    msn,
+                    offset,
+                    msg_len,
+                    payload_len: payload_len as u16,
+                    remote_va,
+                    rkey,
+                    imm: if opcode.has_imm() || opcode == Opcode::ReadResp { imm } else { 0 },
+                    timestamp: now,
+                },
+                retransmit: is_retx,
+            },
+            src_port: p.src_port,
+            plane: p.plane,
+        })
+    }
+}

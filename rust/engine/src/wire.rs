@@ -1,0 +1,699 @@
+//! MetaRoCE v1 wire format: encoding and validating decoding.
+//!
+//! All multi-byte fields are big-endian. Every packet is
+//! `header [payload] ICRC`, where the 4-byte ICRC is CRC-32 over every byte
+//! of the MetaRoCE header and payload (nothing of IP/UDP, whose TTL,
+//! DSCP/ECN and checksum change in flight). Layouts are documented in
+//! `Documentation/protocol.md`; the offsets below are the normative source.
+
+use super::crc::{crc32, Crc32};
+
+/// UDP destination port of MetaRoCE (RoCEv2 keeps 4791).
+pub const UDP_PORT: u16 = 4792;
+/// Protocol version carried in byte 0 of every packet.
+pub const VERSION: u8 = 1;
+/// Length of the data header (before the payload).
+pub const DATA_HEADER_LEN: usize = 56;
+/// Length of an ACK packet without ICRC.
+pub const ACK_LEN: usize = 64;
+/// Length of a NAK packet without ICRC.
+pub const NAK_LEN: usize = 24;
+/// Length of a PROBE / PROBE_REPLY packet without ICRC.
+pub const PROBE_LEN: usize = 24;
+/// Length of the trailing invariant CRC.
+pub const ICRC_LEN: usize = 4;
+/// Largest payload a v1 data packet may carry.
+pub const MAX_PAYLOAD: usize = 8192;
+/// Width of the per-path SACK bitvector carried in ACKs.
+pub const SACK_BITS: usize = 256;
+
+/// Data flag: packet is a retransmission (informational only).
+pub const FLAG_RETRANSMIT: u16 = 0x0001;
+/// Data flag: immediate data field is valid (set exactly for *_IMM opcodes).
+pub const FLAG_IMM: u16 = 0x0002;
+/// All data flags defined by v1; other bits must be zero.
+pub const DATA_FLAGS_MASK: u16 = FLAG_RETRANSMIT | FLAG_IMM;
+/// ACK flag: at least one acknowledged packet arrived with ECN-CE.
+pub const ACK_FLAG_CE: u16 = 0x0001;
+
+/// Packet opcode (byte 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Opcode {
+    /// Two-sided send into the next receive buffer.
+    Send = 0x01,
+    /// Send with 32-bit immediate data.
+    SendImm = 0x02,
+    /// One-sided write to remote virtual address + rkey.
+    Write = 0x03,
+    /// Write with immediate data (consumes a receive at the responder).
+    WriteImm = 0x04,
+    /// Read request: one packet, no payload, `msg_len` bytes requested.
+    ReadReq = 0x05,
+    /// Read response data, a message in the responder's own send stream.
+    ReadResp = 0x06,
+    /// Unreliable datagram (UD/GSI): single packet, no ACK, no retransmission.
+    UdSend = 0x07,
+    /// Per-path acknowledgement with SACK.
+    Ack = 0x10,
+    /// Negative acknowledgement with a syndrome.
+    Nak = 0x11,
+    /// Path probe / keepalive.
+    Probe = 0x20,
+    /// Reply to a path probe.
+    ProbeReply = 0x21,
+}
+
+impl Opcode {
+    /// Decode an opcode byte.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            0x01 => Self::Send,
+            0x02 => Self::SendImm,
+            0x03 => Self::Write,
+            0x04 => Self::WriteImm,
+            0x05 => Self::ReadReq,
+            0x06 => Self::ReadResp,
+            0x07 => Self::UdSend,
+            0x10 => Self::Ack,
+            0x11 => Self::Nak,
+            0x20 => Self::Probe,
+            0x21 => Self::ProbeReply,
+            _ => return None,
+        })
+    }
+
+    /// True for opcodes that use the data header.
+    pub fn is_data(self) -> bool {
+        matches!(
+            self,
+            Self::Send
+                | Self::SendImm
+                | Self::Write
+                | Self::WriteImm
+                | Self::ReadReq
+                | Self::ReadResp
+                | Self::UdSend
+        )
+    }
+
+    /// True for opcodes that carry immediate data.
+    pub fn has_imm(self) -> bool {
+        matches!(self, Self::SendImm | Self::WriteImm)
+    }
+
+    /// True for reliable data opcodes (sequenced, acknowledged, retransmitted).
+    pub fn is_reliable_data(self) -> bool {
+        self.is_data() && self != Self::UdSend
+    }
+}
+
+/// Why a packet was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireError {
+    /// Buffer shorter than the fixed header / declared lengths.
+    Truncated,
+    /// Buffer longer than header + payload + ICRC.
+    TrailingBytes,
+    /// Unknown version byte.
+    BadVersion(u8),
+    /// Unknown opcode byte.
+    BadOpcode(u8),
+    /// Opcode valid but not allowed in this position.
+    WrongOpcode,
+    /// Undefined flag bits set, or IMM flag inconsistent with opcode.
+    BadFlags,
+    /// A reserved field is non-zero.
+    ReservedNonZero,
+    /// Payload / offset / message length inconsistent.
+    BadLength,
+    /// Payload longer than `MAX_PAYLOAD`.
+    PayloadTooLarge,
+    /// Unknown NAK syndrome.
+    BadSyndrome(u8),
+    /// ICRC does not match.
+    IcrcMismatch,
+    /// Output buffer too small when encoding.
+    BufferTooSmall,
+}
+
+/// NAK syndrome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Syndrome {
+    /// Bad rkey, bounds or permissions at the responder.
+    RemoteAccess = 1,
+    /// Responder failed to execute the operation.
+    RemoteOperation = 2,
+    /// Request malformed for this QP (e.g. no receive buffer large enough).
+    InvalidRequest = 3,
+}
+
+impl Syndrome {
+    /// Decode a syndrome byte.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => Self::RemoteAccess,
+            2 => Self::RemoteOperation,
+            3 => Self::InvalidRequest,
+            _ => return None,
+        })
+    }
+}
+
+fn rd<const N: usize>(buf: &[u8], off: usize) -> Result<[u8; N], WireError> {
+    let end = off.checked_add(N).ok_or(WireError::Truncated)?;
+    let s = buf.get(off..end).ok_or(WireError::Truncated)?;
+    let mut a = [0u8; N];
+    a.copy_from_slice(s);
+    Ok(a)
+}
+fn rd_u8(buf: &[u8], off: usize) -> Result<u8, WireError> {
+    buf.get(off).copied().ok_or(WireError::Truncated)
+}
+fn rd_u16(buf: &[u8], off: usize) -> Result<u16, WireError> {
+    Ok(u16::from_be_bytes(rd::<2>(buf, off)?))
+}
+fn rd_u32(buf: &[u8], off: usize) -> Result<u32, WireError> {
+    Ok(u32::from_be_bytes(rd::<4>(buf, off)?))
+}
+fn rd_u64(buf: &[u8], off: usize) -> Result<u64, WireError> {
+    Ok(u64::from_be_bytes(rd::<8>(buf, off)?))
+}
+fn wr(out: &mut [u8], off: usize, bytes: &[u8]) -> Result<(), WireError> {
+    let end = off.checked_add(bytes.len()).ok_or(WireError::BufferTooSmall)?;
+    out.get_mut(off..end)
+        .ok_or(WireError::BufferTooSmall)?
+        .copy_from_slice(bytes);
+    Ok(())
+}
+
+/// Fields common to every packet: version, opcode, flags, destination QP.
+fn common(buf: &[u8]) -> Result<(Opcode, u16, u32), WireError> {
+    let ver = rd_u8(buf, 0)?;
+    if ver != VERSION {
+        return Err(WireError::BadVersion(ver));
+    }
+    let op_byte = rd_u8(buf, 1)?;
+    let op = Opcode::from_u8(op_byte).ok_or(WireError::BadOpcode(op_byte))?;
+    Ok((op, rd_u16(buf, 2)?, rd_u32(buf, 4)?))
+}
+
+fn write_common(out: &mut [u8], op: Opcode, flags: u16, qpn: u32) -> Result<(), WireError> {
+    wr(out, 0, &[VERSION, op as u8])?;
+    wr(out, 2, &flags.to_be_bytes())?;
+    wr(out, 4, &qpn.to_be_bytes())
+}
+
+/// Data packet header (all data opcodes share one fixed 56-byte layout, so
+/// every packet carries what direct placement needs even when it arrives
+/// out of order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataHeader {
+    /// Opcode (a data opcode).
+    pub opcode: Opcode,
+    /// Data flags (`FLAG_*`).
+    pub flags: u16,
+    /// Destination queue pair number.
+    pub dst_qpn: u32,
+    /// Sender path identifier: generation (high 10 bits) | slot (low 6 bits).
+    pub path_id: u16,
+    /// `psn - floor`: every PSN on this path below `psn - floor_delta` is
+    /// resolved at the sender (acknowledged or given up and resent elsewhere).
+    pub floor_delta: u16,
+    /// Per-path packet sequence number.
+    pub psn: u32,
+    /// Message sequence number (per QP direction).
+    pub msn: u32,
+    /// Byte offset of this payload inside the message.
+    pub offset: u32,
+    /// Total message length in bytes (READ_REQ: bytes requested).
+    pub msg_len: u32,
+    /// Payload bytes in this packet.
+    pub payload_len: u16,
+    /// Remote virtual address of the message start (WRITE/READ_REQ), else 0.
+    pub remote_va: u64,
+    /// Remote key (WRITE/READ_REQ), or Q_Key for UD, else 0.
+    pub rkey: u32,
+    /// Immediate data (*_IMM), requester MSN (READ_RESP), source QPN (UD).
+    pub imm: u32,
+    /// Sender timestamp in ns, echoed by ACKs for RTT measurement.
+    pub timestamp: u64,
+}
+
+impl DataHeader {
+    /// Validate and decode the header at the start of `buf` (payload and
+    /// ICRC not checked; see [`parse_packet`] for a full packet).
+    pub fn decode(buf: &[u8]) -> Result<Self, WireError> {
+        if buf.len() < DATA_HEADER_LEN {
+            return Err(WireError::Truncated);
+        }
+        let (opcode, flags, dst_qpn) = common(buf)?;
+        if !opcode.is_data() {
+            return Err(WireError::WrongOpcode);
+        }
+        let h = Self {
+            opcode,
+            flags,
+            dst_qpn,
+            path_id: rd_u16(buf, 8)?,
+            floor_delta: rd_u16(buf, 10)?,
+            psn: rd_u32(buf, 12)?,
+            msn: rd_u32(buf, 16)?,
+            offset: rd_u32(buf, 20)?,
+            msg_len: rd_u32(buf, 24)?,
+            payload_len: rd_u16(buf, 28)?,
+            remote_va: rd_u64(buf, 32)?,
+            rkey: rd_u32(buf, 40)?,
+            imm: rd_u32(buf, 44)?,
+            timestamp: rd_u64(buf, 48)?,
+        };
+        if rd_u16(buf, 30)? != 0 {
+            return Err(WireError::ReservedNonZero);
+        }
+        h.validate()?;
+        Ok(h)
+    }
+
+    /// Check field consistency (used by both encode and decode).
+    pub fn validate(&self) -> Result<(), WireError> {
+        if !self.opcode.is_data() {
+            return Err(WireError::WrongOpcode);
+        }
+        if self.flags & !DATA_FLAGS_MASK != 0 {
+            return Err(WireError::BadFlags);
+        }
+        if (self.flags & FLAG_IMM != 0) != self.opcode.has_imm() {
+            return Err(WireError::BadFlags);
+        }
+        if self.payload_len as usize > MAX_PAYLOAD {
+            return Err(WireError::PayloadTooLarge);
+        }
+        if self.floor_delta as usize > SACK_BITS {
+            return Err(WireError::BadLength);
+        }
+        match self.opcode {
+            Opcode::ReadReq => {
+                if self.payload_len != 0 || self.offset != 0 {
+                    return Err(WireError::BadLength);
+                }
+            }
+            Opcode::UdSend => {
+                if self.offset != 0 || self.payload_len as u32 != self.msg_len {
+                    return Err(WireError::BadLength);
+                }
+            }
+            _ => {
+                let end = self
+                    .offset
+                    .checked_add(self.payload_len as u32)
+                    .ok_or(WireError::BadLength)?;
+                if end > self.msg_len {
+                    return Err(WireError::BadLength);
+                }
+                // Only an empty message may have an empty packet.
+                if self.payload_len == 0 && self.msg_len != 0 {
+                    return Err(WireError::BadLength);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Encode the header into the first `DATA_HEADER_LEN` bytes of `out`.
+    pub fn encode(&self, out: &mut [u8]) -> Result<usize, WireError> {
+        self.validate()?;
+        if out.len() < DATA_HEADER_LEN {
+            return Err(WireError::BufferTooSmall);
+        }
+        write_common(out, self.opcode, self.flags, self.dst_qpn)?;
+        wr(out, 8, &self.path_id.to_be_bytes())?;
+        wr(out, 10, &self.floor_delta.to_be_bytes())?;
+        wr(out, 12, &self.psn.to_be_bytes())?;
+        wr(out, 16, &self.msn.to_be_bytes())?;
+        wr(out, 20, &self.offset.to_be_bytes())?;
+        wr(out, 24, &self.msg_len.to_be_bytes())?;
+        wr(out, 28, &self.payload_len.to_be_bytes())?;
+        wr(out, 30, &[0, 0])?;
+        wr(out, 32, &self.remote_va.to_be_bytes())?;
+        wr(out, 40, &self.rkey.to_be_bytes())?;
+        wr(out, 44, &self.imm.to_be_bytes())?;
+        wr(out, 48, &self.timestamp.to_be_bytes())?;
+        Ok(DATA_HEADER_LEN)
+    }
+}
+
+/// Encode a complete data packet (header, payload, ICRC). Returns its length.
+pub fn encode_data_packet(
+    header: &DataHeader,
+    payload: &[u8],
+    out: &mut [u8],
+) -> Result<usize, WireError> {
+    if payload.len() != header.payload_len as usize {
+        return Err(WireError::BadLength);
+    }
+    let n = header.encode(out)?;
+    wr(out, n, payload)?;
+    seal(out, n + payload.len())
+}
+
+/// Append the ICRC over `out[..len]`; returns the total packet length.
+fn seal(out: &mut [u8], len: usize) -> Result<usize, WireError> {
+    let body = out.get(..len).ok_or(WireError::BufferTooSmall)?;
+    let icrc = crc32(body);
+    wr(out, len, &icrc.to_be_bytes())?;
+    Ok(len + ICRC_LEN)
+}
+
+/// Check the trailing ICRC of a packet whose non-ICRC part is `len` bytes.
+fn check_icrc(buf: &[u8], len: usize) -> Result<(), WireError> {
+    let total = len.checked_add(ICRC_LEN).ok_or(WireError::BadLength)?;
+    if buf.len() < total {
+        return Err(WireError::Truncated);
+    }
+    if buf.len() > total {
+        return Err(WireError::TrailingBytes);
+    }
+    let body = buf.get(..len).ok_or(WireError::Truncated)?;
+    let mut c = Crc32::new();
+    c.update(body);
+    if c.finish() != rd_u32(buf, len)? {
+        return Err(WireError::IcrcMismatch);
+    }
+    Ok(())
+}
+
+/// Per-path acknowledgement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ack {
+    /// QP number of the data sender (destination of this ACK).
+    pub dst_qpn: u32,
+    /// Path being acknowledged (as carried in the data packets).
+    pub path_id: u16,
+    /// Some acknowledged packet since the previous ACK carried ECN-CE.
+    pub ce: bool,
+    /// Next PSN expected on the path: every PSN before it is received/resolved.
+    pub cum_psn: u32,
+    /// SACK: bit i (word i/64, bit i%64) set = PSN `cum_psn + 1 + i` received.
+    pub sack: [u64; 4],
+    /// Timestamp of the data packet that triggered this ACK.
+    pub ts_echo: u64,
+    /// Next message not yet fully received (all earlier MSNs are complete).
+    pub cum_msn: u32,
+    /// Receiver rate hint (RCN) for this QP in Mbit/s; 0 = no hint.
+    pub rate_hint_mbps: u32,
+}
+
+impl Ack {
+    /// Encode the full ACK packet including ICRC.
+    pub fn encode(&self, out: &mut [u8]) -> Result<usize, WireError> {
+        if out.len() < ACK_LEN + ICRC_LEN {
+            return Err(WireError::BufferTooSmall);
+        }
+        let flags = if self.ce { ACK_FLAG_CE } else { 0 };
+        write_common(out, Opcode::Ack, flags, self.dst_qpn)?;
+        wr(out, 8, &self.path_id.to_be_bytes())?;
+        wr(out, 10, &[0, 0])?;
+        wr(out, 12, &self.cum_psn.to_be_bytes())?;
+        let mut bytes = [0u8; 32];
+        for (j, b) in bytes.iter_mut().enumerate() {
+            let word = self.sack.get(j / 8).copied().unwrap_or(0);
+            *b = (word >> ((j % 8) * 8)) as u8;
+        }
+        wr(out, 16, &bytes)?;
+        wr(out, 48, &self.ts_echo.to_be_bytes())?;
+        wr(out, 56, &self.cum_msn.to_be_bytes())?;
+        wr(out, 60, &self.rate_hint_mbps.to_be_bytes())?;
+        seal(out, ACK_LEN)
+    }
+
+    fn decode_body(buf: &[u8], flags: u16, dst_qpn: u32) -> Result<Self, WireError> {
+        if flags & !ACK_FLAG_CE != 0 {
+            return Err(WireError::BadFlags);
+        }
+        if rd_u16(buf, 10)? != 0 {
+            return Err(WireError::ReservedNonZero);
+        }
+        let bytes = rd::<32>(buf, 16)?;
+        let mut sack = [0u64; 4];
+        for (j, b) in bytes.iter().enumerate() {
+            if let Some(w) = sack.get_mut(j / 8) {
+                *w |= (*b as u64) << ((j % 8) * 8);
+            }
+        }
+        Ok(Self {
+            dst_qpn,
+            path_id: rd_u16(buf, 8)?,
+            ce: flags & ACK_FLAG_CE != 0,
+            cum_psn: rd_u32(buf, 12)?,
+            sack,
+            ts_echo: rd_u64(buf, 48)?,
+            cum_msn: rd_u32(buf, 56)?,
+            rate_hint_mbps: rd_u32(buf, 60)?,
+        })
+    }
+}
+
+/// Negative acknowledgement: the message `msn` failed at the responder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Nak {
+    /// QP number of the data sender.
+    pub dst_qpn: u32,
+    /// Path of the offending packet.
+    pub path_id: u16,
+    /// Why it failed.
+    pub syndrome: Syndrome,
+    /// PSN of the offending packet.
+    pub psn: u32,
+    /// Message that failed.
+    pub msn: u32,
+}
+
+impl Nak {
+    /// Encode the full NAK packet including ICRC.
+    pub fn encode(&self, out: &mut [u8]) -> Result<usize, WireError> {
+        if out.len() < NAK_LEN + ICRC_LEN {
+            return Err(WireError::BufferTooSmall);
+        }
+        write_common(out, Opcode::Nak, 0, self.dst_qpn)?;
+        wr(out, 8, &self.path_id.to_be_bytes())?;
+        wr(out, 10, &[self.syndrome as u8, 0])?;
+        wr(out, 12, &self.psn.to_be_bytes())?;
+        wr(out, 16, &self.msn.to_be_bytes())?;
+        wr(out, 20, &[0, 0, 0, 0])?;
+        seal(out, NAK_LEN)
+    }
+
+    fn decode_body(buf: &[u8], flags: u16, dst_qpn: u32) -> Result<Self, WireError> {
+        if flags != 0 {
+            return Err(WireError::BadFlags);
+        }
+        if rd_u8(buf, 11)? != 0 || rd_u32(buf, 20)? != 0 {
+            return Err(WireError::ReservedNonZero);
+        }
+        let s = rd_u8(buf, 10)?;
+        Ok(Self {
+            dst_qpn,
+            path_id: rd_u16(buf, 8)?,
+            syndrome: Syndrome::from_u8(s).ok_or(WireError::BadSyndrome(s))?,
+            psn: rd_u32(buf, 12)?,
+            msn: rd_u32(buf, 16)?,
+        })
+    }
+}
+
+/// Path probe (keepalive) and its reply; same layout, different opcode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// QP number at the destination of this packet.
+    pub dst_qpn: u32,
+    /// Path being probed.
+    pub path_id: u16,
+    /// Probe sequence number, echoed in the reply.
+    pub seq: u32,
+    /// Sender timestamp, echoed in the reply.
+    pub timestamp: u64,
+}
+
+impl Probe {
+    /// Encode a PROBE (`reply == false`) or PROBE_REPLY including ICRC.
+    pub fn encode(&self, reply: bool, out: &mut [u8]) -> Result<usize, WireError> {
+        if out.len() < PROBE_LEN + ICRC_LEN {
+            return Err(WireError::BufferTooSmall);
+        }
+        let op = if reply { Opcode::ProbeReply } else { Opcode::Probe };
+        write_common(out, op, 0, self.dst_qpn)?;
+        wr(out, 8, &self.path_id.to_be_bytes())?;
+        wr(out, 10, &[0, 0])?;
+        wr(out, 12, &self.seq.to_be_bytes())?;
+        wr(out, 16, &self.timestamp.to_be_bytes())?;
+        seal(out, PROBE_LEN)
+    }
+
+    fn decode_body(buf: &[u8], flags: u16, dst_qpn: u32) -> Result<Self, WireError> {
+        if flags != 0 {
+            return Err(WireError::BadFlags);
+        }
+        if rd_u16(buf, 10)? != 0 {
+            return Err(WireError::ReservedNonZero);
+        }
+        Ok(Self {
+            dst_qpn,
+            path_id: rd_u16(buf, 8)?,
+            seq: rd_u32(buf, 12)?,
+            timestamp: rd_u64(buf, 16)?,
+        })
+    }
+}
+
+/// A fully validated packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Packet<'a> {
+    /// Data packet and its payload bytes.
+    Data {
+        /// The header.
+        header: DataHeader,
+        /// The payload (exactly `header.payload_len` bytes).
+        payload: &'a [u8],
+    },
+    /// Acknowledgement.
+    Ack(Ack),
+    /// Negative acknowledgement.
+    Nak(Nak),
+    /// Path probe.
+    Probe(Probe),
+    /// Path probe reply.
+    ProbeReply(Probe),
+}
+
+/// Parse and validate a whole MetaRoCE packet (the UDP payload), including
+/// length consistency and ICRC. Never panics; every rejection has a reason.
+pub fn parse_packet(buf: &[u8]) -> Result<Packet<'_>, WireError> {
+    let (op, flags, qpn) = common(buf)?;
+    match op {
+        Opcode::Ack => {
+            check_icrc(buf, ACK_LEN)?;
+            Ok(Packet::Ack(Ack::decode_body(buf, flags, qpn)?))
+        }
+        Opcode::Nak => {
+            check_icrc(buf, NAK_LEN)?;
+            Ok(Packet::Nak(Nak::decode_body(buf, flags, qpn)?))
+        }
+        Opcode::Probe | Opcode::ProbeReply => {
+            check_icrc(buf, PROBE_LEN)?;
+            let p = Probe::decode_body(buf, flags, qpn)?;
+            Ok(if op == Opcode::Probe {
+                Packet::Probe(p)
+            } else {
+                Packet::ProbeReply(p)
+            })
+        }
+        _ => {
+            let header = DataHeader::decode(buf)?;
+            let len = DATA_HEADER_LEN + header.payload_len as usize;
+            check_icrc(buf, len)?;
+            let payload = buf.get(DATA_HEADER_LEN..len).ok_or(WireError::Truncated)?;
+            Ok(Packet::Data { header, payload })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> DataHeader {
+        DataHeader {
+            opcode: Opcode::WriteImm,
+            flags: FLAG_IMM,
+            dst_qpn: 0x11,
+            path_id: (3 << 6) | 5,
+            floor_delta: 2,
+            psn: 0xFFFF_FFFE,
+            msn: 7,
+            offset: 4096,
+            msg_len: 10000,
+            payload_len: 16,
+            remote_va: 0xDEAD_0000,
+            rkey: 0x42,
+            imm: 0xABCD,
+            timestamp: 123_456,
+        }
+    }
+
+    #[test]
+    fn data_roundtrip() {
+        let h = sample();
+        let payload = [7u8; 16];
+        let mut buf = [0u8; 128];
+        let n = encode_data_packet(&h, &payload, &mut buf).unwrap();
+        assert_eq!(n, DATA_HEADER_LEN + 16 + ICRC_LEN);
+        match parse_packet(&buf[..n]).unwrap() {
+            Packet::Data { header, payload: p } => {
+                assert_eq!(header, h);
+                assert_eq!(p, &payload);
+            }
+            _ => panic!("wrong kind"),
+        }
+        // Any single bit flip is caught.
+        for i in 0..n * 8 {
+            let mut b = buf;
+            b[i / 8] ^= 1 << (i % 8);
+            assert!(parse_packet(&b[..n]).is_err(), "bit {i}");
+        }
+        // Every truncation is caught.
+        for l in 0..n {
+            assert!(parse_packet(&buf[..l]).is_err());
+        }
+    }
+
+    #[test]
+    fn control_roundtrip() {
+        let mut buf = [0u8; 128];
+        let ack = Ack {
+            dst_qpn: 9,
+            path_id: 77,
+            ce: true,
+            cum_psn: 1000,
+            sack: [1, 1 << 63, 0x55, u64::MAX],
+            ts_echo: 5,
+            cum_msn: 3,
+            rate_hint_mbps: 200_000,
+        };
+        let n = ack.encode(&mut buf).unwrap();
+        assert_eq!(parse_packet(&buf[..n]), Ok(Packet::Ack(ack)));
+        let nak = Nak {
+            dst_qpn: 1,
+            path_id: 2,
+            syndrome: Syndrome::RemoteAccess,
+            psn: 3,
+            msn: 4,
+        };
+        let n = nak.encode(&mut buf).unwrap();
+        assert_eq!(parse_packet(&buf[..n]), Ok(Packet::Nak(nak)));
+        let p = Probe {
+            dst_qpn: 1,
+            path_id: 2,
+            seq: 3,
+            timestamp: 4,
+        };
+        let n = p.encode(true, &mut buf).unwrap();
+        assert_eq!(parse_packet(&buf[..n]), Ok(Packet::ProbeReply(p)));
+    }
+
+    #[test]
+    fn rejects_inconsistent_headers() {
+        let mut h = sample();
+        h.offset = 9990;
+        assert_eq!(h.validate(), Err(WireError::BadLength));
+        let mut h = sample();
+        h.flags = 0;
+        assert_eq!(h.validate(), Err(WireError::BadFlags));
+        let mut h = sample();
+        h.offset = u32::MAX;
+        assert_eq!(h.validate(), Err(WireError::BadLength));
+        assert_eq!(parse_packet(&[2, 1]), Err(WireError::BadVersion(2)));
+        assert_eq!(parse_packet(&[1, 0x99]), Err(WireError::BadOpcode(0x99)));
+        assert_eq!(parse_packet(&[]), Err(WireError::Truncated));
+    }
+}
