@@ -61,7 +61,7 @@ impl Default for SenderConfig {
             pwnd_init: 8,
             pwnd_min: 2,
             pwnd_max: 256,
-            loss_md_threshold: 3,
+            loss_md_threshold: 8,
             reorder_threshold: 1,
             initial_rto_ns: 10_000_000,
             min_rto_ns: 100_000,

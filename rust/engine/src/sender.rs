@@ -881,7 +881,15 @@ impl<C: CongestionControl> Sender<C> {
             break;
         }
         let Some(slot) = chosen.or(fallback) else {
-            self.window_limited = true;
+            // Window-limited only if there were usable paths, all full (a
+            // plane without active paths says nothing about the windows).
+            let any_active = self
+                .paths
+                .iter()
+                .any(|p| p.state == PathState::Active && plane.is_none_or(|pl| pl == p.plane));
+            if any_active {
+                self.window_limited = true;
+            }
             return None;
         };
         self.rr = (slot + 1) % MAX_PATHS;

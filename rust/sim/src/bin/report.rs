@@ -1,0 +1,87 @@
+//! Prints the acceptance scenarios' numbers as a table.
+
+use std::time::Instant;
+
+use metaroce_sim::scenarios::*;
+
+fn main() {
+    let t0 = Instant::now();
+    println!("MetaRoCE simulator report (seeded, deterministic)\n");
+    println!(
+        "{:<28} {:>9} {:>9} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9} {:>5}",
+        "scenario", "time(us)", "Gbit/s", "retx", "dups", "RTOs", "paths", "errs", "maxQ(KB)", "done"
+    );
+    let row = |sc: &metaroce_sim::sim::Scenario, o: &metaroce_sim::sim::Outcome| {
+        println!(
+            "{:<28} {:>9.1} {:>9.1} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9} {:>5}",
+            sc.name,
+            o.duration_ns as f64 / 1e3,
+            o.goodput_gbps,
+            o.retx_packets,
+            o.duplicates,
+            o.timeouts,
+            o.max_paths,
+            o.qp_errors + o.errors.len() as u64,
+            o.max_down_queue.max(o.max_core_queue) / 1000,
+            if o.finished { "yes" } else { "NO" }
+        );
+    };
+    let (s0, lossless) = go(loss(0.0, 1));
+    row(&s0, &lossless);
+    let (s1, l1) = go(loss(0.01, 1));
+    row(&s1, &l1);
+    let (s10, l10) = go(loss(0.10, 1));
+    row(&s10, &l10);
+    let (sr, r) = go(reorder(2));
+    row(&sr, &r);
+    let (s8, p8) = go(planes8(false, 3));
+    row(&s8, &p8);
+    let (sf, pf) = go(planes8(true, 3));
+    row(&sf, &pf);
+    let (si, inc) = go(incast(4));
+    row(&si, &inc);
+    let (sl, lr) = go(long_rtt(5));
+    row(&sl, &lr);
+
+    println!("\nacceptance:");
+    println!(
+        "  1% loss goodput  = {:.1}% of lossless (target >= 90%)",
+        100.0 * l1.goodput_gbps / lossless.goodput_gbps
+    );
+    println!(
+        "  10% loss goodput = {:.1}% of lossless (target >= 50%)",
+        100.0 * l10.goodput_gbps / lossless.goodput_gbps
+    );
+    println!(
+        "  reordering: {} retransmissions, {} duplicates, {} RTOs (target 0)",
+        r.retx_packets, r.duplicates, r.timeouts
+    );
+    let t_fail = sf.fail_plane.map(|f| f.1).unwrap_or(0);
+    let rec = recovery(&pf, sf.bin_ns, t_fail, 0.95 * 7.0 / 8.0 * p8.goodput_gbps);
+    let stall = completion_stall(&pf, t_fail);
+    println!(
+        "  plane failure: recovery {:.1} us (max completion stall {:.1} us), goodput after recovery {:.1} Gbit/s = {:.1}% of 8-plane lossless (target >= 85%), QP errors {}, paths replaced {}",
+        rec.recovery_ns as f64 / 1e3,
+        stall as f64 / 1e3,
+        rec.goodput_after_gbps,
+        100.0 * rec.goodput_after_gbps / p8.goodput_gbps,
+        pf.qp_errors,
+        pf.paths_replaced
+    );
+    println!(
+        "  incast: downlink utilisation {:.1}% (target >= 90%), max queue {} KB, RTOs {}",
+        100.0 * down_utilisation(&inc, &si),
+        inc.max_down_queue / 1000,
+        inc.timeouts
+    );
+    let nb = lr.bins.len();
+    let steady = bin_goodput(&lr, sl.bin_ns, nb / 2, nb.saturating_sub(1));
+    println!(
+        "  long RTT: overall {:.1} Gbit/s, second half {:.1} Gbit/s = {:.1}% of payload line rate (target >= 90%), paths {}",
+        lr.goodput_gbps,
+        steady,
+        100.0 * steady / (100.0 * 4096.0 / (4096.0 + 106.0)),
+        lr.max_paths
+    );
+    println!("\n(report ran in {:.2} s)", t0.elapsed().as_secs_f64());
+}

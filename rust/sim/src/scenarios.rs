@@ -1,0 +1,202 @@
+//! The acceptance scenarios and the metrics derived from them.
+//!
+//! Scaling: link rates, MTU (4 KiB), RTTs and window caps are the real
+//! ones (100 Gbit/s per plane, ~7 us fabric RTT, 1.5 ms long-haul RTT, PWND
+//! cap 256); only the amount of data is scaled down (tens to hundreds of
+//! MB per run) so that every scenario simulates a few to tens of
+//! milliseconds and runs in well under a second.
+
+use metaroce_engine::config::SenderConfig;
+
+use super::sim::{run, Chaos, LinkSpec, Outcome, Scenario};
+
+/// Default fabric: 4 planes x 4 ECMP core links, 100 Gbit/s everywhere.
+pub fn base(name: &str, seed: u64) -> Scenario {
+    Scenario {
+        name: name.to_string(),
+        seed,
+        planes: 4,
+        links_per_plane: 4,
+        host_gbps: 100.0,
+        core: LinkSpec {
+            gbps: 100.0,
+            prop_ns: 2_000,
+            ecn_bytes: 120_000,
+            buffer_bytes: 2_000_000,
+            loss: 0.0,
+        },
+        core_delay_spread_ns: 0,
+        down: LinkSpec {
+            gbps: 100.0,
+            prop_ns: 1_000,
+            ecn_bytes: 120_000,
+            buffer_bytes: 4_000_000,
+            loss: 0.0,
+        },
+        senders: 1,
+        msgs_per_sender: 192,
+        msg_bytes: 1 << 20,
+        random_msgs: false,
+        sender_cfg: SenderConfig {
+            initial_paths: 8,
+            max_paths: 64,
+            min_rto_ns: 50_000,
+            initial_rto_ns: 1_000_000,
+            ..SenderConfig::default()
+        },
+        rate_hint_mbps: 0,
+        fail_plane: None,
+        fail_link: None,
+        chaos: None,
+        check_payload: false,
+        time_limit_ns: 2_000_000_000,
+        bin_ns: 10_000,
+    }
+}
+
+/// Random loss `p` on every link (data and ACK directions).
+pub fn loss(p: f64, seed: u64) -> Scenario {
+    let mut sc = base(&format!("loss {:.0}%", p * 100.0), seed);
+    sc.core.loss = p;
+    sc.down.loss = p;
+    sc
+}
+
+/// Heavy cross-path reordering: core links differ by up to 40 us of delay.
+pub fn reorder(seed: u64) -> Scenario {
+    let mut sc = base("reorder (delays 2..42 us)", seed);
+    sc.links_per_plane = 8;
+    sc.core_delay_spread_ns = 40_000;
+    sc
+}
+
+/// 8 planes; optionally plane 3 fails at 1.5 ms.
+pub fn planes8(fail: bool, seed: u64) -> Scenario {
+    let mut sc = base(if fail { "8 planes, plane 3 fails" } else { "8 planes lossless" }, seed);
+    sc.planes = 8;
+    sc.msgs_per_sender = 512;
+    sc.sender_cfg.initial_paths = 16;
+    if fail {
+        sc.fail_plane = Some((3, 1_500_000));
+    }
+    sc
+}
+
+/// 16-to-1 incast onto one 100 Gbit/s downlink with receiver rate hints.
+pub fn incast(seed: u64) -> Scenario {
+    let mut sc = base("16-to-1 incast", seed);
+    sc.planes = 1;
+    sc.links_per_plane = 8;
+    sc.senders = 16;
+    sc.msgs_per_sender = 16;
+    sc.sender_cfg.initial_paths = 4;
+    sc.sender_cfg.pwnd_init = 4;
+    sc.rate_hint_mbps = 100_000 / 16;
+    sc
+}
+
+/// One 100 Gbit/s plane with a 1.5 ms RTT: paths must grow.
+pub fn long_rtt(seed: u64) -> Scenario {
+    let mut sc = base("1.5 ms RTT, 100G", seed);
+    sc.planes = 1;
+    sc.links_per_plane = 16;
+    sc.core.prop_ns = 749_000;
+    sc.core.buffer_bytes = 64_000_000;
+    sc.core.ecn_bytes = 1_000_000;
+    sc.msgs_per_sender = 480;
+    sc.sender_cfg.initial_paths = 4;
+    sc.sender_cfg.initial_rto_ns = 10_000_000;
+    sc.bin_ns = 100_000;
+    sc
+}
+
+/// Small-scale chaos for the ordered-completion property test.
+pub fn chaos(seed: u64, loss: f64, dup: f64, jitter_ns: u64) -> Scenario {
+    let mut sc = base("chaos", seed);
+    sc.planes = 2;
+    sc.links_per_plane = 3;
+    sc.senders = 2;
+    sc.msgs_per_sender = 120;
+    sc.msg_bytes = 3000;
+    sc.random_msgs = true;
+    sc.check_payload = true;
+    sc.core.loss = loss;
+    sc.down.loss = loss;
+    sc.chaos = Some(Chaos { jitter_ns, dup });
+    sc.sender_cfg.mtu = 256;
+    sc.sender_cfg.initial_paths = 3;
+    sc.sender_cfg.max_paths = 8;
+    sc.time_limit_ns = 5_000_000_000;
+    sc
+}
+
+/// Goodput after a failure: recovery time and the rate from then on.
+#[derive(Clone, Copy, Debug)]
+pub struct Recovery {
+    /// From the failure to the first bin back at `threshold` of the
+    /// reference rate (ns).
+    pub recovery_ns: u64,
+    /// Goodput from the recovery point to the end (Gbit/s).
+    pub goodput_after_gbps: f64,
+}
+
+/// Find when per-bin goodput is back above `threshold_gbps` after `t_fail`.
+pub fn recovery(out: &Outcome, bin_ns: u64, t_fail: u64, threshold_gbps: f64) -> Recovery {
+    let first = (t_fail / bin_ns) as usize;
+    let last = out.bins.len().saturating_sub(1); // last bin is partial
+    let window = 5usize;
+    let mut rec_bin = last;
+    for b in first..last.saturating_sub(window) {
+        let bytes: u64 = out.bins[b..b + window].iter().sum();
+        let gbps = bytes as f64 * 8.0 / (window as u64 * bin_ns) as f64;
+        if gbps >= threshold_gbps {
+            rec_bin = b;
+            break;
+        }
+    }
+    let bytes: u64 = out.bins[rec_bin..last].iter().sum();
+    let dur = ((last - rec_bin) as u64 * bin_ns).max(1);
+    Recovery {
+        recovery_ns: (rec_bin as u64 * bin_ns).saturating_sub(t_fail),
+        goodput_after_gbps: bytes as f64 * 8.0 / dur as f64,
+    }
+}
+
+/// Longest gap between consecutive completions after `t_fail` (ns): how
+/// long the in-order completion stream stalled on the failure.
+pub fn completion_stall(out: &Outcome, t_fail: u64) -> u64 {
+    let mut done: Vec<u64> = out.msg_done_ns.iter().copied().filter(|&t| t >= t_fail).collect();
+    done.sort_unstable();
+    let mut prev = t_fail;
+    let mut gap = 0;
+    for t in done {
+        gap = gap.max(t - prev);
+        prev = t;
+    }
+    gap
+}
+
+/// Mean goodput over bins `[from, to)` in Gbit/s.
+pub fn bin_goodput(out: &Outcome, bin_ns: u64, from: usize, to: usize) -> f64 {
+    let to = to.min(out.bins.len());
+    if from >= to {
+        return 0.0;
+    }
+    let bytes: u64 = out.bins[from..to].iter().sum();
+    bytes as f64 * 8.0 / ((to - from) as u64 * bin_ns) as f64
+}
+
+/// Downlink utilisation: bytes on the wire / capacity over the run.
+pub fn down_utilisation(out: &Outcome, sc: &Scenario) -> f64 {
+    if out.duration_ns == 0 {
+        return 0.0;
+    }
+    let cap = sc.down.gbps * sc.planes as f64 * out.duration_ns as f64 / 8.0;
+    out.down_bytes as f64 / cap
+}
+
+/// Run and return both the scenario and its outcome.
+pub fn go(sc: Scenario) -> (Scenario, Outcome) {
+    let out = run(&sc);
+    (sc, out)
+}

@@ -1,0 +1,640 @@
+//! The event loop, topology and hosts.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+
+use metaroce_engine::completion::CompletionStatus;
+use metaroce_engine::config::{ReceiverConfig, SenderConfig};
+use metaroce_engine::receiver::{Receiver, RxVerdict};
+use metaroce_engine::sender::{Message, Sender, TxKind};
+use metaroce_engine::wire::{
+    encode_data_packet, parse_packet, DataHeader, Opcode, Packet, DATA_HEADER_LEN, ICRC_LEN,
+};
+
+use super::rng::Rng;
+
+/// Ethernet + IPv4 + UDP + FCS bytes added to every MetaRoCE packet.
+pub const FRAME_OVERHEAD: u32 = 14 + 20 + 8 + 4;
+
+/// One link (queue + serialiser + propagation).
+#[derive(Clone, Copy, Debug)]
+pub struct LinkSpec {
+    /// Rate in Gbit/s.
+    pub gbps: f64,
+    /// Propagation delay (ns).
+    pub prop_ns: u64,
+    /// Backlog above which packets are ECN-CE marked (bytes).
+    pub ecn_bytes: u64,
+    /// Buffer size; arrivals beyond it are dropped (bytes).
+    pub buffer_bytes: u64,
+    /// Random loss probability per packet.
+    pub loss: f64,
+}
+
+/// Per-packet chaos for property tests: within-path reordering and
+/// duplication on top of link loss.
+#[derive(Clone, Copy, Debug)]
+pub struct Chaos {
+    /// Extra random delay added to each packet, uniform in `[0, jitter_ns)`.
+    pub jitter_ns: u64,
+    /// Probability that a data packet is delivered twice.
+    pub dup: f64,
+}
+
+/// A complete scenario.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Name for the report.
+    pub name: String,
+    /// PRNG seed.
+    pub seed: u64,
+    /// Planes (ports per host).
+    pub planes: usize,
+    /// ECMP core links per plane.
+    pub links_per_plane: usize,
+    /// Host port rate per plane (Gbit/s).
+    pub host_gbps: f64,
+    /// Core link template.
+    pub core: LinkSpec,
+    /// Extra propagation delay per core link, uniform in `[0, spread)`.
+    pub core_delay_spread_ns: u64,
+    /// Receiver downlink template (one per plane).
+    pub down: LinkSpec,
+    /// Number of senders (each one QP to the receiver).
+    pub senders: usize,
+    /// Messages per sender.
+    pub msgs_per_sender: usize,
+    /// Bytes per message.
+    pub msg_bytes: u32,
+    /// Random message sizes in `[0, msg_bytes]` and random opcodes.
+    pub random_msgs: bool,
+    /// Engine configuration of every sender.
+    pub sender_cfg: SenderConfig,
+    /// Receiver rate hint (Mbit/s) advertised in ACKs; 0 = none.
+    pub rate_hint_mbps: u32,
+    /// Fail a whole plane at a time.
+    pub fail_plane: Option<(usize, u64)>,
+    /// Fail one core link (plane, link, time).
+    pub fail_link: Option<(usize, usize, u64)>,
+    /// Chaos (reorder within path, duplicates).
+    pub chaos: Option<Chaos>,
+    /// Carry and verify real payload bytes end to end.
+    pub check_payload: bool,
+    /// Give up at this simulated time.
+    pub time_limit_ns: u64,
+    /// Width of goodput bins (ns).
+    pub bin_ns: u64,
+}
+
+/// Measured results.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// All messages completed at the receiver.
+    pub finished: bool,
+    /// Time of the last completion (ns).
+    pub duration_ns: u64,
+    /// Message payload bytes completed.
+    pub payload_bytes: u64,
+    /// Goodput over the whole run (Gbit/s).
+    pub goodput_gbps: f64,
+    /// Retransmitted data packets.
+    pub retx_packets: u64,
+    /// Retransmitted payload bytes.
+    pub retx_bytes: u64,
+    /// Duplicate data packets at receivers (wasted / spurious copies).
+    pub duplicates: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Packets declared lost from SACK.
+    pub sack_losses: u64,
+    /// Paths replaced after failing.
+    pub paths_replaced: u64,
+    /// Largest path count of any sender.
+    pub max_paths: usize,
+    /// Largest backlog seen on any downlink (bytes).
+    pub max_down_queue: u64,
+    /// Largest backlog seen on any core link (bytes).
+    pub max_core_queue: u64,
+    /// Packets dropped by links (loss, buffer, failure).
+    pub link_drops: u64,
+    /// Completion time of each message (sender-major order), ns.
+    pub msg_done_ns: Vec<u64>,
+    /// Payload bytes placed per bin.
+    pub bins: Vec<u64>,
+    /// Bytes serialised on the downlinks (all planes).
+    pub down_bytes: u64,
+    /// Correctness violations (must be empty).
+    pub errors: Vec<String>,
+    /// Completions with error status.
+    pub qp_errors: u64,
+}
+
+struct Link {
+    spec: LinkSpec,
+    up: bool,
+    free_at: f64,
+    max_backlog: u64,
+}
+
+impl Link {
+    fn new(spec: LinkSpec) -> Self {
+        Self {
+            spec,
+            up: true,
+            free_at: 0.0,
+            max_backlog: 0,
+        }
+    }
+
+    fn ser_ns(&self, bytes: u32) -> f64 {
+        bytes as f64 * 8.0 / self.spec.gbps
+    }
+
+    /// Enqueue at `now`; returns (arrival time at far end, CE) or None if dropped.
+    fn send(&mut self, now: u64, bytes: u32, rng: &mut Rng) -> Option<(u64, bool)> {
+        if !self.up || rng.chance(self.spec.loss) {
+            return None;
+        }
+        let t = now as f64;
+        let backlog = ((self.free_at - t).max(0.0) * self.spec.gbps / 8.0) as u64;
+        if backlog + bytes as u64 > self.spec.buffer_bytes {
+            return None;
+        }
+        self.max_backlog = self.max_backlog.max(backlog);
+        let ce = backlog > self.spec.ecn_bytes;
+        let start = self.free_at.max(t);
+        self.free_at = start + self.ser_ns(bytes);
+        Some((self.free_at.ceil() as u64 + self.spec.prop_ns, ce))
+    }
+
+    /// Reverse-direction control packet: delay and loss only.
+    fn control(&self, rng: &mut Rng) -> Option<u64> {
+        if !self.up || rng.chance(self.spec.loss) {
+            return None;
+        }
+        Some(self.spec.prop_ns)
+    }
+}
+
+#[derive(Clone)]
+struct Pkt {
+    sender: usize,
+    plane: usize,
+    core: usize,
+    bytes: Vec<u8>,
+    wire: u32,
+    ce: bool,
+}
+
+enum Ev {
+    PortFree { s: usize, plane: usize },
+    AtDown(Pkt),
+    AtRx(Pkt),
+    ToSender { s: usize, bytes: Vec<u8> },
+    Timer { s: usize },
+    FailPlane(usize),
+    FailLink(usize, usize),
+}
+
+struct Item {
+    t: u64,
+    seq: u64,
+    ev: Ev,
+}
+impl PartialEq for Item {
+    fn eq(&self, o: &Self) -> bool {
+        (self.t, self.seq) == (o.t, o.seq)
+    }
+}
+impl Eq for Item {}
+impl PartialOrd for Item {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Item {
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.t, o.seq).cmp(&(self.t, self.seq))
+    }
+}
+
+struct MsgSpec {
+    opcode: Opcode,
+    len: u32,
+}
+
+struct Host {
+    tx: Box<Sender>,
+    rx: Box<Receiver>,
+    port_busy: Vec<bool>,
+    timer_at: Option<u64>,
+    msgs: Vec<MsgSpec>,
+    posted: usize,
+    tx_done: usize,
+    rx_done: usize,
+    /// Receive buffers keyed by MSN: (bytes, placement count per byte).
+    bufs: HashMap<u32, (Vec<u8>, Vec<u8>)>,
+}
+
+/// Byte `off` of message `msn` from sender `s` (deterministic content).
+fn content(s: usize, msn: u32, off: u32) -> u8 {
+    let x = (s as u32).wrapping_mul(0x9E37_79B1) ^ msn.wrapping_mul(0x85EB_CA6B) ^ off.wrapping_mul(0xC2B2_AE35);
+    (x ^ (x >> 13) ^ (x >> 24)) as u8
+}
+
+/// Run a scenario to completion (or the time limit).
+pub fn run(sc: &Scenario) -> Outcome {
+    let mut rng = Rng::new(sc.seed);
+    let mut out = Outcome::default();
+    let mut core: Vec<Vec<Link>> = (0..sc.planes)
+        .map(|_| {
+            (0..sc.links_per_plane)
+                .map(|_| {
+                    let mut spec = sc.core;
+                    spec.prop_ns += rng.below(sc.core_delay_spread_ns.max(1));
+                    Link::new(spec)
+                })
+                .collect()
+        })
+        .collect();
+    let mut down: Vec<Link> = (0..sc.planes).map(|_| Link::new(sc.down)).collect();
+    let mtu = sc.sender_cfg.mtu;
+    let mut hosts: Vec<Host> = (0..sc.senders)
+        .map(|s| {
+            let mut cfg = sc.sender_cfg;
+            cfg.planes = sc.planes as u8;
+            cfg.dst_qpn = 100 + s as u32;
+            cfg.entropy_seed = rng.next_u64() as u32;
+            let msgs = (0..sc.msgs_per_sender)
+                .map(|_| {
+                    if sc.random_msgs {
+                        let ops = [Opcode::Send, Opcode::SendImm, Opcode::Write, Opcode::WriteImm];
+                        MsgSpec {
+                            opcode: ops[rng.below(4) as usize],
+                            len: rng.below(sc.msg_bytes as u64 + 1) as u32,
+                        }
+                    } else {
+                        MsgSpec {
+                            opcode: Opcode::Write,
+                            len: sc.msg_bytes,
+                        }
+                    }
+                })
+                .collect();
+            let mut rx = Box::new(
+                Receiver::new(ReceiverConfig {
+                    peer_qpn: 200 + s as u32,
+                    mtu,
+                })
+                .expect("receiver config"),
+            );
+            rx.set_rate_hint(sc.rate_hint_mbps);
+            Host {
+                tx: Box::new(Sender::new(cfg, 0).expect("sender config")),
+                rx,
+                port_busy: vec![false; sc.planes],
+                timer_at: None,
+                msgs,
+                posted: 0,
+                tx_done: 0,
+                rx_done: 0,
+                bufs: HashMap::new(),
+            }
+        })
+        .collect();
+    out.msg_done_ns = vec![0; sc.senders * sc.msgs_per_sender];
+    let nbins = (sc.time_limit_ns / sc.bin_ns.max(1) + 1) as usize;
+    out.bins = vec![0; nbins.min(1 << 22)];
+
+    let mut heap = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut push = |heap: &mut BinaryHeap<Item>, t: u64, ev: Ev| {
+        seq += 1;
+        heap.push(Item { t, seq, ev });
+    };
+    if let Some((p, t)) = sc.fail_plane {
+        push(&mut heap, t, Ev::FailPlane(p));
+    }
+    if let Some((p, l, t)) = sc.fail_link {
+        push(&mut heap, t, Ev::FailLink(p, l));
+    }
+    for s in 0..sc.senders {
+        for p in 0..sc.planes {
+            push(&mut heap, 0, Ev::PortFree { s, plane: p });
+        }
+    }
+    let total_msgs = sc.senders * sc.msgs_per_sender;
+    let mut completed = 0usize;
+    let mut scratch = vec![0u8; 16384];
+
+    // Post as many messages as the engine window allows.
+    fn post_more(h: &mut Host) {
+        while h.posted < h.msgs.len() {
+            let m = &h.msgs[h.posted];
+            let msg = Message {
+                opcode: m.opcode,
+                len: m.len,
+                remote_va: 0x1000_0000,
+                rkey: 7,
+                imm: h.posted as u32,
+            };
+            if h.tx.post(&msg).is_err() {
+                break;
+            }
+            h.posted += 1;
+        }
+    }
+    for h in hosts.iter_mut() {
+        post_more(h);
+    }
+
+    while let Some(Item { t: now, ev, .. }) = heap.pop() {
+        if now > sc.time_limit_ns {
+            break;
+        }
+        // Senders whose state changed and need ports kicked / timer rearmed.
+        let mut touched: Option<usize> = None;
+        match ev {
+            Ev::FailPlane(p) => {
+                for l in core[p].iter_mut() {
+                    l.up = false;
+                }
+                down[p].up = false;
+            }
+            Ev::FailLink(p, l) => core[p][l].up = false,
+            Ev::Timer { s } => {
+                let h = &mut hosts[s];
+                if h.timer_at == Some(now) {
+                    h.timer_at = None;
+                }
+                h.tx.on_timer(now);
+                touched = Some(s);
+            }
+            Ev::PortFree { s, plane } => {
+                let h = &mut hosts[s];
+                h.port_busy[plane] = false;
+                let Some(tp) = h.tx.next_packet_on_plane(now, plane as u8) else {
+                    // Nothing to send: the port idles until an ACK, timer
+                    // or post kicks it.
+                    continue_timer(&mut heap, &mut push, h, s, now);
+                    continue;
+                };
+                let (bytes, wire) = match tp.kind {
+                    TxKind::Data { header, .. } => {
+                        let n = if sc.check_payload {
+                            let payload: Vec<u8> = (0..header.payload_len as u32)
+                                .map(|i| content(s, header.msn, header.offset + i))
+                                .collect();
+                            encode_data_packet(&header, &payload, &mut scratch).expect("encode")
+                        } else {
+                            header.encode(&mut scratch).expect("encode")
+                        };
+                        let wire = DATA_HEADER_LEN as u32 + header.payload_len as u32 + ICRC_LEN as u32;
+                        (scratch[..n].to_vec(), wire + FRAME_OVERHEAD)
+                    }
+                    TxKind::Probe(p) => {
+                        let n = p.encode(false, &mut scratch).expect("encode");
+                        (scratch[..n].to_vec(), n as u32 + FRAME_OVERHEAD)
+                    }
+                };
+                let ser = (wire as f64 * 8.0 / sc.host_gbps).ceil() as u64;
+                h.port_busy[plane] = true;
+                push(&mut heap, now + ser.max(1), Ev::PortFree { s, plane });
+                // ECMP: the source port picks the core link of this plane.
+                let hsh = (tp.src_port as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+                let c = (hsh % sc.links_per_plane as u64) as usize;
+                let pkt = Pkt {
+                    sender: s,
+                    plane,
+                    core: c,
+                    bytes,
+                    wire,
+                    ce: false,
+                };
+                match core[plane][c].send(now + ser, wire, &mut rng) {
+                    Some((t, ce)) => push(&mut heap, t, Ev::AtDown(Pkt { ce, ..pkt })),
+                    None => out.link_drops += 1,
+                }
+                let h = &mut hosts[s];
+                continue_timer(&mut heap, &mut push, h, s, now);
+            }
+            Ev::AtDown(pkt) => match down[pkt.plane].send(now, pkt.wire, &mut rng) {
+                Some((mut t, ce)) => {
+                    out.down_bytes += pkt.wire as u64;
+                    let ce = ce || pkt.ce;
+                    if let Some(ch) = sc.chaos {
+                        t += rng.below(ch.jitter_ns.max(1));
+                        if rng.chance(ch.dup) {
+                            push(&mut heap, t + rng.below(ch.jitter_ns.max(1)), Ev::AtRx(Pkt { ce, ..pkt.clone() }));
+                        }
+                    }
+                    push(&mut heap, t, Ev::AtRx(Pkt { ce, ..pkt }));
+                }
+                None => out.link_drops += 1,
+            },
+            Ev::AtRx(pkt) => {
+                let s = pkt.sender;
+                let h = &mut hosts[s];
+                let reply: Option<Vec<u8>> = if sc.check_payload {
+                    match parse_packet(&pkt.bytes) {
+                        Ok(Packet::Data { header, payload }) => {
+                            rx_data(h, s, &header, Some(payload), pkt.ce, now, &mut out, &mut scratch, sc.bin_ns)
+                        }
+                        Ok(Packet::Probe(p)) => {
+                            let r = h.rx.on_probe(&p);
+                            let n = r.encode(true, &mut scratch).expect("encode");
+                            Some(scratch[..n].to_vec())
+                        }
+                        Ok(_) => None,
+                        Err(e) => {
+                            out.errors.push(format!("parse error on valid packet: {e:?}"));
+                            None
+                        }
+                    }
+                } else if pkt.bytes.get(1) == Some(&(Opcode::Probe as u8)) {
+                    match parse_packet(&pkt.bytes) {
+                        Ok(Packet::Probe(p)) => {
+                            let r = h.rx.on_probe(&p);
+                            let n = r.encode(true, &mut scratch).expect("encode");
+                            Some(scratch[..n].to_vec())
+                        }
+                        _ => None,
+                    }
+                } else {
+                    match DataHeader::decode(&pkt.bytes) {
+                        Ok(header) => rx_data(h, s, &header, None, pkt.ce, now, &mut out, &mut scratch, sc.bin_ns),
+                        Err(e) => {
+                            out.errors.push(format!("decode error on valid header: {e:?}"));
+                            None
+                        }
+                    }
+                };
+                // Completions, strictly in order, each exactly once.
+                while let Some(c) = h.rx.pop_completion() {
+                    let idx = h.rx_done;
+                    if c.msn != idx as u32 {
+                        out.errors.push(format!("sender {s}: completion msn {} expected {idx}", c.msn));
+                    }
+                    if c.status != CompletionStatus::Success {
+                        out.qp_errors += 1;
+                    }
+                    if let Some(m) = h.msgs.get(idx) {
+                        if c.len != m.len || c.opcode != m.opcode {
+                            out.errors.push(format!("sender {s} msn {idx}: wrong length/opcode"));
+                        }
+                        if m.opcode.has_imm() && c.imm != Some(idx as u32) {
+                            out.errors.push(format!("sender {s} msn {idx}: wrong imm"));
+                        }
+                        out.payload_bytes += m.len as u64;
+                    } else {
+                        out.errors.push(format!("sender {s}: completion beyond posted messages"));
+                    }
+                    if sc.check_payload {
+                        match h.bufs.remove(&c.msn) {
+                            Some((data, count)) => {
+                                if count.iter().any(|&k| k != 1) {
+                                    out.errors.push(format!("sender {s} msn {}: bytes not placed exactly once", c.msn));
+                                }
+                                if data.iter().enumerate().any(|(i, &b)| b != content(s, c.msn, i as u32)) {
+                                    out.errors.push(format!("sender {s} msn {}: corrupt bytes", c.msn));
+                                }
+                            }
+                            None if c.len == 0 => {}
+                            None => out.errors.push(format!("sender {s} msn {}: nothing placed", c.msn)),
+                        }
+                    }
+                    if let Some(d) = out.msg_done_ns.get_mut(s * sc.msgs_per_sender + idx) {
+                        *d = now;
+                    }
+                    h.rx_done += 1;
+                    completed += 1;
+                    out.duration_ns = now;
+                }
+                if let Some(bytes) = reply {
+                    let c = &core[pkt.plane][pkt.core];
+                    let d = &down[pkt.plane];
+                    if let (Some(a), Some(b)) = (d.control(&mut rng), c.control(&mut rng)) {
+                        push(&mut heap, now + a + b, Ev::ToSender { s, bytes });
+                    }
+                }
+                if let Some(nak) = h.rx.pop_nak() {
+                    let n = nak.encode(&mut scratch).expect("encode");
+                    push(&mut heap, now + sc.core.prop_ns + sc.down.prop_ns, Ev::ToSender { s, bytes: scratch[..n].to_vec() });
+                }
+            }
+            Ev::ToSender { s, bytes } => {
+                let h = &mut hosts[s];
+                match parse_packet(&bytes) {
+                    Ok(Packet::Ack(a)) => h.tx.on_ack(&a, now),
+                    Ok(Packet::Nak(n)) => h.tx.on_nak(&n),
+                    Ok(Packet::ProbeReply(p)) => h.tx.on_probe_reply(&p, now),
+                    Ok(_) => {}
+                    Err(e) => out.errors.push(format!("parse error on control packet: {e:?}")),
+                }
+                while let Some(c) = h.tx.pop_completion() {
+                    if c.status != CompletionStatus::Success {
+                        out.qp_errors += 1;
+                    }
+                    h.tx_done += 1;
+                }
+                post_more(h);
+                touched = Some(s);
+            }
+        }
+        if let Some(s) = touched {
+            let h = &mut hosts[s];
+            for p in 0..sc.planes {
+                if !h.port_busy[p] {
+                    h.port_busy[p] = true;
+                    push(&mut heap, now, Ev::PortFree { s, plane: p });
+                }
+            }
+            continue_timer(&mut heap, &mut push, h, s, now);
+            out.max_paths = out.max_paths.max(h.tx.path_count());
+        }
+        if completed == total_msgs {
+            out.finished = true;
+            break;
+        }
+    }
+
+    for h in &hosts {
+        let st = h.tx.stats();
+        out.retx_packets += st.retransmits;
+        out.retx_bytes += st.retransmit_bytes;
+        out.timeouts += st.timeouts;
+        out.sack_losses += st.sack_losses;
+        out.paths_replaced += st.paths_replaced;
+        out.duplicates += h.rx.stats().duplicates;
+    }
+    out.max_down_queue = down.iter().map(|l| l.max_backlog).max().unwrap_or(0);
+    out.max_core_queue = core.iter().flatten().map(|l| l.max_backlog).max().unwrap_or(0);
+    if out.duration_ns > 0 {
+        out.goodput_gbps = out.payload_bytes as f64 * 8.0 / out.duration_ns as f64;
+    }
+    let used = (out.duration_ns / sc.bin_ns.max(1) + 1) as usize;
+    out.bins.truncate(used);
+    out
+}
+
+/// Arm the sender's timer event if its deadline moved earlier.
+fn continue_timer(
+    heap: &mut BinaryHeap<Item>,
+    push: &mut impl FnMut(&mut BinaryHeap<Item>, u64, Ev),
+    h: &mut Host,
+    s: usize,
+    now: u64,
+) {
+    if let Some(d) = h.tx.next_deadline() {
+        let d = d.max(now);
+        if h.timer_at.is_none_or(|t| d < t) {
+            h.timer_at = Some(d);
+            push(heap, d, Ev::Timer { s });
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rx_data(
+    h: &mut Host,
+    s: usize,
+    header: &DataHeader,
+    payload: Option<&[u8]>,
+    ce: bool,
+    now: u64,
+    out: &mut Outcome,
+    scratch: &mut [u8],
+    bin_ns: u64,
+) -> Option<Vec<u8>> {
+    match h.rx.on_data(header, ce, now) {
+        RxVerdict::Place(p) => {
+            if let Some(b) = out.bins.get_mut((now / bin_ns.max(1)) as usize) {
+                *b += p.len as u64;
+            }
+            if let Some(payload) = payload {
+                let (data, count) = h
+                    .bufs
+                    .entry(p.msn)
+                    .or_insert_with(|| (vec![0; p.msg_len as usize], vec![0; p.msg_len as usize]));
+                let start = p.offset as usize;
+                let end = start + p.len as usize;
+                if end > data.len() || payload.len() != p.len as usize {
+                    out.errors.push(format!("sender {s}: placement out of bounds"));
+                } else {
+                    data[start..end].copy_from_slice(payload);
+                    for k in &mut count[start..end] {
+                        *k = k.saturating_add(1);
+                    }
+                }
+            }
+        }
+        RxVerdict::Duplicate | RxVerdict::Discard => {}
+        RxVerdict::Drop(r) => {
+            out.errors.push(format!("sender {s}: valid packet dropped: {r:?}"));
+            return None;
+        }
+    }
+    let ack = h.rx.ack_for(header.path_id)?;
+    let n = ack.encode(scratch).ok()?;
+    Some(scratch[..n].to_vec())
+}
