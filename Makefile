@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# MetaRoCE top-level Makefile.
+#   make            build rust/metaroce.ko against $(KDIR)
+#   make test       install deps, build the test kernel and module, run the
+#                   host checks and the selftests on two QEMU hosts
+#   make demo       boot two hosts and show the device and rxe side by side
+#   make check      host-side Rust checks (cargo test, clippy, rustfmt)
+#   make kernel     build (or find) the cached test kernel
+#   make deps       install build and test dependencies (Debian 12)
+#
+# KDIR defaults to the cached test kernel when it has been built, else to
+# the running kernel's build tree. Any Rust-enabled kernel works:
+#   make KDIR=/path/to/linux LLVM=1
+
+KDIR ?= $(or $(shell selftests/rig/kernel.sh --path 2>/dev/null),/lib/modules/$(shell uname -r)/build)
+LLVM ?= 1
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: all modules clean deps kernel check test demo selftests
+
+all: modules
+
+modules:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules
+
+clean:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean
+	rm -f rust/sys/bindings_generated.rs
+
+deps:
+	selftests/rig/deps.sh
+
+kernel: deps
+	selftests/rig/kernel.sh >/dev/null
+
+check:
+	cargo test --workspace --quiet
+	cargo clippy --workspace --all-targets --quiet -- -D warnings
+	cargo fmt --all --check
+
+selftests: kernel
+	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)
+	selftests/rig/run.sh selftests
+
+test: deps
+	$(MAKE) check
+	$(MAKE) selftests
+
+demo: kernel
+	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)
+	selftests/rig/run.sh demo

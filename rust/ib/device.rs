@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `ib_device`: allocation, the ops table built from the [`IbDriver`] trait,
+//! registration with the RDMA core, lookup and unregistration.
+
+use core::ptr::NonNull;
+
+use kernel::error::{from_result, to_result};
+use kernel::prelude::*;
+use kernel::types::Opaque;
+
+use super::netdev::{NetDevice, NetDeviceRef};
+use crate::sys::bindings;
+
+/// Device attributes reported by `query_device` (the core's `ib_device_attr`).
+pub(crate) type DeviceAttr = bindings::ib_device_attr;
+/// Port attributes reported by `query_port` (the core's `ib_port_attr`).
+pub(crate) type PortAttr = bindings::ib_port_attr;
+/// Port properties fixed at registration (the core's `ib_port_immutable`).
+pub(crate) type PortImmutable = bindings::ib_port_immutable;
+
+/// The driver id the core matches our devices by. No id is assigned upstream
+/// to MetaRoCE and no in-tree driver uses `RDMA_DRIVER_UNKNOWN`, so it names
+/// exactly this driver's devices in `ib_device_get_by_netdev` and
+/// `ib_unregister_driver`.
+const DRIVER_ID: bindings::rdma_driver_id = bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN;
+
+/// The verbs a driver implements; the adapter turns them into `ib_device_ops`.
+pub(crate) trait IbDriver {
+    /// Fills the device attributes.
+    fn query_device(dev: &Device, attr: &mut DeviceAttr) -> Result;
+    /// Fills the attributes of `port` (the core has zeroed `attr`).
+    fn query_port(dev: &Device, port: u32, attr: &mut PortAttr) -> Result;
+    /// Fills the immutable properties of `port`.
+    fn get_port_immutable(dev: &Device, port: u32, imm: &mut PortImmutable) -> Result;
+    /// Returns the P_Key at `index` of `port`.
+    fn query_pkey(dev: &Device, port: u32, index: u16) -> Result<u16>;
+}
+
+/// A registered (or registering) `ib_device`, borrowed from the core.
+///
+/// # Invariants
+///
+/// The wrapped `ib_device` is alive for the lifetime of every `&Device`.
+#[repr(transparent)]
+pub(crate) struct Device(Opaque<bindings::ib_device>);
+
+impl Device {
+    /// # Safety
+    ///
+    /// `ptr` must be a live `ib_device` for the lifetime `'a`.
+    unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
+        // SAFETY: transparent wrapper; the caller guarantees liveness.
+        unsafe { &*ptr.cast() }
+    }
+
+    fn as_raw(&self) -> *mut bindings::ib_device {
+        self.0.get()
+    }
+
+    /// The device name, e.g. `mr0`.
+    pub(crate) fn name(&self) -> &CStr {
+        // SAFETY: `dev.kobj.name` of a live, named ib_device is a valid C string
+        // for as long as the device lives (the core renames under its own
+        // locks, and callers of this driver's ops run with the device alive).
+        unsafe {
+            let name = (*self.as_raw()).dev.kobj.name;
+            if name.is_null() {
+                return c_str!("?");
+            }
+            CStr::from_char_ptr(name)
+        }
+    }
+
+    /// The network device bound to `port`, with a reference held.
+    pub(crate) fn netdev(&self, port: u32) -> Option<NetDeviceRef> {
+        // SAFETY: the device is alive (type invariant); the getter returns a
+        // held reference or NULL.
+        let ndev = unsafe { bindings::ib_device_get_netdev(self.as_raw(), port) };
+        if ndev.is_null() {
+            None
+        } else {
+            // SAFETY: non-null and held by `ib_device_get_netdev`.
+            Some(unsafe { NetDeviceRef::from_held(ndev) })
+        }
+    }
+
+    /// The port speed and width the core derives from the netdev's ethtool
+    /// link settings.
+    pub(crate) fn eth_speed(&self, port: u32) -> Result<(u16, u8)> {
+        let (mut speed, mut width) = (0u16, 0u8);
+        // SAFETY: the device is alive; the out-pointers are valid locals.
+        to_result(unsafe { bindings::ib_get_eth_speed(self.as_raw(), port, &mut speed, &mut width) })?;
+        Ok((speed, width))
+    }
+
+    /// Tells the core (and user space) that `port` became active or failed.
+    pub(crate) fn dispatch_port_event(&self, port: u32, active: bool) {
+        let mut ev = bindings::ib_event {
+            device: self.as_raw(),
+            event: if active {
+                bindings::ib_event_type_IB_EVENT_PORT_ACTIVE
+            } else {
+                bindings::ib_event_type_IB_EVENT_PORT_ERR
+            },
+            ..Default::default()
+        };
+        ev.element.port_num = port;
+        // SAFETY: `ev` is a fully initialised event for a live device.
+        unsafe { bindings::ib_dispatch_event(&ev) };
+    }
+
+    /// Queues the unregistration of this device (safe under the RTNL, from a
+    /// netdevice notifier); the core frees it when done.
+    pub(crate) fn unregister_queued(&self) {
+        // SAFETY: the device is alive and registered by this driver, which
+        // sets `dealloc_driver` as the queued path requires.
+        unsafe { bindings::ib_unregister_device_queued(self.as_raw()) };
+    }
+}
+
+/// A counted reference to a registered device, released with `ib_device_put`.
+///
+/// # Invariants
+///
+/// `ptr` is a registered `ib_device` on which this object holds a reference.
+pub(crate) struct DeviceRef {
+    ptr: NonNull<bindings::ib_device>,
+}
+
+impl core::ops::Deref for DeviceRef {
+    type Target = Device;
+
+    fn deref(&self) -> &Device {
+        // SAFETY: the held reference keeps the device alive.
+        unsafe { Device::from_raw(self.ptr.as_ptr()) }
+    }
+}
+
+impl Drop for DeviceRef {
+    fn drop(&mut self) {
+        // SAFETY: we hold exactly one registration reference (invariant).
+        unsafe { bindings::ib_device_put(self.ptr.as_ptr()) };
+    }
+}
+
+/// The device of this driver bound to `ndev`, if any.
+pub(crate) fn device_by_netdev(ndev: &NetDevice) -> Option<DeviceRef> {
+    // SAFETY: `ndev` is alive; the call returns a held device or NULL.
+    let ptr = unsafe { bindings::ib_device_get_by_netdev(ndev.as_raw(), DRIVER_ID) };
+    NonNull::new(ptr).map(|ptr| DeviceRef { ptr })
+}
+
+/// Whether any RDMA device (of any driver) already has this name.
+pub(crate) fn name_in_use(name: &CStr) -> bool {
+    // SAFETY: `name` is a valid C string; RDMA_DRIVER_UNKNOWN matches every
+    // driver here. A returned device is held, and released at once.
+    let ptr = unsafe {
+        bindings::ib_device_get_by_name(
+            name.as_char_ptr(),
+            bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
+        )
+    };
+    if ptr.is_null() {
+        return false;
+    }
+    // SAFETY: `ptr` was returned held by `ib_device_get_by_name`.
+    unsafe { bindings::ib_device_put(ptr) };
+    true
+}
+
+/// Unregisters every device of this driver and waits until all are gone.
+pub(crate) fn unregister_all() {
+    // SAFETY: may sleep; called from module exit in process context.
+    unsafe { bindings::ib_unregister_driver(DRIVER_ID) };
+}
+
+/// Static description of a device being created.
+pub(crate) struct DeviceConfig {
+    /// Node GUID (big-endian on the wire, stored as the core expects).
+    pub(crate) node_guid: u64,
+    /// Node description, shown by `ibv_devinfo -v`.
+    pub(crate) node_desc: &'static [u8],
+    /// Number of completion vectors.
+    pub(crate) num_comp_vectors: u32,
+    /// ABI version of the uverbs interface (`include/uapi`).
+    pub(crate) uverbs_abi_ver: u32,
+}
+
+/// An allocated, not yet registered device, owned by the driver.
+///
+/// # Invariants
+///
+/// `ptr` was returned by `_ib_alloc_device` and is neither registered nor
+/// freed; `drop` frees it with `ib_dealloc_device`.
+pub(crate) struct NewDevice {
+    ptr: NonNull<bindings::ib_device>,
+}
+
+impl NewDevice {
+    /// Allocates a device whose ops come from `T`, with one port.
+    pub(crate) fn new<T: IbDriver>(module: &'static ThisModule, cfg: &DeviceConfig) -> Result<Self> {
+        let size = core::mem::size_of::<bindings::ib_device>();
+        // SAFETY: allocating a zeroed ib_device of at least its own size.
+        let ptr = NonNull::new(unsafe { bindings::_ib_alloc_device(size) }).ok_or(ENOMEM)?;
+        let this = Self { ptr };
+
+        let ops = bindings::ib_device_ops {
+            owner: module.as_ptr(),
+            driver_id: DRIVER_ID,
+            uverbs_abi_ver: cfg.uverbs_abi_ver,
+            query_device: Some(query_device::<T>),
+            query_port: Some(query_port::<T>),
+            get_port_immutable: Some(get_port_immutable::<T>),
+            get_link_layer: Some(get_link_layer),
+            query_pkey: Some(query_pkey::<T>),
+            dealloc_driver: Some(dealloc_driver),
+            ..Default::default()
+        };
+        let dev = this.ptr.as_ptr();
+        // SAFETY: `dev` is ours and unregistered (invariant); the core copies
+        // the ops table, so `ops` may live on the stack.
+        unsafe {
+            bindings::ib_set_device_ops(dev, &ops);
+            (*dev).node_type = bindings::rdma_node_type_RDMA_NODE_IB_CA as u8;
+            (*dev).phys_port_cnt = 1;
+            (*dev).num_comp_vectors = cfg.num_comp_vectors as i32;
+            (*dev).node_guid = cfg.node_guid.to_be();
+            (*dev).local_dma_lkey = 0;
+            let desc = &mut (*dev).node_desc;
+            let n = cfg.node_desc.len().min(desc.len() - 1);
+            for (d, s) in desc.iter_mut().zip(&cfg.node_desc[..n]) {
+                *d = *s as _;
+            }
+        }
+        Ok(this)
+    }
+
+    /// Binds `ndev` to `port`; the core holds its own reference from now on.
+    pub(crate) fn set_netdev(&mut self, ndev: &NetDevice, port: u32) -> Result {
+        // SAFETY: the device is ours (invariant) and `ndev` is alive.
+        to_result(unsafe { bindings::ib_device_set_netdev(self.ptr.as_ptr(), ndev.as_raw(), port) })
+    }
+
+    /// Registers the device as `name`. On failure the device is freed.
+    pub(crate) fn register(self, name: &CStr) -> Result {
+        // SAFETY: the device is ours and fully set up; a NULL dma_device makes
+        // the core use virtual DMA, as for every software RDMA device.
+        let ret = unsafe {
+            bindings::ib_register_device(self.ptr.as_ptr(), name.as_char_ptr(), core::ptr::null_mut())
+        };
+        to_result(ret)?;
+        // Registered: from now on the core owns the device and frees it after
+        // unregistration (through `dealloc_driver`).
+        core::mem::forget(self);
+        Ok(())
+    }
+}
+
+impl Drop for NewDevice {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `_ib_alloc_device` and never registered, or its
+        // registration failed, in which case the caller must free it.
+        unsafe { bindings::ib_dealloc_device(self.ptr.as_ptr()) };
+    }
+}
+
+/// # Safety
+///
+/// Called by the core with a live device and valid `attr`/`udata` pointers.
+unsafe extern "C" fn query_device<T: IbDriver>(
+    dev: *mut bindings::ib_device,
+    attr: *mut bindings::ib_device_attr,
+    udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: `udata` is NULL or valid for this call (core contract).
+        if !udata.is_null() && unsafe { (*udata).inlen != 0 || (*udata).outlen != 0 } {
+            // No driver-specific query_device payload is defined in our uapi.
+            return Err(EINVAL);
+        }
+        // SAFETY: the core passes a live device and an exclusive attr buffer.
+        let (dev, attr) = unsafe { (Device::from_raw(dev), &mut *attr) };
+        T::query_device(dev, attr)?;
+        Ok(0)
+    })
+}
+
+/// # Safety
+///
+/// Called by the core with a live device and a valid, zeroed `attr`.
+unsafe extern "C" fn query_port<T: IbDriver>(
+    dev: *mut bindings::ib_device,
+    port: u32,
+    attr: *mut bindings::ib_port_attr,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: the core passes a live device and an exclusive attr buffer.
+        let (dev, attr) = unsafe { (Device::from_raw(dev), &mut *attr) };
+        T::query_port(dev, port, attr)?;
+        Ok(0)
+    })
+}
+
+/// # Safety
+///
+/// Called by the core during registration with a live device and valid `imm`.
+unsafe extern "C" fn get_port_immutable<T: IbDriver>(
+    dev: *mut bindings::ib_device,
+    port: u32,
+    imm: *mut bindings::ib_port_immutable,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: the core passes a live device and an exclusive buffer.
+        let (dev, imm) = unsafe { (Device::from_raw(dev), &mut *imm) };
+        T::get_port_immutable(dev, port, imm)?;
+        Ok(0)
+    })
+}
+
+/// # Safety
+///
+/// Called by the core with a live device and a valid `pkey` out-pointer.
+unsafe extern "C" fn query_pkey<T: IbDriver>(
+    dev: *mut bindings::ib_device,
+    port: u32,
+    index: u16,
+    pkey: *mut u16,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: the core passes a live device.
+        let value = T::query_pkey(unsafe { Device::from_raw(dev) }, port, index)?;
+        // SAFETY: `pkey` is a valid out-pointer for this call.
+        unsafe { *pkey = value };
+        Ok(0)
+    })
+}
+
+/// Every MetaRoCE port is an Ethernet port (RoCE-style addressing).
+unsafe extern "C" fn get_link_layer(_dev: *mut bindings::ib_device, _port: u32) -> bindings::rdma_link_layer {
+    bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
+}
+
+/// Called by the core just before it frees an unregistered device. The
+/// device carries no driver state yet that would need releasing here; the
+/// netdev reference belongs to the core.
+unsafe extern "C" fn dealloc_driver(_dev: *mut bindings::ib_device) {}

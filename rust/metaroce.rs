@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! MetaRoCE: RDMA over lossy Ethernet with multipath spraying, per-path
+//! selective acknowledgement and ordered completions.
+//!
+//! `rdma link add mr0 type metaroce netdev eth0` creates a device.
+//! Layers: `sys` (bindgen output and C helpers), `ib` (safe wrappers, the
+//! only `unsafe` code), `driver` (the driver logic, no `unsafe`).
+
+use kernel::prelude::*;
+
+mod driver;
+mod ib;
+mod sys;
+
+use driver::events::NetdevEvents;
+use driver::link::MetaRoceLink;
+use ib::link::LinkRegistration;
+use ib::netdev::NetdevNotifier;
+
+module! {
+    type: MetaRoceModule,
+    name: "metaroce",
+    author: "MetaRoCE developers",
+    description: "MetaRoCE: RDMA over lossy Ethernet (multipath, SACK, ordered completions)",
+    license: "GPL",
+    alias: ["rdma-link-metaroce"],
+}
+
+/// Unregisters every MetaRoCE device when dropped.
+struct AllDevices;
+
+impl Drop for AllDevices {
+    fn drop(&mut self) {
+        ib::device::unregister_all();
+    }
+}
+
+/// The module: its registrations, dropped in field order on `rmmod`: no new
+/// links first, then every device, then the netdev notifier.
+struct MetaRoceModule {
+    _link: LinkRegistration<MetaRoceLink>,
+    _devices: AllDevices,
+    _events: NetdevNotifier<NetdevEvents>,
+}
+
+impl kernel::Module for MetaRoceModule {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        let events = NetdevNotifier::register()?;
+        let link = LinkRegistration::register()?;
+        pr_info!("loaded\n");
+        Ok(Self { _link: link, _devices: AllDevices, _events: events })
+    }
+}

@@ -1,0 +1,11 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The C API surface metaroce.ko binds with bindgen (see Kbuild). Types the
+ * kernel crate already binds are reused from `kernel::bindings`.
+ */
+#include <linux/netdevice.h>
+#include <linux/if_arp.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/ib_mad.h>
+#include <rdma/rdma_netlink.h>
+#include "helpers.h"

@@ -1,0 +1,8 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The FFI layer: bindgen output for the rdma and net APIs the module uses,
+//! and the C helpers (`helpers.c`) for static inlines and macros.
+//!
+//! Raw items are used only by the safe wrappers in `crate::ib`.
+
+pub(crate) mod bindings;

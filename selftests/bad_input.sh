@@ -1,0 +1,40 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Bad requests get a clear error (errno + a kernel log line) and no oops:
+# unknown netdev, non-Ethernet netdev, bad or duplicate names, the same
+# netdev twice, deleting what is not there, rmmod while devices exist.
+. "$(dirname "$0")/lib.sh"
+trap reset_rdma EXIT
+reset_rdma
+expect_ok modprobe metaroce
+
+expect_err "No such device" rdma link add mr0 type metaroce netdev nosuch0
+expect_err "Invalid argument" rdma link add mr0 type metaroce netdev lo
+expect_dmesg "cannot add mr0: lo is not an Ethernet device"
+expect_err "Invalid argument" rdma link add 'mr%d' type metaroce netdev "$PLANE0_DEV"
+rdma_dev_exists mr0 && fail "a failed add left mr0 behind"
+
+expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
+# The same name again, on another netdev.
+expect_err "File exists" rdma link add mr0 type metaroce netdev "$PLANE1_DEV"
+expect_dmesg "cannot add mr0: an RDMA device of that name exists"
+# The same netdev again, under another name: one MetaRoCE device per netdev.
+expect_err "File exists" rdma link add mr9 type metaroce netdev "$PLANE0_DEV"
+expect_dmesg "cannot add mr9: $PLANE0_DEV already carries MetaRoCE device mr0"
+rdma_dev_exists mr9 && fail "mr9 exists after a refused add"
+
+# rxe works beside us, on the same netdev; its names are taken too.
+expect_ok modprobe rdma_rxe
+expect_ok rdma link add rxe0 type rxe netdev "$PLANE0_DEV"
+expect_err "File exists" rdma link add rxe0 type metaroce netdev "$PLANE1_DEV"
+
+expect_err "Invalid argument" rdma link add mr5 type nosuchtype netdev "$PLANE1_DEV"
+expect_err "" rdma link delete nosuch0
+
+# rmmod with devices present removes them all and leaves rxe alone.
+expect_ok rdma link add mr1 type metaroce netdev "$PLANE1_DEV"
+expect_ok rmmod metaroce
+rdma_dev_exists mr0 && fail "mr0 survived rmmod"
+rdma_dev_exists mr1 && fail "mr1 survived rmmod"
+rdma_dev_exists rxe0 || fail "rmmod metaroce removed rxe0"
+log "ok: rmmod removed mr0 and mr1, rxe0 untouched"

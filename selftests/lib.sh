@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: GPL-2.0
+# Shared helpers for the MetaRoCE selftests (sourced; runs on host A).
+# shellcheck source=/dev/null
+[ -f /run/metaroce/env ] && . /run/metaroce/env
+set -u
+
+KSFT_SKIP=4
+
+log() { echo "$*"; }
+fail() { echo "FAIL: $*"; exit 1; }
+skip() { echo "SKIP: $*"; exit $KSFT_SKIP; }
+
+# Run a command on host B; its output comes back, its exit status is ours.
+peer() { /usr/bin/python3 "$METAROCE_RIG/peer.py" run -- "$@"; }
+# Start a command on host B in the background; prints a job id for peer_wait.
+peer_spawn() { /usr/bin/python3 "$METAROCE_RIG/peer.py" spawn -- "$@"; }
+peer_wait() { /usr/bin/python3 "$METAROCE_RIG/peer.py" --timeout "${2:-120}" wait "$1"; }
+
+# expect_ok CMD...: CMD must succeed.
+expect_ok() {
+	local out
+	out=$("$@" 2>&1) || fail "'$*' failed: $out"
+	log "ok: $*"
+}
+
+# expect_err TEXT CMD...: CMD must fail, and say TEXT (e.g. the strerror of
+# the errno the kernel must return).
+expect_err() {
+	local want=$1 out
+	shift
+	if out=$("$@" 2>&1); then
+		fail "'$*' succeeded, expected an error '$want'"
+	fi
+	grep -qF -- "$want" <<< "$out" || fail "'$*' failed without '$want': $out"
+	log "ok: '$*' failed: $(echo "$out" | head -1)"
+}
+
+# dmesg_has TEXT: the kernel log since the test started contains TEXT.
+dmesg_mark=$(dmesg | wc -l)
+dmesg_has() { dmesg | tail -n +"$((dmesg_mark + 1))" | grep -qF -- "$1"; }
+expect_dmesg() { dmesg_has "$1" || fail "kernel log lacks '$1'"; log "ok: dmesg says '$1'"; }
+
+rdma_dev_exists() { rdma dev show "$1" > /dev/null 2>&1; }
+
+# Remove every metaroce and rxe link and unload the modules (test cleanup).
+reset_rdma() {
+	local d
+	for d in $(rdma link show 2>/dev/null | awk '{print $2}' | cut -d/ -f1 | sort -u); do
+		rdma link delete "$d" 2>/dev/null
+	done
+	rmmod metaroce 2>/dev/null
+	rmmod rdma_rxe 2>/dev/null
+	return 0
+}
+
+# The GID index of IPv4 address $2 (RoCE v2) on device $1.
+gid_index() {
+	local dev=$1 ip=$2 hex f idx
+	hex=$(printf '%02x%02x:%02x%02x' ${ip//./ })
+	for f in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
+		idx=${f##*/}
+		if [ "$(cat "$f" 2>/dev/null)" = "0000:0000:0000:0000:0000:ffff:$hex" ] &&
+			grep -q "v2" "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$idx" 2>/dev/null; then
+			echo "$idx"
+			return 0
+		fi
+	done
+	return 1
+}

@@ -1,0 +1,86 @@
+#!/bin/bash
+# The two-host rig: boots host A and host B from the cached test kernel,
+# joined by $METAROCE_PLANES (default 2) point-to-point Ethernet links (the
+# planes) plus a management link for the peer command channel, runs MODE on
+# A, and fails if either kernel logged a WARN/BUG/oops/lockdep/KASAN report.
+#
+#   run.sh selftests      the kselftests (TAP), summary line at the end
+#   run.sh demo           the demo
+#   run.sh 'CMD'          any command on A (with peer.py for B)
+#
+# Environment: METAROCE_PLANES, METAROCE_ACCEL=auto|kvm|tcg (auto probes
+# KVM once per machine and kernel), METAROCE_RIG_TIMEOUT (s, default 2400),
+# METAROCE_OUT (where logs go; default a new dir under /tmp/metaroce-rig).
+set -euo pipefail
+rig=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$rig/../.." && pwd)
+mode=${1:?usage: run.sh selftests|demo|CMD}
+planes=${METAROCE_PLANES:-2}
+timeout_s=${METAROCE_RIG_TIMEOUT:-2400}
+venv=${METAROCE_VENV:-/opt/metaroce-venv}
+export PATH="$venv/bin:$HOME/.cargo/bin:$PATH"
+
+kdir=$("$rig/kernel.sh" --path) || { echo "rig: test kernel not built (make kernel)"; exit 1; }
+[ -f "$repo/metaroce.ko" ] || { echo "rig: metaroce.ko not built (make)"; exit 1; }
+out=${METAROCE_OUT:-$(mktemp -d /tmp/metaroce-rig.XXXXXX)}
+mkdir -p "$out"
+rm -f "$out"/*.dmesg "$out"/A.rc "$out"/tap.txt
+
+# KVM only if it really boots here (on some machines it hangs at
+# "Decompressing Linux"): probe once, remember per kernel tree.
+accel=${METAROCE_ACCEL:-auto}
+if [ "$accel" = auto ]; then
+	probe="$kdir/.metaroce-kvm-probe"
+	if [ ! -f "$probe" ]; then
+		if [ -w /dev/kvm ] && timeout 60 vng -r "$kdir" --cpus 1 --memory 512M \
+			--exec true > /dev/null 2>&1 < /dev/null; then
+			echo kvm > "$probe"
+		else
+			echo tcg > "$probe"
+		fi
+	fi
+	accel=$(cat "$probe")
+fi
+accel_opt=()
+[ "$accel" = kvm ] || accel_opt=(--disable-kvm)
+echo "rig: kernel $kdir, $planes planes, $accel, logs in $out"
+
+# Links are QEMU UDP sockets on loopback: A's end of link i listens on
+# base+2i, B's on base+2i+1. Link "ff" is management.
+base=$((20000 + (RANDOM % 2000) * 10))
+qemu_opts() {
+	local hb=$1 mine=$2 theirs=$3 i opts=""
+	for ((i = 0; i <= planes; i++)); do
+		local id=$i tag
+		tag=$(printf '%02x' $i)
+		[ $i = "$planes" ] && { id=m; tag=ff; }
+		opts+=" -netdev socket,id=n$id,udp=127.0.0.1:$((base + 2 * i + theirs)),localaddr=127.0.0.1:$((base + 2 * i + mine))"
+		opts+=" -device virtio-net-pci,netdev=n$id,mac=52:54:00:00:$hb:$tag"
+	done
+	echo "$opts"
+}
+
+boot() {
+	local role=$1 hb=$2 mine=$3 theirs=$4 what=$5
+	timeout "$timeout_s" vng -r "$kdir" "${accel_opt[@]}" --cpus 1 --memory 1G \
+		--rwdir "$out" "--qemu-opts=$(qemu_opts "$hb" "$mine" "$theirs")" \
+		--exec "$rig/guest.sh $role $out $planes '$what'" < /dev/null
+}
+
+start=$(date +%s)
+boot B 0b 1 0 serve > "$out/B.console" 2>&1 &
+bpid=$!
+set +e
+boot A 0a 0 1 "$mode" 2>&1 | tee "$out/A.console"
+set -e
+# A stops B through the channel; give it a moment, then make sure.
+for _ in $(seq 60); do kill -0 $bpid 2>/dev/null || break; sleep 1; done
+kill $bpid 2>/dev/null || true
+wait $bpid 2>/dev/null || true
+
+rc=0
+arc=$(cat "$out/A.rc" 2>/dev/null || echo missing)
+[ "$arc" = 0 ] || { echo "rig: host A's run exited with $arc"; rc=1; }
+"$rig/dmesg-check.sh" "$out/A.dmesg" "$out/B.dmesg" || rc=1
+echo "rig: finished in $(( $(date +%s) - start )) s, logs in $out"
+exit $rc

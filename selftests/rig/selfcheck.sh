@@ -1,0 +1,37 @@
+#!/bin/bash
+# Host-side check of the rig's own judges, no VM needed: the TAP runner
+# reports failing tests as failures, expect_err rejects a success and a wrong
+# error, and dmesg-check catches each kind of kernel report.
+set -u
+rig=$(cd "$(dirname "$0")" && pwd)
+pass=0 fail=0
+check() { # name, expected exit (0 / nonzero), command...
+	local name=$1 want=$2 rc
+	shift 2
+	"$@" > /tmp/metaroce-selfcheck.log 2>&1
+	rc=$?
+	if { [ "$want" = 0 ] && [ $rc = 0 ]; } || { [ "$want" != 0 ] && [ $rc != 0 ]; }; then
+		pass=$((pass + 1)); echo "ok - $name"
+	else
+		fail=$((fail + 1)); echo "not ok - $name (exit $rc)"; sed 's/^/#   /' /tmp/metaroce-selfcheck.log
+	fi
+}
+tmp=$(mktemp -d)
+printf '[    1.0] virtio_net virtio0: ok\n[    2.0] metaroce: loaded\n' > "$tmp/clean"
+check "dmesg-check passes a clean log" 0 "$rig/dmesg-check.sh" "$tmp/clean"
+for report in "WARNING: CPU: 0 PID: 1 at drivers/x.c:1 f+0x1/0x2" "BUG: KASAN: use-after-free in f" \
+	"BUG: sleeping function called from invalid context" "WARNING: possible circular locking dependency detected" \
+	"Oops: 0000 [#1] PREEMPT SMP" "BUG: KFENCE: out-of-bounds read in f" "INFO: task x:1 blocked for more than 120 seconds."; do
+	{ cat "$tmp/clean"; echo "[    3.0] $report"; } > "$tmp/bad"
+	check "dmesg-check catches '$report'" 1 "$rig/dmesg-check.sh" "$tmp/bad"
+done
+check "dmesg-check fails on a missing log" 1 "$rig/dmesg-check.sh" "$tmp/none"
+
+sel=$(cd "$rig/.." && pwd)
+check "expect_err accepts the expected error" 0 env METAROCE_TESTS=rig/fixtures/passes.sh "$sel/run_tests.sh"
+check "expect_err rejects a success" 1 env METAROCE_TESTS=rig/fixtures/fails.sh "$sel/run_tests.sh"
+check "expect_err rejects a wrong error" 1 env METAROCE_TESTS=rig/fixtures/wrong_error.sh "$sel/run_tests.sh"
+check "runner summary counts a failure" 0 sh -c "METAROCE_TESTS='rig/fixtures/passes.sh rig/fixtures/fails.sh' '$sel/run_tests.sh' | grep -qx 'selftests: 1 passed, 1 failed, 0 skipped'"
+rm -rf "$tmp"
+echo "rig selfcheck: $pass passed, $fail failed"
+[ $fail = 0 ]

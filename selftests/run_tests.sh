@@ -1,0 +1,32 @@
+#!/bin/bash
+# Runs TEST_PROGS from the Makefile one by one, each under the timeout in
+# `settings`, and prints KTAP. Exit status: 0 only if none failed. The last
+# line is the summary "selftests: N passed, N failed, N skipped".
+cd "$(dirname "$0")" || exit 1
+KSFT_SKIP=4
+timeout_s=$(sed -n 's/^timeout=//p' settings)
+# shellcheck disable=SC2207
+tests=($(sed -n '/^TEST_PROGS/,/[^\\]$/p' Makefile | sed 's/^TEST_PROGS *:= *//; s/\\//g'))
+[ -n "${METAROCE_TESTS:-}" ] && read -ra tests <<< "$METAROCE_TESTS"
+
+echo "TAP version 13"
+echo "1..${#tests[@]}"
+pass=0 fail=0 skip=0 i=0
+for t in "${tests[@]}"; do
+	i=$((i + 1))
+	echo "# selftests: metaroce: $t"
+	begin=$(date +%s)
+	timeout --kill-after=10 "$timeout_s" "./$t" 2>&1 | sed 's/^/# /'
+	rc=${PIPESTATUS[0]}
+	took=$(( $(date +%s) - begin ))
+	if [ "$rc" = 0 ]; then
+		echo "ok $i selftests: metaroce: $t # ${took}s"; pass=$((pass + 1))
+	elif [ "$rc" = $KSFT_SKIP ]; then
+		echo "ok $i selftests: metaroce: $t # SKIP"; skip=$((skip + 1))
+	else
+		[ "$rc" = 124 ] && echo "# $t: timed out after ${timeout_s}s"
+		echo "not ok $i selftests: metaroce: $t # exit=$rc"; fail=$((fail + 1))
+	fi
+done
+echo "selftests: $pass passed, $fail failed, $skip skipped"
+[ $fail = 0 ]
