@@ -1,0 +1,94 @@
+//! Acceptance scenarios from issue #3, asserted on the simulator.
+//! Numbers are printed (`cargo test -- --nocapture`) and also by the
+//! `report` binary.
+
+use metaroce_sim::scenarios::*;
+use metaroce_sim::sim::run;
+
+fn check_clean(name: &str, o: &metaroce_sim::sim::Outcome) {
+    assert!(o.finished, "{name}: did not finish");
+    assert!(o.errors.is_empty(), "{name}: {:?}", &o.errors[..o.errors.len().min(5)]);
+    assert_eq!(o.qp_errors, 0, "{name}: QP errors");
+}
+
+#[test]
+fn one_percent_loss_keeps_90_percent_goodput() {
+    let base = run(&loss(0.0, 11));
+    let lossy = run(&loss(0.01, 11));
+    check_clean("lossless", &base);
+    check_clean("1%", &lossy);
+    let ratio = lossy.goodput_gbps / base.goodput_gbps;
+    println!("1% loss: {:.1} of {:.1} Gbit/s = {:.1}%", lossy.goodput_gbps, base.goodput_gbps, ratio * 100.0);
+    assert!(lossy.retx_packets > 0, "loss must cause retransmissions");
+    assert!(ratio >= 0.90, "goodput ratio {ratio}");
+}
+
+#[test]
+fn ten_percent_loss_keeps_50_percent_goodput() {
+    let base = run(&loss(0.0, 12));
+    let lossy = run(&loss(0.10, 12));
+    check_clean("10%", &lossy);
+    let ratio = lossy.goodput_gbps / base.goodput_gbps;
+    println!("10% loss: {:.1} of {:.1} Gbit/s = {:.1}%", lossy.goodput_gbps, base.goodput_gbps, ratio * 100.0);
+    assert!(ratio >= 0.50, "goodput ratio {ratio}");
+}
+
+#[test]
+fn heavy_reordering_causes_no_retransmission() {
+    for seed in [2, 21, 22] {
+        let o = run(&reorder(seed));
+        check_clean("reorder", &o);
+        println!("reorder seed {seed}: {:.1} Gbit/s, retx {}, dups {}", o.goodput_gbps, o.retx_packets, o.duplicates);
+        assert_eq!(o.retx_packets, 0);
+        assert_eq!(o.duplicates, 0);
+        assert_eq!(o.timeouts, 0);
+    }
+}
+
+#[test]
+fn plane_failure_recovers_without_qp_error() {
+    let ok = run(&planes8(false, 3));
+    let sc = planes8(true, 3);
+    let failed = run(&sc);
+    check_clean("plane failure", &failed);
+    let t_fail = sc.fail_plane.map(|f| f.1).unwrap_or(0);
+    let rec = recovery(&failed, sc.bin_ns, t_fail, 0.95 * 7.0 / 8.0 * ok.goodput_gbps);
+    let stall = completion_stall(&failed, t_fail);
+    let ratio = rec.goodput_after_gbps / ok.goodput_gbps;
+    println!(
+        "plane failure: stall {:.1} us, recovery {:.1} us, after {:.1} Gbit/s = {:.1}% of {:.1}",
+        stall as f64 / 1e3,
+        rec.recovery_ns as f64 / 1e3,
+        rec.goodput_after_gbps,
+        ratio * 100.0,
+        ok.goodput_gbps
+    );
+    assert!(failed.timeouts > 0, "failure must be detected");
+    assert!(ratio >= 0.85, "goodput after recovery ratio {ratio}");
+    assert!(stall < 1_000_000, "completion stall {stall} ns");
+}
+
+#[test]
+fn incast_16_to_1_fills_bottleneck_with_bounded_queue() {
+    let sc = incast(4);
+    let o = run(&sc);
+    check_clean("incast", &o);
+    let util = down_utilisation(&o, &sc);
+    println!("incast: utilisation {:.1}%, max queue {} B, RTOs {}", util * 100.0, o.max_down_queue, o.timeouts);
+    assert!(util >= 0.90, "utilisation {util}");
+    assert_eq!(o.timeouts, 0);
+    assert!(o.max_down_queue < sc.down.buffer_bytes, "queue hit the buffer");
+}
+
+#[test]
+fn long_rtt_grows_paths_to_fill_the_pipe() {
+    let sc = long_rtt(5);
+    let o = run(&sc);
+    check_clean("long rtt", &o);
+    let nb = o.bins.len();
+    let steady = bin_goodput(&o, sc.bin_ns, nb / 2, nb.saturating_sub(1));
+    let line = 100.0 * 4096.0 / (4096.0 + 106.0);
+    println!("long RTT: second half {:.1} Gbit/s = {:.1}% of {:.1}, paths {}", steady, 100.0 * steady / line, line, o.max_paths);
+    assert!(o.max_paths > 4 * 256 / 256, "paths must grow beyond the initial 4");
+    assert!(steady / line >= 0.90, "utilisation {}", steady / line);
+}
