@@ -961,3 +961,171 @@ impl<C: CongestionControl> Sender<C> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::ReceiverConfig;
+    use super::super::receiver::{Receiver, RxVerdict};
+    use super::*;
+
+    const MTU: u32 = 1000;
+
+    fn cfg(paths: u16, planes: u8) -> SenderConfig {
+        SenderConfig {
+            mtu: MTU,
+            planes,
+            initial_paths: paths,
+            max_paths: 8,
+            min_rto_ns: 1_000,
+            initial_rto_ns: 10_000,
+            ..SenderConfig::default()
+        }
+    }
+
+    fn write(len: u32) -> Message {
+        Message {
+            opcode: Opcode::Write,
+            len,
+            remote_va: 0x1000,
+            rkey: 1,
+            imm: 0,
+        }
+    }
+
+    fn data(p: &TxPacket) -> DataHeader {
+        match p.kind {
+            TxKind::Data { header, .. } => header,
+            TxKind::Probe(_) => panic!("expected data"),
+        }
+    }
+
+    fn deliver(rx: &mut Receiver, tx: &mut Sender, h: &DataHeader, now: u64) -> RxVerdict {
+        let v = rx.on_data(h, false, now);
+        if let Some(a) = rx.ack_for(h.path_id) {
+            tx.on_ack(&a, now + 10);
+        }
+        v
+    }
+
+    #[test]
+    fn sprays_round_robin_over_paths() {
+        let mut tx = Sender::new(cfg(4, 2), 0).unwrap();
+        tx.post(&write(8 * MTU)).unwrap();
+        let mut slots = [0u32; 4];
+        for _ in 0..8 {
+            let p = tx.next_packet(0).unwrap();
+            let h = data(&p);
+            slots[(h.path_id & 63) as usize] += 1;
+            assert_eq!(p.plane as u16, (h.path_id & 63) % 2);
+        }
+        assert_eq!(slots, [2, 2, 2, 2]);
+    }
+
+    #[test]
+    fn retransmits_exactly_the_lost_packet_on_another_path() {
+        let mut tx = Sender::new(cfg(2, 1), 0).unwrap();
+        let mut rx = Receiver::new(ReceiverConfig { peer_qpn: 0, mtu: MTU }).unwrap();
+        tx.post(&write(6 * MTU)).unwrap();
+        let pkts: [DataHeader; 6] = core::array::from_fn(|_| data(&tx.next_packet(0).unwrap()));
+        // Lose the first packet of path 0; everything else arrives, with
+        // path 1 overtaking path 0 (cross-path reordering).
+        let lost = pkts[0];
+        for i in [1, 3, 5, 2, 4] {
+            let h = &pkts[i];
+            assert!(matches!(deliver(&mut rx, &mut tx, h, 100), RxVerdict::Place(_)));
+        }
+        assert_eq!(tx.stats().sack_losses, 1);
+        let r = data(&tx.next_packet(200).unwrap());
+        assert_eq!((r.msn, r.offset), (lost.msn, lost.offset));
+        assert_ne!(r.path_id & 63, lost.path_id & 63, "retransmit avoids the lossy path");
+        assert!(r.flags & FLAG_RETRANSMIT != 0);
+        assert!(tx.next_packet(200).is_none(), "nothing else is resent");
+        assert!(matches!(deliver(&mut rx, &mut tx, &r, 300), RxVerdict::Place(_)));
+        assert_eq!(rx.pop_completion().map(|c| c.msn), Some(0));
+        assert_eq!(tx.pop_completion().map(|c| c.status), Some(CompletionStatus::Success));
+        assert_eq!(tx.stats().retransmits, 1);
+        assert_eq!(rx.stats().duplicates, 0);
+    }
+
+    #[test]
+    fn dead_path_times_out_is_probed_then_replaced() {
+        let mut tx = Sender::new(cfg(2, 1), 0).unwrap();
+        let mut rx = Receiver::new(ReceiverConfig { peer_qpn: 0, mtu: MTU }).unwrap();
+        tx.post(&write(4 * MTU)).unwrap();
+        let old_port = tx.path(0).unwrap().src_port;
+        let mut now = 0;
+        // Path 0 black-holes everything; path 1 works.
+        let mut done = false;
+        for _ in 0..10_000 {
+            now += 500;
+            tx.on_timer(now);
+            while let Some(p) = tx.next_packet(now) {
+                match p.kind {
+                    TxKind::Data { header, .. } if header.path_id & 63 == 1 => {
+                        deliver(&mut rx, &mut tx, &header, now);
+                    }
+                    TxKind::Probe(pr) if pr.path_id & 63 == 1 => {
+                        tx.on_probe_reply(&rx.on_probe(&pr), now + 10);
+                    }
+                    _ => {}
+                }
+            }
+            if rx.pop_completion().is_some() {
+                done = true;
+            }
+            if done && tx.stats().paths_replaced > 0 {
+                break;
+            }
+        }
+        assert!(done, "message completes over the surviving path");
+        assert!(tx.stats().timeouts >= 1);
+        assert!(tx.stats().paths_replaced >= 1);
+        let p0 = tx.path(0).unwrap();
+        assert_ne!(p0.src_port, old_port, "replacement uses a new source port");
+        assert_eq!(p0.state, PathState::Probing);
+        assert_eq!(tx.pop_completion().map(|c| c.status), Some(CompletionStatus::Success));
+    }
+
+    #[test]
+    fn plane_down_drains_to_other_planes_and_comes_back() {
+        let mut tx = Sender::new(cfg(4, 2), 0).unwrap();
+        tx.post(&write(8 * MTU)).unwrap();
+        for _ in 0..8 {
+            tx.next_packet(0).unwrap();
+        }
+        tx.plane_down(1);
+        assert!(!tx.plane_usable(1));
+        // The 4 packets that were on plane 1 are re-sprayed on plane 0.
+        for _ in 0..4 {
+            let p = tx.next_packet(1).unwrap();
+            assert_eq!(p.plane, 0);
+            assert!(matches!(p.kind, TxKind::Data { retransmit: true, .. }));
+        }
+        tx.plane_up(1);
+        let p = tx.next_packet(2).unwrap();
+        assert!(matches!(p.kind, TxKind::Probe(_)));
+        if let TxKind::Probe(pr) = p.kind {
+            tx.on_probe_reply(&pr, 3);
+        }
+        assert!(tx.plane_usable(1));
+    }
+
+    #[test]
+    fn nak_fails_only_that_message() {
+        let mut tx = Sender::new(cfg(1, 1), 0).unwrap();
+        let m0 = tx.post(&write(MTU)).unwrap();
+        tx.next_packet(0).unwrap();
+        tx.on_nak(&Nak {
+            dst_qpn: 0,
+            path_id: 0,
+            syndrome: super::super::wire::Syndrome::RemoteAccess,
+            psn: 0,
+            msn: m0,
+        });
+        let c = tx.pop_completion().unwrap();
+        assert_eq!(c.status, CompletionStatus::Failed(super::super::wire::Syndrome::RemoteAccess));
+        assert_eq!(tx.post(&write(0)), Ok(1));
+        assert_eq!(tx.post(&Message { opcode: Opcode::UdSend, ..write(1) }), Err(PostError::BadOpcode));
+        assert_eq!(tx.post(&write(MTU * 1025)), Err(PostError::TooLong));
+    }
+}

@@ -4,7 +4,40 @@ use std::time::Instant;
 
 use metaroce_sim::scenarios::*;
 
+fn sweep() {
+    println!("seed sweep (ratios vs lossless of the same seed)");
+    for seed in 100..106u64 {
+        let base = go(loss(0.0, seed)).1;
+        let l1 = go(loss(0.01, seed)).1;
+        let l10 = go(loss(0.10, seed)).1;
+        let r = go(reorder(seed)).1;
+        let ok8 = go(planes8(false, seed)).1;
+        let (sf, f8) = go(planes8(true, seed));
+        let t_fail = sf.fail_plane.map(|f| f.1).unwrap_or(0);
+        let rec = recovery(&f8, sf.bin_ns, t_fail, 0.95 * 7.0 / 8.0 * ok8.goodput_gbps);
+        let (si, inc) = go(incast(seed));
+        let (sl, lr) = go(long_rtt(seed));
+        let nb = lr.bins.len();
+        let steady = bin_goodput(&lr, sl.bin_ns, nb / 2, nb.saturating_sub(1));
+        println!(
+            "seed {seed}: 1% {:.3} 10% {:.3} reorder-retx {} plane-after {:.3} stall {:.0}us incast-util {:.3} incast-RTO {} longrtt {:.3}",
+            l1.goodput_gbps / base.goodput_gbps,
+            l10.goodput_gbps / base.goodput_gbps,
+            r.retx_packets,
+            rec.goodput_after_gbps / ok8.goodput_gbps,
+            completion_stall(&f8, t_fail) as f64 / 1e3,
+            down_utilisation(&inc, &si),
+            inc.timeouts,
+            steady / (100.0 * 4096.0 / 4202.0)
+        );
+    }
+}
+
 fn main() {
+    if std::env::args().any(|a| a == "--sweep") {
+        sweep();
+        return;
+    }
     let t0 = Instant::now();
     println!("MetaRoCE simulator report (seeded, deterministic)\n");
     println!(
