@@ -3,6 +3,7 @@
 //! `rdma link add NAME type metaroce netdev DEV`: validating the request and
 //! creating the device.
 
+use kernel::c_str;
 use kernel::prelude::*;
 
 use super::device::{node_guid_from_mac, MetaRoceDevice, FIRST_PORT, UVERBS_ABI_VERSION};

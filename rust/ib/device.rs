@@ -60,16 +60,9 @@ impl Device {
 
     /// The device name, e.g. `mr0`.
     pub(crate) fn name(&self) -> &CStr {
-        // SAFETY: `dev.kobj.name` of a live, named ib_device is a valid C string
-        // for as long as the device lives (the core renames under its own
-        // locks, and callers of this driver's ops run with the device alive).
-        unsafe {
-            let name = (*self.as_raw()).dev.kobj.name;
-            if name.is_null() {
-                return c_str!("?");
-            }
-            CStr::from_char_ptr(name)
-        }
+        // SAFETY: `name` is a NUL-terminated array inside a live ib_device
+        // (type invariant), kept in sync with the kobject name by the core.
+        unsafe { CStr::from_char_ptr((*self.as_raw()).name.as_ptr()) }
     }
 
     /// The network device bound to `port`, with a reference held.
@@ -206,7 +199,8 @@ impl NewDevice {
         let this = Self { ptr };
 
         let ops = bindings::ib_device_ops {
-            owner: module.as_ptr(),
+            // Same C object, seen through the kernel crate's bindings.
+            owner: module.as_ptr().cast(),
             driver_id: DRIVER_ID,
             uverbs_abi_ver: cfg.uverbs_abi_ver,
             query_device: Some(query_device::<T>),
@@ -222,7 +216,7 @@ impl NewDevice {
         // the ops table, so `ops` may live on the stack.
         unsafe {
             bindings::ib_set_device_ops(dev, &ops);
-            (*dev).node_type = bindings::rdma_node_type_RDMA_NODE_IB_CA as u8;
+            (*dev).node_type = bindings::RDMA_NODE_IB_CA as u8;
             (*dev).phys_port_cnt = 1;
             (*dev).num_comp_vectors = cfg.num_comp_vectors as i32;
             (*dev).node_guid = cfg.node_guid.to_be();

@@ -133,7 +133,7 @@ pub(crate) enum NetdevEvent {
 }
 
 impl NetdevEvent {
-    fn from_raw(event: u64) -> Option<Self> {
+    fn from_raw(event: kernel::ffi::c_ulong) -> Option<Self> {
         let event = u32::try_from(event).ok()?;
         Some(match event {
             bindings::netdev_cmd_NETDEV_UP => Self::Up,
