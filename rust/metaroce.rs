@@ -13,6 +13,23 @@ mod driver;
 mod ib;
 mod sys;
 
+/// The transport engine: pure safe `no_std` protocol logic, compiled here from
+/// the same files as the host crate `rust/engine` (tested with `cargo test`).
+#[path = "engine/src"]
+pub mod engine {
+    pub mod bitmap;
+    pub mod cc;
+    pub mod completion;
+    pub mod config;
+    pub mod crc;
+    pub mod path;
+    pub mod receiver;
+    pub mod sack;
+    pub mod sender;
+    pub mod seq;
+    pub mod wire;
+}
+
 use driver::events::NetdevEvents;
 use driver::link::MetaRoceLink;
 use ib::link::LinkRegistration;
