@@ -5,7 +5,7 @@
 #   make test       install deps, build the test kernel and module, run the
 #                   host checks and the selftests on two QEMU hosts
 #   make demo       boot two hosts and show the device and rxe side by side
-#   make check      host-side Rust checks (cargo test, clippy, rustfmt)
+#   make check      host-side checks (rig self-check, cargo test, clippy, rustfmt)
 #   make kernel     build (or find) the cached test kernel
 #   make deps       install build and test dependencies (Debian 12)
 #
@@ -35,6 +35,7 @@ kernel: deps
 	selftests/rig/kernel.sh >/dev/null
 
 check:
+	selftests/rig/selfcheck.sh
 	cargo test --workspace --quiet
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
 	cargo fmt --all --check
