@@ -138,6 +138,6 @@ impl SenderConfig {
 
     /// Largest message this configuration can carry.
     pub fn max_msg_len(&self) -> u64 {
-        self.mtu as u64 * MAX_MSG_PKTS as u64
+        u64::from(self.mtu) * MAX_MSG_PKTS as u64
     }
 }

@@ -43,7 +43,7 @@ impl Crc32 {
     pub fn update(&mut self, data: &[u8]) {
         let mut c = self.state;
         for &b in data {
-            c = TABLE[((c ^ b as u32) & 0xFF) as usize] ^ (c >> 8);
+            c = TABLE[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8);
         }
         self.state = c;
     }

@@ -211,7 +211,7 @@ impl TxPath {
 /// UDP source port for a path id: a mixed hash into the dynamic range
 /// 49152..=65535 so that each new generation lands on a new ECMP route.
 pub fn entropy_port(seed: u32, path_id: u16) -> u16 {
-    let mut x = seed ^ (path_id as u32).wrapping_mul(0x9E37_79B1);
+    let mut x = seed ^ u32::from(path_id).wrapping_mul(0x9E37_79B1);
     x ^= x >> 16;
     x = x.wrapping_mul(0x85EB_CA6B);
     x ^= x >> 13;

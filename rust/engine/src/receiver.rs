@@ -189,7 +189,7 @@ impl Receiver {
         }
         let idx = h.offset / mtu;
         let expect = h.msg_len.saturating_sub(h.offset).min(mtu);
-        if idx >= npkts || h.payload_len as u32 != expect {
+        if idx >= npkts || u32::from(h.payload_len) != expect {
             return Err(DropReason::BadSegmentation);
         }
         Ok((idx, npkts))
@@ -239,7 +239,7 @@ impl Receiver {
             }
             if rp.id == h.path_id {
                 let mut t = rp.tracker;
-                t.advance_floor(h.psn.wrapping_sub(h.floor_delta as u32));
+                t.advance_floor(h.psn.wrapping_sub(u32::from(h.floor_delta)));
                 if t.on_psn(h.psn) == PsnVerdict::OutOfWindow {
                     self.stats.dropped += 1;
                     return RxVerdict::Drop(DropReason::PathOutOfWindow);
@@ -296,7 +296,7 @@ impl Receiver {
             msn: h.msn,
             opcode: h.opcode,
             offset: h.offset,
-            len: h.payload_len as u32,
+            len: u32::from(h.payload_len),
             msg_len: h.msg_len,
             remote_va: h.remote_va,
             rkey: h.rkey,
@@ -405,5 +405,105 @@ impl Receiver {
         }
         self.advance_cum();
         Some(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::wire::FLAG_IMM;
+    use super::*;
+
+    fn rx() -> Receiver {
+        Receiver::new(ReceiverConfig { peer_qpn: 9, mtu: 100 }).unwrap()
+    }
+
+    fn hdr(msn: u32, offset: u32, msg_len: u32, psn: u32) -> DataHeader {
+        DataHeader {
+            opcode: Opcode::SendImm,
+            flags: FLAG_IMM,
+            dst_qpn: 1,
+            path_id: 0,
+            floor_delta: 0,
+            psn,
+            msn,
+            offset,
+            msg_len,
+            payload_len: msg_len.saturating_sub(offset).min(100) as u16,
+            remote_va: 0,
+            rkey: 0,
+            imm: 0xAB,
+            timestamp: 5,
+        }
+    }
+
+    #[test]
+    fn out_of_order_placement_in_order_completion() {
+        let mut r = rx();
+        // Message 1 (one packet) completes before message 0 (two packets).
+        assert!(matches!(r.on_data(&hdr(1, 0, 50, 0), false, 0), RxVerdict::Place(_)));
+        assert!(r.pop_completion().is_none());
+        assert!(matches!(r.on_data(&hdr(0, 100, 150, 1), true, 0), RxVerdict::Place(p) if p.offset == 100 && p.len == 50));
+        assert_eq!(r.on_data(&hdr(0, 100, 150, 1), false, 0), RxVerdict::Duplicate);
+        let a = r.ack_for(0).unwrap();
+        assert!(a.ce);
+        assert_eq!(a.cum_psn, 2);
+        assert_eq!(a.ts_echo, 5);
+        assert!(matches!(r.on_data(&hdr(0, 0, 150, 2), false, 0), RxVerdict::Place(_)));
+        assert_eq!(r.ack_for(0).unwrap().cum_msn, 2);
+        assert_eq!(r.pop_completion().map(|c| (c.msn, c.imm)), Some((0, Some(0xAB))));
+        assert_eq!(r.pop_completion().map(|c| c.msn), Some(1));
+        assert!(r.pop_completion().is_none());
+        assert_eq!(r.on_data(&hdr(0, 0, 150, 3), false, 0), RxVerdict::Duplicate);
+    }
+
+    #[test]
+    fn rejects_bad_segmentation_and_inconsistency() {
+        let mut r = rx();
+        let mut h = hdr(0, 50, 150, 0);
+        h.payload_len = 100;
+        assert_eq!(r.on_data(&h, false, 0), RxVerdict::Drop(DropReason::BadSegmentation));
+        assert!(matches!(r.on_data(&hdr(0, 0, 150, 0), false, 0), RxVerdict::Place(_)));
+        let mut h = hdr(0, 100, 250, 1);
+        h.payload_len = 100;
+        assert_eq!(r.on_data(&h, false, 0), RxVerdict::Drop(DropReason::Inconsistent));
+        assert_eq!(r.on_data(&hdr(64, 0, 10, 1), false, 0), RxVerdict::Drop(DropReason::MessageOutOfWindow));
+        // floor_delta bounds every PSN to within the SACK window of the
+        // floor it declares, so a far PSN just moves the floor.
+        let mut far = hdr(1, 0, 10, 300);
+        far.floor_delta = 256;
+        assert!(matches!(r.on_data(&far, false, 0), RxVerdict::Place(_)));
+        assert_eq!(r.ack_for(0).unwrap().cum_psn, 44);
+    }
+
+    #[test]
+    fn failed_message_naks_and_completes_with_error() {
+        let mut r = rx();
+        let h = hdr(0, 0, 150, 0);
+        assert!(matches!(r.on_data(&h, false, 0), RxVerdict::Place(_)));
+        r.fail_message(0, Syndrome::RemoteAccess, 0, 0);
+        assert_eq!(r.pop_nak().map(|n| n.syndrome), Some(Syndrome::RemoteAccess));
+        assert_eq!(r.on_data(&hdr(0, 100, 150, 1), false, 0), RxVerdict::Discard);
+        assert!(r.pop_nak().is_some(), "NAK repeated");
+        assert_eq!(r.ack_for(0).unwrap().cum_msn, 0, "cum_msn does not pass a failed message");
+        assert_eq!(
+            r.pop_completion().map(|c| c.status),
+            Some(CompletionStatus::Failed(Syndrome::RemoteAccess))
+        );
+    }
+
+    #[test]
+    fn new_path_generation_resets_tracking() {
+        let mut r = rx();
+        let mut h = hdr(0, 0, 10, 7);
+        h.floor_delta = 7;
+        r.on_data(&h, false, 0);
+        assert_eq!(r.ack_for(0).unwrap().cum_psn, 0);
+        h.path_id = 1 << 6;
+        h.psn = 0;
+        h.floor_delta = 0;
+        h.msn = 1;
+        r.on_data(&h, false, 0);
+        assert!(r.ack_for(0).is_none(), "old generation no longer acknowledged");
+        assert_eq!(r.ack_for(1 << 6).unwrap().cum_psn, 1);
     }
 }

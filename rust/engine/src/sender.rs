@@ -434,7 +434,7 @@ impl<C: CongestionControl> Sender<C> {
             let Some(p) = self.paths.get(slot) else { return };
             let e = p.entry(psn);
             if e.state == EntryState::InFlight {
-                self.mark_lost(e.msn, e.pkt as u32, slot);
+                self.mark_lost(e.msn, u32::from(e.pkt), slot);
             }
             psn = psn.wrapping_add(1);
         }
@@ -494,7 +494,7 @@ impl<C: CongestionControl> Sender<C> {
                 match e {
                     Some(e) if e.state == EntryState::Acked => above += 1,
                     Some(e) if e.state == EntryState::InFlight && above >= self.cfg.reorder_threshold => {
-                        self.mark_lost(e.msn, e.pkt as u32, slot);
+                        self.mark_lost(e.msn, u32::from(e.pkt), slot);
                         if let Some(p) = self.paths.get_mut(slot) {
                             if let Some(en) = p.entry_mut(psn) {
                                 en.state = EntryState::Lost;
@@ -548,7 +548,7 @@ impl<C: CongestionControl> Sender<C> {
                 p.timer = Some(now.saturating_add(rto_now));
             }
         }
-        self.stats.sack_losses += lost as u64;
+        self.stats.sack_losses += u64::from(lost);
         if ack.ce || lost > 0 {
             self.congested = true;
         }
@@ -564,13 +564,13 @@ impl<C: CongestionControl> Sender<C> {
             EntryState::InFlight => {
                 e.state = EntryState::Acked;
                 p.inflight = p.inflight.saturating_sub(1);
-                self.mark_acked(prev.msn, prev.pkt as u32);
+                self.mark_acked(prev.msn, u32::from(prev.pkt));
                 1
             }
             EntryState::Lost => {
                 e.state = EntryState::Acked;
                 self.stats.late_acks += 1;
-                self.mark_acked(prev.msn, prev.pkt as u32);
+                self.mark_acked(prev.msn, u32::from(prev.pkt));
                 0
             }
             _ => 0,
@@ -768,9 +768,9 @@ impl<C: CongestionControl> Sender<C> {
             return None;
         }
         // bytes = Mbit/s * ns / 8000; 25% headroom over the base RTT.
-        let bytes = self.rate_hint_mbps as u64 * self.qp_rtt.min_rtt / 8000;
-        let pkts = bytes * 5 / 4 / self.cfg.mtu.max(1) as u64;
-        Some(pkts.clamp(2, u32::MAX as u64) as u32)
+        let bytes = u64::from(self.rate_hint_mbps) * self.qp_rtt.min_rtt / 8000;
+        let pkts = bytes * 5 / 4 / u64::from(self.cfg.mtu.max(1));
+        Some(pkts.clamp(2, u64::from(u32::MAX)) as u32)
     }
 
     fn find_lost(&self) -> Option<(u32, u32, usize)> {
@@ -916,7 +916,7 @@ impl<C: CongestionControl> Sender<C> {
         if is_retx {
             flags |= FLAG_RETRANSMIT;
             self.stats.retransmits += 1;
-            self.stats.retransmit_bytes += payload_len as u64;
+            self.stats.retransmit_bytes += u64::from(payload_len);
         }
         self.stats.data_packets += 1;
         let (opcode, msg_len, remote_va, rkey, imm) = (m.opcode, m.len, m.remote_va, m.rkey, m.imm);

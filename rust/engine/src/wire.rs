@@ -299,14 +299,14 @@ impl DataHeader {
                 }
             }
             Opcode::UdSend => {
-                if self.offset != 0 || self.payload_len as u32 != self.msg_len {
+                if self.offset != 0 || u32::from(self.payload_len) != self.msg_len {
                     return Err(WireError::BadLength);
                 }
             }
             _ => {
                 let end = self
                     .offset
-                    .checked_add(self.payload_len as u32)
+                    .checked_add(u32::from(self.payload_len))
                     .ok_or(WireError::BadLength)?;
                 if end > self.msg_len {
                     return Err(WireError::BadLength);
@@ -438,7 +438,7 @@ impl Ack {
         let mut sack = [0u64; 4];
         for (j, b) in bytes.iter().enumerate() {
             if let Some(w) = sack.get_mut(j / 8) {
-                *w |= (*b as u64) << ((j % 8) * 8);
+                *w |= u64::from(*b) << ((j % 8) * 8);
             }
         }
         Ok(Self {
