@@ -46,6 +46,9 @@ pub fn base(name: &str, seed: u64) -> Scenario {
         },
         rate_hint_mbps: 0,
         fail_plane: None,
+        restore_plane: None,
+        report_plane_down_after: None,
+        warmup_ns: 1_000_000,
         fail_link: None,
         chaos: None,
         check_payload: false,
@@ -79,6 +82,16 @@ pub fn planes8(fail: bool, seed: u64) -> Scenario {
     if fail {
         sc.fail_plane = Some((3, 1_500_000));
     }
+    sc
+}
+
+/// 8 planes: plane 3 fails at 1.5 ms, the host reports link-down 5 us later,
+/// and the plane comes back at 3 ms (paths revive via probes).
+pub fn planes8_reported(seed: u64) -> Scenario {
+    let mut sc = planes8(true, seed);
+    sc.name = "8 planes, reported + back".to_string();
+    sc.report_plane_down_after = Some(5_000);
+    sc.restore_plane = Some((3, 3_000_000));
     sc
 }
 

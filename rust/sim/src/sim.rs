@@ -74,6 +74,13 @@ pub struct Scenario {
     pub rate_hint_mbps: u32,
     /// Fail a whole plane at a time.
     pub fail_plane: Option<(usize, u64)>,
+    /// Bring a failed plane back (plane, time).
+    pub restore_plane: Option<(usize, u64)>,
+    /// The host reports the failed plane down this long after it fails
+    /// (as a NIC link-down event would); `None` = rely on RTO/probes only.
+    pub report_plane_down_after: Option<u64>,
+    /// Queue maxima are also recorded separately after this time (ns).
+    pub warmup_ns: u64,
     /// Fail one core link (plane, link, time).
     pub fail_link: Option<(usize, usize, u64)>,
     /// Chaos (reorder within path, duplicates).
@@ -113,6 +120,10 @@ pub struct Outcome {
     pub max_paths: usize,
     /// Largest backlog seen on any downlink (bytes).
     pub max_down_queue: u64,
+    /// Largest downlink backlog after the warm-up (bytes).
+    pub max_down_queue_steady: u64,
+    /// Planes usable (an active path) by sender 0 at the end.
+    pub planes_usable_at_end: Vec<bool>,
     /// Largest backlog seen on any core link (bytes).
     pub max_core_queue: u64,
     /// Packets dropped by links (loss, buffer, failure).
@@ -134,15 +145,19 @@ struct Link {
     up: bool,
     free_at: f64,
     max_backlog: u64,
+    max_backlog_steady: u64,
+    warmup_ns: u64,
 }
 
 impl Link {
-    fn new(spec: LinkSpec) -> Self {
+    fn new(spec: LinkSpec, warmup_ns: u64) -> Self {
         Self {
             spec,
             up: true,
             free_at: 0.0,
             max_backlog: 0,
+            max_backlog_steady: 0,
+            warmup_ns,
         }
     }
 
@@ -161,6 +176,9 @@ impl Link {
             return None;
         }
         self.max_backlog = self.max_backlog.max(backlog);
+        if now >= self.warmup_ns {
+            self.max_backlog_steady = self.max_backlog_steady.max(backlog);
+        }
         let ce = backlog > self.spec.ecn_bytes;
         let start = self.free_at.max(t);
         self.free_at = start + self.ser_ns(bytes);
@@ -193,6 +211,8 @@ enum Ev {
     ToSender { s: usize, bytes: Vec<u8> },
     Timer { s: usize },
     FailPlane(usize),
+    RestorePlane(usize),
+    ReportPlane(usize, bool),
     FailLink(usize, usize),
 }
 
@@ -252,12 +272,12 @@ pub fn run(sc: &Scenario) -> Outcome {
                 .map(|_| {
                     let mut spec = sc.core;
                     spec.prop_ns += rng.below(sc.core_delay_spread_ns.max(1));
-                    Link::new(spec)
+                    Link::new(spec, sc.warmup_ns)
                 })
                 .collect()
         })
         .collect();
-    let mut down: Vec<Link> = (0..sc.planes).map(|_| Link::new(sc.down)).collect();
+    let mut down: Vec<Link> = (0..sc.planes).map(|_| Link::new(sc.down, sc.warmup_ns)).collect();
     let mtu = sc.sender_cfg.mtu;
     let mut hosts: Vec<Host> = (0..sc.senders)
         .map(|s| {
@@ -315,6 +335,17 @@ pub fn run(sc: &Scenario) -> Outcome {
     if let Some((p, t)) = sc.fail_plane {
         push(&mut heap, t, Ev::FailPlane(p));
     }
+    if let Some((p, t)) = sc.fail_plane {
+        if let Some(d) = sc.report_plane_down_after {
+            push(&mut heap, t + d, Ev::ReportPlane(p, false));
+        }
+    }
+    if let Some((p, t)) = sc.restore_plane {
+        push(&mut heap, t, Ev::RestorePlane(p));
+        if sc.report_plane_down_after.is_some() {
+            push(&mut heap, t, Ev::ReportPlane(p, true));
+        }
+    }
     if let Some((p, l, t)) = sc.fail_link {
         push(&mut heap, t, Ev::FailLink(p, l));
     }
@@ -360,6 +391,27 @@ pub fn run(sc: &Scenario) -> Outcome {
                     l.up = false;
                 }
                 down[p].up = false;
+            }
+            Ev::RestorePlane(p) => {
+                for l in core[p].iter_mut() {
+                    l.up = true;
+                }
+                down[p].up = true;
+            }
+            Ev::ReportPlane(p, up) => {
+                for (s, h) in hosts.iter_mut().enumerate() {
+                    if up {
+                        h.tx.plane_up(p as u8);
+                    } else {
+                        h.tx.plane_down(p as u8);
+                    }
+                    for q in 0..sc.planes {
+                        if !h.port_busy[q] {
+                            h.port_busy[q] = true;
+                            push(&mut heap, now, Ev::PortFree { s, plane: q });
+                        }
+                    }
+                }
             }
             Ev::FailLink(p, l) => core[p][l].up = false,
             Ev::Timer { s } => {
@@ -568,6 +620,10 @@ pub fn run(sc: &Scenario) -> Outcome {
         out.duplicates += h.rx.stats().duplicates;
     }
     out.max_down_queue = down.iter().map(|l| l.max_backlog).max().unwrap_or(0);
+    out.max_down_queue_steady = down.iter().map(|l| l.max_backlog_steady).max().unwrap_or(0);
+    if let Some(h) = hosts.first() {
+        out.planes_usable_at_end = (0..sc.planes).map(|p| h.tx.plane_usable(p as u8)).collect();
+    }
     out.max_core_queue = core.iter().flatten().map(|l| l.max_backlog).max().unwrap_or(0);
     if out.duration_ns > 0 {
         out.goodput_gbps = out.payload_bytes as f64 * 8.0 / out.duration_ns as f64;

@@ -92,3 +92,26 @@ fn long_rtt_grows_paths_to_fill_the_pipe() {
     assert!(o.max_paths > 4 * 256 / 256, "paths must grow beyond the initial 4");
     assert!(steady / line >= 0.90, "utilisation {}", steady / line);
 }
+
+#[test]
+fn reported_plane_failure_drains_fast_and_plane_comes_back() {
+    let sc = planes8_reported(3);
+    let o = run(&sc);
+    check_clean("reported plane failure", &o);
+    let t_fail = sc.fail_plane.map(|f| f.1).unwrap_or(0);
+    let stall = completion_stall(&o, t_fail);
+    println!("reported: stall {:.1} us, usable {:?}", stall as f64 / 1e3, o.planes_usable_at_end);
+    assert_eq!(o.timeouts, 0, "host report drains before any RTO");
+    assert!(stall < 50_000, "stall {stall}");
+    assert!(o.planes_usable_at_end.iter().all(|&u| u), "plane revived by probes");
+}
+
+#[test]
+fn incast_steady_state_queue_is_small() {
+    let sc = incast(9);
+    let o = run(&sc);
+    check_clean("incast", &o);
+    println!("incast steady queue {} B", o.max_down_queue_steady);
+    // Rate hints cap the standing queue near 1/4 BDP; well under ECN K.
+    assert!(o.max_down_queue_steady <= sc.down.ecn_bytes, "steady queue {}", o.max_down_queue_steady);
+}
