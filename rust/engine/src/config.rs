@@ -52,24 +52,29 @@ pub struct SenderConfig {
 
 impl Default for SenderConfig {
     fn default() -> Self {
-        Self {
-            dst_qpn: 0,
-            mtu: 4096,
-            planes: 1,
-            initial_paths: 4,
-            max_paths: 64,
-            pwnd_init: 8,
-            pwnd_min: 2,
-            pwnd_max: 256,
-            loss_md_threshold: 8,
-            reorder_threshold: 1,
-            initial_rto_ns: 10_000_000,
-            min_rto_ns: 100_000,
-            max_rto_ns: 100_000_000,
-            path_fail_probes: 3,
-            entropy_seed: 0x5EED,
-        }
+        Self::DEFAULT
     }
+}
+
+impl SenderConfig {
+    /// The v1 defaults (see `Documentation/protocol.md`).
+    pub const DEFAULT: Self = Self {
+        dst_qpn: 0,
+        mtu: 4096,
+        planes: 1,
+        initial_paths: 4,
+        max_paths: 64,
+        pwnd_init: 8,
+        pwnd_min: 2,
+        pwnd_max: 256,
+        loss_md_threshold: 8,
+        reorder_threshold: 1,
+        initial_rto_ns: 10_000_000,
+        min_rto_ns: 100_000,
+        max_rto_ns: 100_000_000,
+        path_fail_probes: 3,
+        entropy_seed: 0x5EED,
+    };
 }
 
 /// Configuration of the receiving side of a QP.

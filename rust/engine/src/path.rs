@@ -69,6 +69,14 @@ pub struct RttEstimator {
 }
 
 impl RttEstimator {
+    /// No sample yet.
+    pub const NONE: Self = Self {
+        srtt: 0,
+        rttvar: 0,
+        min_rtt: 0,
+        sampled: false,
+    };
+
     /// Feed one RTT sample.
     pub fn sample(&mut self, rtt: u64) {
         if !self.sampled {
@@ -145,12 +153,7 @@ impl TxPath {
         una: 0,
         inflight: 0,
         ring: [InflightEntry::EMPTY; PATH_RING],
-        rtt: RttEstimator {
-            srtt: 0,
-            rttvar: 0,
-            min_rtt: 0,
-            sampled: false,
-        },
+        rtt: RttEstimator::NONE,
         cc: PathCc {
             cwnd: 0,
             ssthresh: 0,

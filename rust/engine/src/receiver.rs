@@ -144,17 +144,45 @@ pub struct Receiver {
 impl Receiver {
     /// A receiver expecting MSN 0 next.
     pub fn new(cfg: ReceiverConfig) -> Result<Self, ConfigError> {
+        let mut r = Self::EMPTY;
+        r.reset(cfg)?;
+        Ok(r)
+    }
+
+    /// An idle receiver, usable only after [`Receiver::reset`]; a constant
+    /// so a kernel can box it without building it on the stack.
+    pub const EMPTY: Self = Self {
+        cfg: ReceiverConfig { peer_qpn: 0, mtu: 1 },
+        paths: [RxPath::EMPTY; MAX_PATHS],
+        msgs: [RxMsg::EMPTY; MSG_WINDOW],
+        head: 0,
+        cum_msn: 0,
+        rate_hint_mbps: 0,
+        pending_nak: None,
+        stats: ReceiverStats {
+            placed: 0,
+            duplicates: 0,
+            dropped: 0,
+            stale_path: 0,
+        },
+    };
+
+    /// (Re)initialise in place, expecting MSN 0 next.
+    pub fn reset(&mut self, cfg: ReceiverConfig) -> Result<(), ConfigError> {
         validate_mtu(cfg.mtu)?;
-        Ok(Self {
-            cfg,
-            paths: [RxPath::EMPTY; MAX_PATHS],
-            msgs: [RxMsg::EMPTY; MSG_WINDOW],
-            head: 0,
-            cum_msn: 0,
-            rate_hint_mbps: 0,
-            pending_nak: None,
-            stats: ReceiverStats::default(),
-        })
+        self.cfg = cfg;
+        for p in self.paths.iter_mut() {
+            *p = RxPath::EMPTY;
+        }
+        for m in self.msgs.iter_mut() {
+            *m = RxMsg::EMPTY;
+        }
+        self.head = 0;
+        self.cum_msn = 0;
+        self.rate_hint_mbps = 0;
+        self.pending_nak = None;
+        self.stats = ReceiverStats::default();
+        Ok(())
     }
 
     /// Counters.

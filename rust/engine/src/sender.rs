@@ -91,6 +91,23 @@ pub struct SenderStats {
     pub naks: u64,
 }
 
+impl SenderStats {
+    /// All zero.
+    pub const ZERO: Self = Self {
+        data_packets: 0,
+        retransmits: 0,
+        retransmit_bytes: 0,
+        sack_losses: 0,
+        timeouts: 0,
+        late_acks: 0,
+        probes: 0,
+        paths_replaced: 0,
+        paths_opened: 0,
+        stale_acks: 0,
+        naks: 0,
+    };
+}
+
 #[derive(Clone, Copy, Debug)]
 struct TxMsg {
     msn: u32,
@@ -203,14 +220,22 @@ impl Sender<Aimd> {
 impl<C: CongestionControl> Sender<C> {
     /// A sender with a caller-chosen congestion control.
     pub fn with_cc(cfg: SenderConfig, cc: C, now: u64) -> Result<Self, ConfigError> {
-        cfg.validate()?;
-        let mut s = Self {
-            cfg,
+        let mut s = Self::empty(cc);
+        s.reset(cfg, now)?;
+        Ok(s)
+    }
+
+    /// An idle sender with no paths, usable only after [`Sender::reset`].
+    /// A `const fn`, so a kernel can box it (≈160 KB) without building it
+    /// on the stack, then `reset` it in place.
+    pub const fn empty(cc: C) -> Self {
+        Self {
+            cfg: SenderConfig::DEFAULT,
             ccp: CcParams {
-                pwnd_init: cfg.pwnd_init,
-                pwnd_min: cfg.pwnd_min,
-                pwnd_max: cfg.pwnd_max,
-                loss_md_threshold: cfg.loss_md_threshold,
+                pwnd_init: 0,
+                pwnd_min: 0,
+                pwnd_max: 0,
+                loss_md_threshold: 0,
             },
             cc,
             paths: [TxPath::UNUSED; MAX_PATHS],
@@ -220,17 +245,47 @@ impl<C: CongestionControl> Sender<C> {
             cursor: 0,
             lost_total: 0,
             rr: 0,
-            qp_rtt: RttEstimator::default(),
+            qp_rtt: RttEstimator::NONE,
             rate_hint_mbps: 0,
             window_limited: false,
             congested: false,
-            last_growth: now,
-            stats: SenderStats::default(),
-        };
-        for slot in 0..cfg.initial_paths as usize {
-            s.open_path(slot, 0, PathState::Active, now);
+            last_growth: 0,
+            stats: SenderStats::ZERO,
         }
-        Ok(s)
+    }
+
+    /// (Re)initialise in place: forget all messages and paths, open the
+    /// initial paths. Uses only small temporaries.
+    pub fn reset(&mut self, cfg: SenderConfig, now: u64) -> Result<(), ConfigError> {
+        cfg.validate()?;
+        self.cfg = cfg;
+        self.ccp = CcParams {
+            pwnd_init: cfg.pwnd_init,
+            pwnd_min: cfg.pwnd_min,
+            pwnd_max: cfg.pwnd_max,
+            loss_md_threshold: cfg.loss_md_threshold,
+        };
+        for p in self.paths.iter_mut() {
+            *p = TxPath::UNUSED;
+        }
+        for m in self.msgs.iter_mut() {
+            *m = TxMsg::EMPTY;
+        }
+        self.head = 0;
+        self.tail = 0;
+        self.cursor = 0;
+        self.lost_total = 0;
+        self.rr = 0;
+        self.qp_rtt = RttEstimator::NONE;
+        self.rate_hint_mbps = 0;
+        self.window_limited = false;
+        self.congested = false;
+        self.last_growth = now;
+        self.stats = SenderStats::ZERO;
+        for slot in 0..usize::from(cfg.initial_paths) {
+            self.open_path(slot, 0, PathState::Active, now);
+        }
+        Ok(())
     }
 
     /// Configuration in use.
@@ -768,8 +823,8 @@ impl<C: CongestionControl> Sender<C> {
             return None;
         }
         // bytes = Mbit/s * ns / 8000; 25% headroom over the base RTT.
-        let bytes = u64::from(self.rate_hint_mbps) * self.qp_rtt.min_rtt / 8000;
-        let pkts = bytes * 5 / 4 / u64::from(self.cfg.mtu.max(1));
+        let bytes = u64::from(self.rate_hint_mbps).saturating_mul(self.qp_rtt.min_rtt) / 8000;
+        let pkts = bytes.saturating_mul(5) / 4 / u64::from(self.cfg.mtu.max(1));
         Some(pkts.clamp(2, u64::from(u32::MAX)) as u32)
     }
 
@@ -1005,6 +1060,19 @@ mod tests {
             tx.on_ack(&a, now + 10);
         }
         v
+    }
+
+    #[test]
+    fn empty_then_reset_in_place() {
+        let mut tx = Sender::empty(Aimd);
+        assert_eq!(tx.path_count(), 0);
+        assert!(tx.next_packet(0).is_none());
+        tx.reset(cfg(3, 1), 0).unwrap();
+        assert_eq!(tx.path_count(), 3);
+        assert_eq!(tx.reset(SenderConfig { mtu: 0, ..cfg(3, 1) }, 0), Err(ConfigError::BadMtu));
+        let mut rx = Receiver::EMPTY;
+        rx.reset(ReceiverConfig { peer_qpn: 1, mtu: MTU }).unwrap();
+        assert!(rx.pop_completion().is_none());
     }
 
     #[test]
