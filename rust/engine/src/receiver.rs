@@ -428,10 +428,14 @@ impl Receiver {
             },
         };
         self.head = self.head.wrapping_add(1);
-        if seq_diff(self.cum_msn, self.head) < 0 {
-            self.cum_msn = self.head;
+        // A failed message freezes cum_msn for good (fatal to the QP), so
+        // no ACK can ever report it as delivered.
+        if c.status == CompletionStatus::Success {
+            if seq_diff(self.cum_msn, self.head) < 0 {
+                self.cum_msn = self.head;
+            }
+            self.advance_cum();
         }
-        self.advance_cum();
         Some(c)
     }
 }
@@ -517,6 +521,8 @@ mod tests {
             r.pop_completion().map(|c| c.status),
             Some(CompletionStatus::Failed(Syndrome::RemoteAccess))
         );
+        assert!(matches!(r.on_data(&hdr(1, 0, 10, 2), false, 0), RxVerdict::Place(_)));
+        assert_eq!(r.ack_for(0).unwrap().cum_msn, 0, "still frozen after the failure");
     }
 
     #[test]
