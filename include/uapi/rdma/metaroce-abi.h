@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: ((GPL-2.0 WITH Linux-syscall-note) OR Linux-OpenIB) */
+/*
+ * MetaRoCE user/kernel ABI: the one definition shared by metaroce.ko and the
+ * rdma-core provider (libmetaroce-rdmav34.so).
+ *
+ * Work queues and completion queues live in memory shared between the
+ * kernel and the process (mmap of the uverbs fd at the offsets the create
+ * responses return). Each is a ring of fixed-size elements behind a
+ * struct metaroce_queue_buf header:
+ *
+ *   - receive queue and SRQ: the process produces receive WQEs; the kernel
+ *     consumes them as messages arrive. No system call.
+ *   - send queue: the process produces send WQEs, then rings the doorbell
+ *     (a post_send command with no work requests); the kernel consumes.
+ *   - completion queue: the kernel produces struct metaroce_cqe, the
+ *     process consumes in poll_cq. No system call.
+ *
+ * Indices are free-running u32 counters masked with index_mask; a ring is
+ * full when producer - consumer == index_mask + 1. The producer writes the
+ * element, then publishes the index with a store-release; the consumer reads
+ * the index with a load-acquire before the element.
+ */
+#ifndef METAROCE_ABI_USER_H
+#define METAROCE_ABI_USER_H
+
+#include <linux/stddef.h>
+#include <linux/types.h>
+#include <rdma/ib_user_verbs.h>
+
+#define METAROCE_UVERBS_ABI_VERSION 1
+
+/* Where a shared queue is: pass offset/size to mmap(2) on the uverbs fd. */
+struct metaroce_mmap_info {
+	__aligned_u64 offset;
+	__u32 size;
+	__u32 reserved;
+};
+
+/* Header of every shared queue; indices sit on their own cache lines. */
+struct metaroce_queue_buf {
+	__u32 log2_elem_size;		/* bytes per element = 1 << this */
+	__u32 index_mask;		/* elements - 1 (a power of two - 1) */
+	__u32 reserved1[30];
+	__u32 producer_index;
+	__u32 reserved2[31];
+	__u32 consumer_index;
+	__u32 reserved3[31];
+	__u8 data[];			/* elements */
+};
+
+struct metaroce_sge {
+	__aligned_u64 addr;
+	__u32 length;
+	__u32 lkey;
+};
+
+/* Send WQE flags beyond enum ibv_send_flags. */
+enum metaroce_wqe_flags {
+	METAROCE_WQE_INLINE = 1 << 0,	/* payload is inline_data[], not sge[] */
+};
+
+/*
+ * A send work request as the provider writes it. opcode takes the values of
+ * enum ib_uverbs_wr_opcode (IB_UVERBS_WR_*), send_flags those of
+ * enum ib_uverbs_send_flags. Followed by num_sge SGEs, or by inline_len
+ * bytes of payload when METAROCE_WQE_INLINE is set.
+ */
+struct metaroce_send_wqe {
+	__aligned_u64 wr_id;
+	__u32 opcode;
+	__u32 send_flags;
+	__u32 wqe_flags;
+	__u32 num_sge;
+	__u32 inline_len;
+	union {
+		__be32 imm_data;
+		__u32 invalidate_rkey;
+	} ex;
+	union {
+		struct {
+			__aligned_u64 remote_addr;
+			__u32 rkey;
+			__u32 reserved;
+		} rdma;
+		struct {
+			__aligned_u64 remote_addr;
+			__aligned_u64 compare_add;
+			__aligned_u64 swap;
+			__u32 rkey;
+			__u32 reserved;
+		} atomic;
+		struct {
+			__u32 remote_qpn;
+			__u32 remote_qkey;
+			__u32 ah_num;		/* from metaroce_create_ah_resp */
+			__u32 reserved;
+		} ud;
+		struct {
+			__aligned_u64 addr;
+			__aligned_u64 length;
+			__u32 mr_lkey;
+			__u32 mw_rkey;
+			__u32 rkey;
+			__u32 access;
+		} mw;
+	} wr;
+	union {
+		__DECLARE_FLEX_ARRAY(struct metaroce_sge, sge);
+		__DECLARE_FLEX_ARRAY(__u8, inline_data);
+	};
+};
+
+/* A receive work request (QP receive queue or SRQ). */
+struct metaroce_recv_wqe {
+	__aligned_u64 wr_id;
+	__u32 num_sge;
+	__u32 reserved;
+	struct metaroce_sge sge[];
+};
+
+/* A completion, as the kernel writes it: the uverbs work completion. */
+struct metaroce_cqe {
+	struct ib_uverbs_wc uwc;
+};
+
+struct metaroce_create_cq_resp {
+	struct metaroce_mmap_info mi;
+};
+
+struct metaroce_resize_cq_resp {
+	struct metaroce_mmap_info mi;
+};
+
+struct metaroce_create_qp_resp {
+	struct metaroce_mmap_info rq_mi;	/* size 0 when the QP uses an SRQ */
+	struct metaroce_mmap_info sq_mi;
+};
+
+struct metaroce_create_srq_resp {
+	struct metaroce_mmap_info mi;
+	__u32 srq_num;
+	__u32 reserved;
+};
+
+struct metaroce_modify_srq_cmd {
+	__aligned_u64 mmap_info_addr;	/* where to write a new mmap_info on resize */
+};
+
+struct metaroce_create_ah_resp {
+	__u32 ah_num;
+	__u32 reserved;
+};
+
+#endif /* METAROCE_ABI_USER_H */
