@@ -24,6 +24,20 @@ const MAX_HEADER_BYTES: u32 = 40 + 8 + 80;
 /// The driver type the `ib` adapter builds the ops table from.
 pub(crate) struct MetaRoceDevice;
 
+/// Per-device driver state, after the core's `ib_device` in one allocation.
+#[pin_data]
+pub(crate) struct DeviceState {}
+
+impl DeviceState {
+    /// The initialiser for a new device's state.
+    pub(crate) fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {})
+    }
+}
+
+/// A MetaRoCE device as the driver sees it.
+pub(crate) type MetaRoceIbDevice = Device<DeviceState>;
+
 /// Maps a payload size to the largest IB MTU enum value that fits in it.
 fn ib_mtu_for_payload(payload: u32) -> u32 {
     match payload {
@@ -42,7 +56,9 @@ pub(crate) fn node_guid_from_mac(mac: [u8; 6]) -> u64 {
 }
 
 impl IbDriver for MetaRoceDevice {
-    fn query_device(dev: &Device, attr: &mut DeviceAttr) -> Result {
+    type Data = DeviceState;
+
+    fn query_device(dev: &MetaRoceIbDevice, attr: &mut DeviceAttr) -> Result {
         let mac = dev.netdev(FIRST_PORT).map(|n| n.mac()).unwrap_or_default();
         attr.sys_image_guid = node_guid_from_mac(mac).to_be();
         attr.fw_ver = 0;
@@ -57,7 +73,7 @@ impl IbDriver for MetaRoceDevice {
         Ok(())
     }
 
-    fn query_port(dev: &Device, port: u32, attr: &mut PortAttr) -> Result {
+    fn query_port(dev: &MetaRoceIbDevice, port: u32, attr: &mut PortAttr) -> Result {
         if port != FIRST_PORT {
             return Err(EINVAL);
         }
@@ -81,7 +97,7 @@ impl IbDriver for MetaRoceDevice {
         Ok(())
     }
 
-    fn get_port_immutable(_dev: &Device, port: u32, imm: &mut PortImmutable) -> Result {
+    fn get_port_immutable(_dev: &MetaRoceIbDevice, port: u32, imm: &mut PortImmutable) -> Result {
         if port != FIRST_PORT {
             return Err(EINVAL);
         }
@@ -92,7 +108,7 @@ impl IbDriver for MetaRoceDevice {
         Ok(())
     }
 
-    fn query_pkey(_dev: &Device, port: u32, index: u16) -> Result<u16> {
+    fn query_pkey(_dev: &MetaRoceIbDevice, port: u32, index: u16) -> Result<u16> {
         if port != FIRST_PORT || index != 0 {
             return Err(EINVAL);
         }

@@ -3,7 +3,7 @@
 //! Netdevice events: the port state follows the netdev's carrier, and a
 //! device goes away with its netdev.
 
-use super::device::FIRST_PORT;
+use super::device::{MetaRoceDevice, FIRST_PORT};
 use crate::ib::device::device_by_netdev;
 use crate::ib::netdev::{NetDevice, NetdevEvent, NetdevHandler};
 
@@ -12,7 +12,7 @@ pub(crate) struct NetdevEvents;
 
 impl NetdevHandler for NetdevEvents {
     fn event(event: NetdevEvent, ndev: &NetDevice) {
-        let Some(dev) = device_by_netdev(ndev) else {
+        let Some(dev) = device_by_netdev::<MetaRoceDevice>(ndev) else {
             return;
         };
         match event {

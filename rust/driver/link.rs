@@ -6,7 +6,7 @@
 use kernel::c_str;
 use kernel::prelude::*;
 
-use super::device::{node_guid_from_mac, MetaRoceDevice, FIRST_PORT, UVERBS_ABI_VERSION};
+use super::device::{node_guid_from_mac, DeviceState, MetaRoceDevice, FIRST_PORT, UVERBS_ABI_VERSION};
 use crate::ib::device::{device_by_netdev, name_in_use, DeviceConfig, NewDevice};
 use crate::ib::link::LinkType;
 use crate::ib::netdev::NetDevice;
@@ -24,7 +24,7 @@ impl LinkType for MetaRoceLink {
         }
         // One MetaRoCE device per netdev: a second would share the UDP port
         // and split the paths of one wire between two transports.
-        if let Some(existing) = device_by_netdev(ndev) {
+        if let Some(existing) = device_by_netdev::<MetaRoceDevice>(ndev) {
             pr_err!(
                 "cannot add {}: {} already carries MetaRoCE device {}\n",
                 name,
@@ -44,7 +44,7 @@ impl LinkType for MetaRoceLink {
             num_comp_vectors: 1,
             uverbs_abi_ver: UVERBS_ABI_VERSION,
         };
-        let mut dev = NewDevice::new::<MetaRoceDevice>(&crate::THIS_MODULE, &cfg)?;
+        let mut dev = NewDevice::<MetaRoceDevice>::new(&crate::THIS_MODULE, &cfg, DeviceState::new())?;
         dev.set_netdev(ndev, FIRST_PORT)?;
         dev.register(name).inspect_err(|e| {
             pr_err!("cannot add {}: registration failed ({})\n", name, e.to_errno());

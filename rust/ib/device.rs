@@ -3,6 +3,7 @@
 //! `ib_device`: allocation, the ops table built from the [`IbDriver`] trait,
 //! registration with the RDMA core, lookup and unregistration.
 
+use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 use kernel::error::{from_result, to_result};
@@ -27,35 +28,58 @@ const DRIVER_ID: bindings::rdma_driver_id = bindings::rdma_driver_id_RDMA_DRIVER
 
 /// The verbs a driver implements; the adapter turns them into `ib_device_ops`.
 pub(crate) trait IbDriver {
+    /// Driver state carried by every device, after the `ib_device`.
+    type Data: Send + Sync;
+
     /// Fills the device attributes.
-    fn query_device(dev: &Device, attr: &mut DeviceAttr) -> Result;
+    fn query_device(dev: &Device<Self::Data>, attr: &mut DeviceAttr) -> Result;
     /// Fills the attributes of `port` (the core has zeroed `attr`).
-    fn query_port(dev: &Device, port: u32, attr: &mut PortAttr) -> Result;
+    fn query_port(dev: &Device<Self::Data>, port: u32, attr: &mut PortAttr) -> Result;
     /// Fills the immutable properties of `port`.
-    fn get_port_immutable(dev: &Device, port: u32, imm: &mut PortImmutable) -> Result;
+    fn get_port_immutable(dev: &Device<Self::Data>, port: u32, imm: &mut PortImmutable) -> Result;
     /// Returns the P_Key at `index` of `port`.
-    fn query_pkey(dev: &Device, port: u32, index: u16) -> Result<u16>;
+    fn query_pkey(dev: &Device<Self::Data>, port: u32, index: u16) -> Result<u16>;
 }
 
-/// A registered (or registering) `ib_device`, borrowed from the core.
+/// The allocation behind every device of this driver: the core's
+/// `ib_device` first (the core and `container_of` rely on offset 0), then
+/// the driver's data.
+#[repr(C)]
+struct Container<D> {
+    ib: bindings::ib_device,
+    data: D,
+}
+
+/// A registered (or registering) `ib_device` of this driver, borrowed from
+/// the core.
 ///
 /// # Invariants
 ///
-/// The wrapped `ib_device` is alive for the lifetime of every `&Device`.
+/// The wrapped `ib_device` is alive for the lifetime of every `&Device`, is
+/// the `ib` field of a `Container<D>` and its `data` is initialised.
 #[repr(transparent)]
-pub(crate) struct Device(Opaque<bindings::ib_device>);
+pub(crate) struct Device<D>(Opaque<bindings::ib_device>, PhantomData<D>);
 
-impl Device {
+impl<D> Device<D> {
     /// # Safety
     ///
-    /// `ptr` must be a live `ib_device` for the lifetime `'a`.
+    /// `ptr` must be a live `ib_device` for the lifetime `'a`, allocated by
+    /// [`NewDevice::new`] with data type `D`, whose data is initialised.
     unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
-        // SAFETY: transparent wrapper; the caller guarantees liveness.
+        // SAFETY: transparent wrapper; the caller guarantees the rest.
         unsafe { &*ptr.cast() }
     }
 
     fn as_raw(&self) -> *mut bindings::ib_device {
         self.0.get()
+    }
+
+    /// The driver data of this device.
+    #[allow(dead_code)] // The state is still empty; the verbs objects fill it.
+    pub(crate) fn data(&self) -> &D {
+        // SAFETY: the device is the `ib` field, at offset 0, of a live
+        // `Container<D>` whose data is initialised (type invariant).
+        unsafe { &(*self.as_raw().cast::<Container<D>>()).data }
     }
 
     /// The device name, e.g. `mr0`.
@@ -116,32 +140,38 @@ impl Device {
 ///
 /// # Invariants
 ///
-/// `ptr` is a registered `ib_device` on which this object holds a reference.
-pub(crate) struct DeviceRef {
+/// `ptr` is a registered `ib_device` of this driver (a `Container<D>`) on
+/// which this object holds a reference.
+pub(crate) struct DeviceRef<D> {
     ptr: NonNull<bindings::ib_device>,
+    _data: PhantomData<D>,
 }
 
-impl core::ops::Deref for DeviceRef {
-    type Target = Device;
+impl<D> core::ops::Deref for DeviceRef<D> {
+    type Target = Device<D>;
 
-    fn deref(&self) -> &Device {
-        // SAFETY: the held reference keeps the device alive.
+    fn deref(&self) -> &Device<D> {
+        // SAFETY: the held reference keeps the device alive, and devices
+        // with our driver id are all `Container<D>` (invariant).
         unsafe { Device::from_raw(self.ptr.as_ptr()) }
     }
 }
 
-impl Drop for DeviceRef {
+impl<D> Drop for DeviceRef<D> {
     fn drop(&mut self) {
         // SAFETY: we hold exactly one registration reference (invariant).
         unsafe { bindings::ib_device_put(self.ptr.as_ptr()) };
     }
 }
 
-/// The device of this driver bound to `ndev`, if any.
-pub(crate) fn device_by_netdev(ndev: &NetDevice) -> Option<DeviceRef> {
+/// The device of driver `T` bound to `ndev`, if any. Usable in any context
+/// (the core looks it up under RCU).
+pub(crate) fn device_by_netdev<T: IbDriver>(ndev: &NetDevice) -> Option<DeviceRef<T::Data>> {
     // SAFETY: `ndev` is alive; the call returns a held device or NULL.
     let ptr = unsafe { bindings::ib_device_get_by_netdev(ndev.as_raw(), DRIVER_ID) };
-    NonNull::new(ptr).map(|ptr| DeviceRef { ptr })
+    // Every device with our driver id was made by `NewDevice::new::<T>`: the
+    // module has exactly one `IbDriver`.
+    NonNull::new(ptr).map(|ptr| DeviceRef { ptr, _data: PhantomData })
 }
 
 /// Whether any RDMA device (of any driver) already has this name.
@@ -184,19 +214,38 @@ pub(crate) struct DeviceConfig {
 ///
 /// # Invariants
 ///
-/// `ptr` was returned by `_ib_alloc_device` and is neither registered nor
-/// freed; `drop` frees it with `ib_dealloc_device`.
-pub(crate) struct NewDevice {
+/// `ptr` was returned by `_ib_alloc_device` for a `Container<T::Data>` whose
+/// data is initialised and whose ops are `T`'s; it is neither registered nor
+/// freed; `drop` frees it with `ib_dealloc_device` (which drops the data
+/// through `dealloc_driver`).
+pub(crate) struct NewDevice<T: IbDriver> {
     ptr: NonNull<bindings::ib_device>,
+    _driver: PhantomData<T>,
 }
 
-impl NewDevice {
-    /// Allocates a device whose ops come from `T`, with one port.
-    pub(crate) fn new<T: IbDriver>(module: &'static ThisModule, cfg: &DeviceConfig) -> Result<Self> {
-        let size = core::mem::size_of::<bindings::ib_device>();
-        // SAFETY: allocating a zeroed ib_device of at least its own size.
+impl<T: IbDriver> NewDevice<T> {
+    /// Allocates a device whose ops come from `T`, with one port, and
+    /// initialises its driver data in place.
+    pub(crate) fn new(
+        module: &'static ThisModule,
+        cfg: &DeviceConfig,
+        data: impl PinInit<T::Data, Error>,
+    ) -> Result<Self> {
+        let size = core::mem::size_of::<Container<T::Data>>();
+        // SAFETY: allocates a zeroed block for a container whose first field
+        // is the ib_device (offset 0, `repr(C)`).
         let ptr = NonNull::new(unsafe { bindings::_ib_alloc_device(size) }).ok_or(ENOMEM)?;
-        let this = Self { ptr };
+        let container = ptr.as_ptr().cast::<Container<T::Data>>();
+        // SAFETY: the block is ours and large enough; `data` is written in
+        // place and never moves (the core never moves a device).
+        if let Err(e) = unsafe { data.__pinned_init(core::ptr::addr_of_mut!((*container).data)) } {
+            // No ops are set yet, so this frees the block without calling
+            // `dealloc_driver` on uninitialised data.
+            // SAFETY: allocated above, never registered.
+            unsafe { bindings::ib_dealloc_device(ptr.as_ptr()) };
+            return Err(e);
+        }
+        let this = Self { ptr, _driver: PhantomData };
 
         let ops = bindings::ib_device_ops {
             // Same C object, seen through the kernel crate's bindings.
@@ -208,7 +257,7 @@ impl NewDevice {
             get_port_immutable: Some(get_port_immutable::<T>),
             get_link_layer: Some(get_link_layer),
             query_pkey: Some(query_pkey::<T>),
-            dealloc_driver: Some(dealloc_driver),
+            dealloc_driver: Some(dealloc_driver::<T>),
             ..Default::default()
         };
         let dev = this.ptr.as_ptr();
@@ -251,7 +300,7 @@ impl NewDevice {
     }
 }
 
-impl Drop for NewDevice {
+impl<T: IbDriver> Drop for NewDevice<T> {
     fn drop(&mut self) {
         // SAFETY: allocated by `_ib_alloc_device` and never registered, or its
         // registration failed, in which case the caller must free it.
@@ -274,7 +323,7 @@ unsafe extern "C" fn query_device<T: IbDriver>(
             return Err(EINVAL);
         }
         // SAFETY: the core passes a live device and an exclusive attr buffer.
-        let (dev, attr) = unsafe { (Device::from_raw(dev), &mut *attr) };
+        let (dev, attr) = unsafe { (Device::<T::Data>::from_raw(dev), &mut *attr) };
         T::query_device(dev, attr)?;
         Ok(0)
     })
@@ -290,7 +339,7 @@ unsafe extern "C" fn query_port<T: IbDriver>(
 ) -> kernel::ffi::c_int {
     from_result(|| {
         // SAFETY: the core passes a live device and an exclusive attr buffer.
-        let (dev, attr) = unsafe { (Device::from_raw(dev), &mut *attr) };
+        let (dev, attr) = unsafe { (Device::<T::Data>::from_raw(dev), &mut *attr) };
         T::query_port(dev, port, attr)?;
         Ok(0)
     })
@@ -306,7 +355,7 @@ unsafe extern "C" fn get_port_immutable<T: IbDriver>(
 ) -> kernel::ffi::c_int {
     from_result(|| {
         // SAFETY: the core passes a live device and an exclusive buffer.
-        let (dev, imm) = unsafe { (Device::from_raw(dev), &mut *imm) };
+        let (dev, imm) = unsafe { (Device::<T::Data>::from_raw(dev), &mut *imm) };
         T::get_port_immutable(dev, port, imm)?;
         Ok(0)
     })
@@ -323,7 +372,7 @@ unsafe extern "C" fn query_pkey<T: IbDriver>(
 ) -> kernel::ffi::c_int {
     from_result(|| {
         // SAFETY: the core passes a live device.
-        let value = T::query_pkey(unsafe { Device::from_raw(dev) }, port, index)?;
+        let value = T::query_pkey(unsafe { Device::<T::Data>::from_raw(dev) }, port, index)?;
         // SAFETY: `pkey` is a valid out-pointer for this call.
         unsafe { *pkey = value };
         Ok(0)
@@ -335,7 +384,16 @@ unsafe extern "C" fn get_link_layer(_dev: *mut bindings::ib_device, _port: u32) 
     bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
 }
 
-/// Called by the core just before it frees an unregistered device. The
-/// device carries no driver state yet that would need releasing here; the
-/// netdev reference belongs to the core.
-unsafe extern "C" fn dealloc_driver(_dev: *mut bindings::ib_device) {}
+/// Called by the core just before it frees an unregistered (or never
+/// registered) device: drops the driver data. The netdev references belong
+/// to the core.
+///
+/// # Safety
+///
+/// Called once per device, by the core, after every other op has returned.
+unsafe extern "C" fn dealloc_driver<T: IbDriver>(dev: *mut bindings::ib_device) {
+    let container = dev.cast::<Container<T::Data>>();
+    // SAFETY: the device was made by `NewDevice::<T>::new`, which initialised
+    // the data before installing this op; nothing uses it after this call.
+    unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*container).data)) };
+}
