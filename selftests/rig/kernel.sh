@@ -5,7 +5,8 @@
 # The tree lives outside the repo, under $METAROCE_CACHE (default
 # /var/cache/metaroce), keyed by everything that goes into it: the source
 # package version, the two config files, this script and the toolchain
-# versions. A warm call costs a hash and a stat.
+# versions, and RECIPE below (bump it when a change to this script changes
+# the kernel it builds). A warm call costs a hash and a stat.
 # With --path, only print the tree if it is already built (else exit 1).
 set -euo pipefail
 
@@ -20,9 +21,11 @@ log() { printf 'kernel: %s\n' "$*" >&2; }
 
 [ -r "$tarball" ] || { log "$tarball missing: run selftests/rig/deps.sh"; exit 1; }
 
+RECIPE=1
 key=$( {
 	dpkg-query -W -f='${Version}\n' linux-source-6.12
-	cat "$here/trim.config" "$repo/selftests/config" "$0"
+	cat "$here/trim.config" "$repo/selftests/config"
+	echo "recipe $RECIPE"
 	rustc --version; clang --version | head -1; bindgen --version
 } | sha256sum | cut -c1-16)
 tree="$cache/kernel-$key/linux-source-6.12"
