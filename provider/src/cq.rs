@@ -1,0 +1,507 @@
+//! Completion queues: create (legacy and extended), poll without a system
+//! call, the extended polling API, notification, resize, destroy.
+
+use core::ffi::{c_int, c_uint};
+use core::mem::size_of;
+use core::sync::atomic::Ordering;
+
+use crate::abi::{self, VerbsCq};
+use crate::errno::{Errno, EINVAL, ENOENT, EOPNOTSUPP};
+use crate::ffi::{int_verb, ptr_verb, value_verb, void_verb};
+use crate::lock::{held, FfiLock};
+use crate::provider::cmd_fd;
+use crate::queue::{Mapping, SharedQueue};
+use crate::sys;
+use crate::wqe::{decode_cqe, ibv_wc_flags, to_ibv_wc, Completion, CQE_SIZE};
+
+/// Per-CQ state behind the CQ lock.
+pub(crate) struct CqState {
+    ring: Option<SharedQueue>,
+    /// Extended polling: index of the current completion, and whether it
+    /// is still to be consumed by `end_poll`.
+    cur: u32,
+    current: Completion,
+    current_valid: bool,
+}
+
+impl CqState {
+    fn new() -> Self {
+        CqState {
+            ring: None,
+            cur: 0,
+            current: Completion::default(),
+            current_valid: false,
+        }
+    }
+}
+
+/// Our CQ; `vcq` first so `ibv_cq`/`ibv_cq_ex` pointers are `Cq` pointers.
+#[repr(C)]
+pub(crate) struct Cq {
+    vcq: VerbsCq,
+    state: FfiLock<CqState>,
+}
+
+/// Moves up to `out.len()` completions from the ring into `out` (safe
+/// core of `poll_cq`).
+pub(crate) fn poll_into(ring: &SharedQueue, out: &mut [sys::ibv_wc]) -> Result<usize, Errno> {
+    let mut cons = ring.consumer().load(Ordering::Relaxed);
+    let prod = ring.producer().load(Ordering::Acquire);
+    let avail = ring.geometry().used(prod, cons)? as usize;
+    let n = avail.min(out.len());
+    for wc in &mut out[..n] {
+        *wc = to_ibv_wc(&decode_cqe(ring.slot(cons)));
+        cons = cons.wrapping_add(1);
+    }
+    if n > 0 {
+        ring.consumer().store(cons, Ordering::Release);
+    }
+    Ok(n)
+}
+
+fn map_ring(fd: c_int, mi: &sys::metaroce_mmap_info) -> Result<SharedQueue, Errno> {
+    SharedQueue::new(Mapping::map(fd, mi)?, CQE_SIZE)
+}
+
+fn new_cq() -> *mut Cq {
+    // SAFETY: VerbsCq is a plain C struct; zero is its initial state.
+    let vcq: VerbsCq = unsafe { core::mem::zeroed() };
+    Box::into_raw(Box::new(Cq {
+        vcq,
+        state: FfiLock::new(CqState::new()),
+    }))
+}
+
+/// # Safety
+///
+/// `cq` must come from `new_cq` and be unknown to the kernel or destroyed.
+unsafe fn free_cq(cq: *mut Cq) {
+    // SAFETY: per the caller.
+    drop(unsafe { Box::from_raw(cq) });
+}
+
+/// # Safety
+///
+/// `ibcq` must be a live CQ of this provider.
+unsafe fn state<'a>(ibcq: *mut sys::ibv_cq) -> &'a FfiLock<CqState> {
+    // SAFETY: per the caller, ibcq is the first field of a live Cq; the
+    // lock field is never touched by libibverbs.
+    unsafe { &(*ibcq.cast::<Cq>()).state }
+}
+
+pub(crate) unsafe extern "C" fn create_cq(
+    ctx: *mut sys::ibv_context,
+    cqe: c_int,
+    channel: *mut sys::ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut sys::ibv_cq {
+    ptr_verb(|| {
+        let cq = new_cq();
+        let mut resp = abi::CreateCqResp::new();
+        // SAFETY: cq is ours; no driver command (NULL, 0) as the uapi has
+        // none; the response buffer is core + driver part.
+        let r = Errno::check(unsafe {
+            abi::ibv_cmd_create_cq(
+                ctx,
+                cqe,
+                channel,
+                comp_vector,
+                cq.cast::<sys::ibv_cq>(),
+                core::ptr::null_mut(),
+                0,
+                &mut resp.ibv_resp,
+                size_of::<abi::CreateCqResp>(),
+            )
+        });
+        if let Err(e) = r {
+            // SAFETY: not created in the kernel.
+            unsafe { free_cq(cq) };
+            return Err(e);
+        }
+        // SAFETY: ctx is live.
+        finish_create(cq, unsafe { cmd_fd(ctx) }, &resp.drv.mi)?;
+        Ok(cq.cast::<sys::ibv_cq>())
+    })
+}
+
+/// Maps the ring of a CQ the kernel just created, or destroys it.
+fn finish_create(cq: *mut Cq, fd: c_int, mi: &sys::metaroce_mmap_info) -> Result<(), Errno> {
+    match map_ring(fd, mi) {
+        Ok(ring) => {
+            // SAFETY: cq is live and not yet shared with other threads.
+            unsafe { (*cq).state.get_mut().ring = Some(ring) };
+            Ok(())
+        }
+        Err(e) => {
+            // SAFETY: cq was created in the kernel by our caller; destroy
+            // it there, then free it.
+            unsafe {
+                abi::ibv_cmd_destroy_cq(cq.cast::<sys::ibv_cq>());
+                free_cq(cq);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Completion fields the extended API can read.
+const SUPPORTED_WC_FLAGS: u64 = (sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_BYTE_LEN
+    | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_IMM
+    | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_QP_NUM
+    | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SRC_QP
+    | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SLID
+    | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SL
+    | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_DLID_PATH_BITS)
+    as u64;
+
+pub(crate) unsafe extern "C" fn create_cq_ex(
+    ctx: *mut sys::ibv_context,
+    attr: *mut sys::ibv_cq_init_attr_ex,
+) -> *mut sys::ibv_cq_ex {
+    ptr_verb(|| {
+        if attr.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: attr is the application's valid init attr.
+        let wc_flags = unsafe { (*attr).wc_flags };
+        if wc_flags & !SUPPORTED_WC_FLAGS != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let cq = new_cq();
+        let mut resp = abi::CreateCqExResp::new();
+        // SAFETY: as in create_cq; the extended response is passed whole.
+        let r = Errno::check(unsafe {
+            abi::ibv_cmd_create_cq_ex(
+                ctx,
+                attr,
+                core::ptr::addr_of_mut!((*cq).vcq),
+                core::ptr::null_mut(),
+                0,
+                &mut resp.ibv_resp,
+                size_of::<abi::CreateCqExResp>(),
+                0,
+            )
+        });
+        if let Err(e) = r {
+            // SAFETY: not created in the kernel.
+            unsafe { free_cq(cq) };
+            return Err(e);
+        }
+        // SAFETY: ctx is live.
+        finish_create(cq, unsafe { cmd_fd(ctx) }, &resp.drv.mi)?;
+        // SAFETY: cq is live and not yet returned to the application.
+        let ex = unsafe { &mut (*cq).vcq.cq_ex };
+        ex.start_poll = Some(start_poll);
+        ex.next_poll = Some(next_poll);
+        ex.end_poll = Some(end_poll);
+        ex.read_opcode = Some(read_opcode);
+        ex.read_vendor_err = Some(read_vendor_err);
+        ex.read_wc_flags = Some(read_wc_flags);
+        let has = |f: u32| wc_flags & u64::from(f) != 0;
+        if has(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_BYTE_LEN) {
+            ex.read_byte_len = Some(read_byte_len);
+        }
+        if has(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_IMM) {
+            ex.read_imm_data = Some(read_imm_data);
+        }
+        if has(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_QP_NUM) {
+            ex.read_qp_num = Some(read_qp_num);
+        }
+        if has(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SRC_QP) {
+            ex.read_src_qp = Some(read_src_qp);
+        }
+        if has(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SLID) {
+            ex.read_slid = Some(read_slid);
+        }
+        if has(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SL) {
+            ex.read_sl = Some(read_sl);
+        }
+        if has(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_DLID_PATH_BITS) {
+            ex.read_dlid_path_bits = Some(read_dlid_path_bits);
+        }
+        Ok(ex as *mut sys::ibv_cq_ex)
+    })
+}
+
+pub(crate) unsafe extern "C" fn poll_cq(
+    ibcq: *mut sys::ibv_cq,
+    ne: c_int,
+    wc: *mut sys::ibv_wc,
+) -> c_int {
+    value_verb(-1, || {
+        let Ok(ne) = usize::try_from(ne) else {
+            return -1;
+        };
+        if ne == 0 {
+            return 0;
+        }
+        if wc.is_null() {
+            return -1;
+        }
+        // SAFETY: ibcq is one of our CQs (libibverbs dispatches by context).
+        let g = unsafe { state(ibcq) }.lock();
+        let Some(ring) = g.ring.as_ref() else {
+            return -1;
+        };
+        // SAFETY: the application passes an array of `ne` ibv_wc.
+        let out = unsafe { core::slice::from_raw_parts_mut(wc, ne) };
+        match poll_into(ring, out) {
+            Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
+            Err(_) => -1,
+        }
+    })
+}
+
+pub(crate) unsafe extern "C" fn req_notify_cq(ibcq: *mut sys::ibv_cq, solicited: c_int) -> c_int {
+    // SAFETY: passthrough of libibverbs' arguments.
+    int_verb(|| Errno::check(unsafe { abi::ibv_cmd_req_notify_cq(ibcq, solicited) }))
+}
+
+pub(crate) unsafe extern "C" fn resize_cq(ibcq: *mut sys::ibv_cq, cqe: c_int) -> c_int {
+    int_verb(|| {
+        // SAFETY: one of our CQs.
+        let mut g = unsafe { state(ibcq) }.lock();
+        let mut cmd = abi::CmdResizeCq::new();
+        let mut resp = abi::ResizeCqResp::new();
+        // SAFETY: live CQ; buffers of the sizes given.
+        Errno::check(unsafe {
+            abi::ibv_cmd_resize_cq(
+                ibcq,
+                cqe,
+                &mut cmd,
+                size_of::<abi::CmdResizeCq>(),
+                &mut resp.ibv_resp,
+                size_of::<abi::ResizeCqResp>(),
+            )
+        })?;
+        // SAFETY: the CQ's context is live while the CQ is.
+        let fd = unsafe { cmd_fd((*ibcq).context) };
+        // The old mapping goes when the new one replaces it; the kernel
+        // moved the pending completions into the new ring.
+        g.ring = None;
+        g.ring = Some(map_ring(fd, &resp.drv.mi)?);
+        Ok(())
+    })
+}
+
+pub(crate) unsafe extern "C" fn destroy_cq(ibcq: *mut sys::ibv_cq) -> c_int {
+    int_verb(|| {
+        // SAFETY: one of our CQs.
+        Errno::check(unsafe { abi::ibv_cmd_destroy_cq(ibcq) })?;
+        // SAFETY: destroyed in the kernel; libibverbs makes no further use.
+        unsafe { free_cq(ibcq.cast::<Cq>()) };
+        Ok(())
+    })
+}
+
+// ---- extended polling ----
+
+/// Publishes the current completion in the `ibv_cq_ex` fields the inline
+/// helpers read directly.
+///
+/// # Safety
+///
+/// `ex` is a live CQ of ours whose lock the caller holds.
+unsafe fn expose(ex: *mut sys::ibv_cq_ex, c: &Completion) {
+    // SAFETY: per the caller; status/wr_id belong to the poll owner.
+    unsafe {
+        (*ex).status = c.status;
+        (*ex).wr_id = c.wr_id;
+    }
+}
+
+/// # Safety
+///
+/// `ex` must be a live extended CQ of ours.
+unsafe fn ex_state<'a>(ex: *mut sys::ibv_cq_ex) -> &'a FfiLock<CqState> {
+    // SAFETY: per the caller; ibv_cq_ex starts with the ibv_cq fields.
+    unsafe { state(ex.cast::<sys::ibv_cq>()) }
+}
+
+unsafe extern "C" fn start_poll(
+    ex: *mut sys::ibv_cq_ex,
+    _attr: *mut sys::ibv_poll_cq_attr,
+) -> c_int {
+    int_verb(|| {
+        // SAFETY: one of our extended CQs.
+        let mut g = unsafe { ex_state(ex) }.lock();
+        let st = &mut *g;
+        let ring = st.ring.as_ref().ok_or(EINVAL)?;
+        let cons = ring.consumer().load(Ordering::Relaxed);
+        let prod = ring.producer().load(Ordering::Acquire);
+        if ring.geometry().used(prod, cons)? == 0 {
+            return Err(ENOENT); // the guard drops: unlocked
+        }
+        st.cur = cons;
+        st.current = decode_cqe(ring.slot(cons));
+        st.current_valid = true;
+        // SAFETY: we hold the lock.
+        unsafe { expose(ex, &st.current) };
+        g.leak(); // held until end_poll
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn next_poll(ex: *mut sys::ibv_cq_ex) -> c_int {
+    int_verb(|| {
+        // SAFETY: start_poll succeeded, so this poll sequence holds the
+        // lock through a leaked guard.
+        let g = unsafe { ex_state(ex).resume() };
+        let mut g = held(g);
+        let st = &mut *g;
+        let ring = st.ring.as_ref().ok_or(EINVAL)?;
+        st.cur = st.cur.wrapping_add(1);
+        let prod = ring.producer().load(Ordering::Acquire);
+        if ring.geometry().used(prod, st.cur)? == 0 {
+            st.current_valid = false;
+            return Err(ENOENT);
+        }
+        st.current = decode_cqe(ring.slot(st.cur));
+        st.current_valid = true;
+        // SAFETY: we hold the lock.
+        unsafe { expose(ex, &st.current) };
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn end_poll(ex: *mut sys::ibv_cq_ex) {
+    void_verb(|| {
+        // SAFETY: as in next_poll; this guard ends the sequence (unlocks).
+        let g = unsafe { ex_state(ex).resume() };
+        if let Some(ring) = g.ring.as_ref() {
+            let done = g.cur.wrapping_add(u32::from(g.current_valid));
+            ring.consumer().store(done, Ordering::Release);
+        }
+    });
+}
+
+/// Reads a field of the current completion during a poll sequence.
+fn read<R: Default>(ex: *mut sys::ibv_cq_ex, f: impl FnOnce(&Completion) -> R) -> R {
+    value_verb(R::default(), || {
+        // SAFETY: read_* are only valid between a successful start_poll and
+        // end_poll, which hold the lock.
+        let g = held(unsafe { ex_state(ex).resume() });
+        f(&g.current)
+    })
+}
+
+unsafe extern "C" fn read_opcode(ex: *mut sys::ibv_cq_ex) -> sys::ibv_wc_opcode {
+    read(ex, |c| c.opcode)
+}
+unsafe extern "C" fn read_vendor_err(ex: *mut sys::ibv_cq_ex) -> u32 {
+    read(ex, |c| c.vendor_err)
+}
+unsafe extern "C" fn read_byte_len(ex: *mut sys::ibv_cq_ex) -> u32 {
+    read(ex, |c| c.byte_len)
+}
+unsafe extern "C" fn read_imm_data(ex: *mut sys::ibv_cq_ex) -> u32 {
+    read(ex, |c| c.ex)
+}
+unsafe extern "C" fn read_qp_num(ex: *mut sys::ibv_cq_ex) -> u32 {
+    read(ex, |c| c.qp_num)
+}
+unsafe extern "C" fn read_src_qp(ex: *mut sys::ibv_cq_ex) -> u32 {
+    read(ex, |c| c.src_qp)
+}
+unsafe extern "C" fn read_wc_flags(ex: *mut sys::ibv_cq_ex) -> c_uint {
+    read(ex, |c| ibv_wc_flags(c.wc_flags))
+}
+unsafe extern "C" fn read_slid(ex: *mut sys::ibv_cq_ex) -> u32 {
+    read(ex, |c| u32::from(c.slid))
+}
+unsafe extern "C" fn read_sl(ex: *mut sys::ibv_cq_ex) -> u8 {
+    read(ex, |c| c.sl)
+}
+unsafe extern "C" fn read_dlid_path_bits(ex: *mut sys::ibv_cq_ex) -> u8 {
+    read(ex, |c| c.dlid_path_bits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wqe::tests::kernel_cqe;
+
+    /// Kernel side: appends a completion.
+    fn produce(ring: &mut SharedQueue, wr_id: u64) {
+        let p = ring.producer().load(Ordering::Relaxed);
+        let c = Completion {
+            wr_id,
+            byte_len: 8,
+            qp_num: 3,
+            ..Default::default()
+        };
+        kernel_cqe(ring.slot_mut(p), &c);
+        ring.producer().store(p.wrapping_add(1), Ordering::Release);
+    }
+
+    fn fake_cq(elems: u32) -> Box<Cq> {
+        let mut cq = Box::new(Cq {
+            // SAFETY: plain C struct.
+            vcq: unsafe { core::mem::zeroed() },
+            state: FfiLock::new(CqState::new()),
+        });
+        cq.state.get_mut().ring = Some(SharedQueue::for_test(elems, 6));
+        cq
+    }
+
+    fn ring_of(cq: &mut Cq) -> &mut SharedQueue {
+        cq.state.get_mut().ring.as_mut().unwrap()
+    }
+
+    #[test]
+    fn poll_cq_consumes_in_order() {
+        let mut cq = fake_cq(4);
+        for i in 0..3 {
+            produce(ring_of(&mut cq), i);
+        }
+        let p = &mut *cq as *mut Cq as *mut sys::ibv_cq;
+        // SAFETY: zeroed ibv_wc array.
+        let mut wc: [sys::ibv_wc; 2] = unsafe { core::mem::zeroed() };
+        // SAFETY: p is a live fake CQ; wc holds 2 entries.
+        assert_eq!(unsafe { poll_cq(p, 2, wc.as_mut_ptr()) }, 2);
+        assert_eq!((wc[0].wr_id, wc[1].wr_id), (0, 1));
+        // SAFETY: as above.
+        assert_eq!(unsafe { poll_cq(p, 2, wc.as_mut_ptr()) }, 1);
+        assert_eq!(wc[0].wr_id, 2);
+        // SAFETY: as above.
+        assert_eq!(unsafe { poll_cq(p, 2, wc.as_mut_ptr()) }, 0);
+        // SAFETY: negative count.
+        assert_eq!(unsafe { poll_cq(p, -1, wc.as_mut_ptr()) }, -1);
+        assert_eq!(ring_of(&mut cq).consumer().load(Ordering::Relaxed), 3);
+        assert!(!cq.state.is_locked());
+    }
+
+    #[test]
+    fn extended_poll_sequence() {
+        let mut cq = fake_cq(4);
+        let ex = &mut *cq as *mut Cq as *mut sys::ibv_cq_ex;
+        // SAFETY: ex is a live fake CQ; the calls follow the start/next/end
+        // protocol.
+        unsafe {
+            assert_eq!(start_poll(ex, core::ptr::null_mut()), ENOENT.0);
+            assert!(!(*ex.cast::<Cq>()).state.is_locked());
+        }
+        for i in 10..13 {
+            produce(ring_of(&mut cq), i);
+        }
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(start_poll(ex, core::ptr::null_mut()), 0);
+            assert_eq!((*ex).wr_id, 10);
+            assert_eq!(read_qp_num(ex), 3);
+            assert_eq!(next_poll(ex), 0);
+            assert_eq!((*ex).wr_id, 11);
+            end_poll(ex);
+        }
+        assert_eq!(ring_of(&mut cq).consumer().load(Ordering::Relaxed), 2);
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(start_poll(ex, core::ptr::null_mut()), 0);
+            assert_eq!((*ex).wr_id, 12);
+            assert_eq!(next_poll(ex), ENOENT.0);
+            end_poll(ex);
+        }
+        assert_eq!(ring_of(&mut cq).consumer().load(Ordering::Relaxed), 3);
+        assert!(!cq.state.is_locked());
+    }
+}

@@ -1,0 +1,1059 @@
+//! Queue pairs: create (legacy and extended), modify/query/destroy, the
+//! legacy post_send/post_recv and the `ibv_qp_ex` `ibv_wr_*` API.
+
+use core::ffi::{c_int, c_void};
+use core::mem::{offset_of, size_of};
+
+use crate::abi::{self, VerbsQp, VERBS_QP_EX};
+use crate::errno::{Errno, EINVAL, EOPNOTSUPP};
+use crate::ffi::{int_verb, ptr_verb, void_verb};
+use crate::lock::{held, FfiLock};
+use crate::provider::cmd_fd;
+use crate::queue::{Mapping, SharedQueue};
+use crate::sys;
+use crate::verbs::ah_num;
+use crate::wq::{supported_send_ops, RecvQueue, SendQueue};
+use crate::wqe::{
+    uverbs_opcode, uverbs_send_flags, Payload, Remote, SendWr, Sge, OP_CMP_SWP, OP_FETCH_ADD,
+    OP_LOCAL_INV, OP_RDMA_READ, OP_RDMA_WRITE, OP_RDMA_WRITE_IMM, OP_SEND, OP_SEND_IMM,
+    OP_SEND_INV, RECV_HDR, SEND_HDR, SEND_INLINE,
+};
+
+// Our Sge is laid out as struct ibv_sge, so SGE arrays from the application
+// are read in place.
+const _: () = assert!(size_of::<Sge>() == size_of::<sys::ibv_sge>());
+const _: () = assert!(offset_of!(Sge, addr) == offset_of!(sys::ibv_sge, addr));
+const _: () = assert!(offset_of!(Sge, length) == offset_of!(sys::ibv_sge, length));
+const _: () = assert!(offset_of!(Sge, lkey) == offset_of!(sys::ibv_sge, lkey));
+
+/// Our QP; `vqp` first so `ibv_qp`/`ibv_qp_ex` pointers are `Qp` pointers.
+#[repr(C)]
+pub(crate) struct Qp {
+    vqp: VerbsQp,
+    qp_type: u32,
+    sq: FfiLock<Option<SendQueue>>,
+    rq: FfiLock<Option<RecvQueue>>,
+}
+
+fn new_qp(qp_type: u32) -> *mut Qp {
+    Box::into_raw(Box::new(Qp {
+        // SAFETY: VerbsQp is a plain C struct; zero is its initial state.
+        vqp: unsafe { core::mem::zeroed() },
+        qp_type,
+        sq: FfiLock::new(None),
+        rq: FfiLock::new(None),
+    }))
+}
+
+/// # Safety
+///
+/// `ibqp` must be a live QP of this provider.
+unsafe fn qp_ref<'a>(ibqp: *mut sys::ibv_qp) -> &'a Qp {
+    // SAFETY: per the caller. Only the lock fields and qp_type are read
+    // through this reference; libibverbs writes ibv_qp fields (state) but
+    // never while a verb on the same QP is running in the same thread, and
+    // we read those through raw pointers.
+    unsafe { &*ibqp.cast::<Qp>() }
+}
+
+fn check_qp_type(t: u32) -> Result<(), Errno> {
+    match t {
+        sys::ibv_qp_type_IBV_QPT_RC | sys::ibv_qp_type_IBV_QPT_UC | sys::ibv_qp_type_IBV_QPT_UD => {
+            Ok(())
+        }
+        _ => Err(EOPNOTSUPP),
+    }
+}
+
+/// Maps the QP's rings after the kernel created it; on failure destroys it.
+fn finish_create(
+    qp: *mut Qp,
+    fd: c_int,
+    cap: &sys::ibv_qp_cap,
+    has_srq: bool,
+    resp: &sys::metaroce_create_qp_resp,
+) -> Result<(), Errno> {
+    let make = || -> Result<(SendQueue, Option<RecvQueue>), Errno> {
+        // SAFETY: qp was just created and is not shared yet.
+        let qp_type = unsafe { (*qp).qp_type };
+        let sring = SharedQueue::new(Mapping::map(fd, &resp.sq_mi)?, SEND_HDR)?;
+        let sq = SendQueue::new(sring, qp_type, cap.max_send_sge, cap.max_inline_data);
+        let rq = if has_srq {
+            None
+        } else {
+            let rring = SharedQueue::new(Mapping::map(fd, &resp.rq_mi)?, RECV_HDR)?;
+            Some(RecvQueue::new(rring, cap.max_recv_sge))
+        };
+        Ok((sq, rq))
+    };
+    match make() {
+        Ok((sq, rq)) => {
+            // SAFETY: qp is not shared yet.
+            unsafe {
+                *(*qp).sq.get_mut() = Some(sq);
+                *(*qp).rq.get_mut() = rq;
+            }
+            Ok(())
+        }
+        Err(e) => {
+            // SAFETY: created in the kernel by our caller; destroy it there
+            // and free it.
+            unsafe {
+                abi::ibv_cmd_destroy_qp(qp.cast::<sys::ibv_qp>());
+                drop(Box::from_raw(qp));
+            }
+            Err(e)
+        }
+    }
+}
+
+pub(crate) unsafe extern "C" fn create_qp(
+    pd: *mut sys::ibv_pd,
+    attr: *mut sys::ibv_qp_init_attr,
+) -> *mut sys::ibv_qp {
+    ptr_verb(|| {
+        if attr.is_null() || pd.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: the application's init attributes.
+        let qp_type = unsafe { (*attr).qp_type };
+        check_qp_type(qp_type)?;
+        let qp = new_qp(qp_type);
+        let mut cmd = abi::CmdCreateQp::new();
+        let mut resp = abi::CreateQpResp::new();
+        // SAFETY: qp is ours; buffers of the sizes given (response = core
+        // + driver part).
+        let r = Errno::check(unsafe {
+            abi::ibv_cmd_create_qp(
+                pd,
+                qp.cast::<sys::ibv_qp>(),
+                attr,
+                &mut cmd,
+                size_of::<abi::CmdCreateQp>(),
+                &mut resp.ibv_resp,
+                size_of::<abi::CreateQpResp>(),
+            )
+        });
+        if let Err(e) = r {
+            // SAFETY: not created in the kernel.
+            drop(unsafe { Box::from_raw(qp) });
+            return Err(e);
+        }
+        // SAFETY: ibv_cmd_create_qp wrote the granted caps back into attr;
+        // pd's context is live.
+        let (cap, has_srq, fd) =
+            unsafe { ((*attr).cap, !(*attr).srq.is_null(), cmd_fd((*pd).context)) };
+        finish_create(qp, fd, &cap, has_srq, &resp.drv)?;
+        Ok(qp.cast::<sys::ibv_qp>())
+    })
+}
+
+const SUPPORTED_QP_COMP_MASK: u32 = sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_PD
+    | sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_CREATE_FLAGS
+    | sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+
+/// Validates extended create attributes (safe core of create_qp_ex).
+pub(crate) fn check_qp_init_ex(
+    qp_type: u32,
+    comp_mask: u32,
+    create_flags: u32,
+    send_ops_flags: u64,
+) -> Result<(), Errno> {
+    check_qp_type(qp_type)?;
+    if comp_mask & !SUPPORTED_QP_COMP_MASK != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    if comp_mask & sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_CREATE_FLAGS != 0
+        && create_flags != 0
+    {
+        return Err(EOPNOTSUPP);
+    }
+    if comp_mask & sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0
+        && send_ops_flags & !supported_send_ops(qp_type) != 0
+    {
+        return Err(EOPNOTSUPP);
+    }
+    Ok(())
+}
+
+pub(crate) unsafe extern "C" fn create_qp_ex(
+    ctx: *mut sys::ibv_context,
+    attr: *mut sys::ibv_qp_init_attr_ex,
+) -> *mut sys::ibv_qp {
+    ptr_verb(|| {
+        if attr.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: the application's init attributes.
+        let a = unsafe { &*attr };
+        check_qp_init_ex(a.qp_type, a.comp_mask, a.create_flags, a.send_ops_flags)?;
+        let qp = new_qp(a.qp_type);
+        // SAFETY: qp is ours and not shared yet.
+        unsafe { set_wr_ops(&mut (*qp).vqp.qp_ex) };
+        let mut cmd = abi::CmdCreateQpEx::new();
+        let mut resp = abi::CreateQpExResp::new();
+        // SAFETY: qp is ours; buffers of the sizes given.
+        let r = Errno::check(unsafe {
+            abi::ibv_cmd_create_qp_ex2(
+                ctx,
+                core::ptr::addr_of_mut!((*qp).vqp),
+                attr,
+                &mut cmd,
+                size_of::<abi::CmdCreateQpEx>(),
+                &mut resp.ibv_resp,
+                size_of::<abi::CreateQpExResp>(),
+            )
+        });
+        if let Err(e) = r {
+            // SAFETY: not created in the kernel.
+            drop(unsafe { Box::from_raw(qp) });
+            return Err(e);
+        }
+        // SAFETY: qp not shared yet; attr holds the granted caps; ctx live.
+        let (cap, has_srq, fd) = unsafe {
+            (*qp).vqp.comp_mask |= VERBS_QP_EX;
+            ((*attr).cap, !(*attr).srq.is_null(), cmd_fd(ctx))
+        };
+        finish_create(qp, fd, &cap, has_srq, &resp.drv)?;
+        Ok(qp.cast::<sys::ibv_qp>())
+    })
+}
+
+pub(crate) unsafe extern "C" fn query_qp(
+    ibqp: *mut sys::ibv_qp,
+    attr: *mut sys::ibv_qp_attr,
+    attr_mask: c_int,
+    init_attr: *mut sys::ibv_qp_init_attr,
+) -> c_int {
+    int_verb(|| {
+        let mut cmd = abi::CmdQueryQp::new();
+        // SAFETY: passthrough; the command buffer is ours.
+        Errno::check(unsafe {
+            abi::ibv_cmd_query_qp(
+                ibqp,
+                attr,
+                attr_mask,
+                init_attr,
+                &mut cmd,
+                size_of::<abi::CmdQueryQp>(),
+            )
+        })
+    })
+}
+
+pub(crate) unsafe extern "C" fn modify_qp(
+    ibqp: *mut sys::ibv_qp,
+    attr: *mut sys::ibv_qp_attr,
+    attr_mask: c_int,
+) -> c_int {
+    int_verb(|| {
+        let mut cmd = abi::CmdModifyQp::new();
+        // SAFETY: passthrough; the command buffer is ours.
+        Errno::check(unsafe {
+            abi::ibv_cmd_modify_qp(
+                ibqp,
+                attr,
+                attr_mask,
+                &mut cmd,
+                size_of::<abi::CmdModifyQp>(),
+            )
+        })
+    })
+}
+
+pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut sys::ibv_qp) -> c_int {
+    int_verb(|| {
+        // SAFETY: one of our QPs.
+        Errno::check(unsafe { abi::ibv_cmd_destroy_qp(ibqp) })?;
+        // SAFETY: destroyed in the kernel; the Box from new_qp is released
+        // once (unmapping the rings).
+        drop(unsafe { Box::from_raw(ibqp.cast::<Qp>()) });
+        Ok(())
+    })
+}
+
+/// Rings the send doorbell: a post_send command without work requests.
+///
+/// # Safety
+///
+/// `ibqp` must be a live QP.
+#[cfg(not(test))]
+unsafe fn doorbell(ibqp: *mut sys::ibv_qp) -> Result<(), Errno> {
+    let mut bad: *mut sys::ibv_send_wr = core::ptr::null_mut();
+    // SAFETY: per the caller; an empty WR list is valid.
+    Errno::check(unsafe { abi::ibv_cmd_post_send(ibqp, core::ptr::null_mut(), &mut bad) })
+}
+
+#[cfg(test)]
+thread_local! {
+    static DOORBELLS: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+}
+
+#[cfg(test)]
+unsafe fn doorbell(_ibqp: *mut sys::ibv_qp) -> Result<(), Errno> {
+    DOORBELLS.with(|d| d.set(d.get() + 1));
+    Ok(())
+}
+
+/// The SGE array of a work request.
+///
+/// # Safety
+///
+/// `sg_list` must point at `num_sge` valid `ibv_sge` (or `num_sge` be 0).
+unsafe fn sges<'a>(sg_list: *const sys::ibv_sge, num_sge: c_int) -> Result<&'a [Sge], Errno> {
+    let n = usize::try_from(num_sge).map_err(|_| EINVAL)?;
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if sg_list.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: per the caller; Sge has ibv_sge's layout (asserted above).
+    Ok(unsafe { core::slice::from_raw_parts(sg_list.cast::<Sge>(), n) })
+}
+
+/// Converts a legacy `ibv_send_wr` to our work request.
+///
+/// # Safety
+///
+/// `w` must be a valid work request of a QP of type `qp_type` (for UD, its
+/// AH one of ours).
+pub(crate) unsafe fn send_wr_from_ibv(w: &sys::ibv_send_wr, qp_type: u32) -> Result<SendWr, Errno> {
+    let opcode = uverbs_opcode(w.opcode).ok_or(EINVAL)?;
+    let send_flags = uverbs_send_flags(w.send_flags)?;
+    // SAFETY: both members of this union are 32-bit integers.
+    let ex = unsafe { w.__bindgen_anon_1.imm_data };
+    let ex = match opcode {
+        OP_SEND_IMM | OP_RDMA_WRITE_IMM | OP_SEND_INV | OP_LOCAL_INV => ex,
+        _ => 0,
+    };
+    let remote = match opcode {
+        // SAFETY: (the three reads of `w.wr`) its members are plain integers
+        // and pointers; the opcode says which one the application filled.
+        OP_RDMA_WRITE | OP_RDMA_WRITE_IMM | OP_RDMA_READ => unsafe {
+            Remote::Rdma {
+                addr: w.wr.rdma.remote_addr,
+                rkey: w.wr.rdma.rkey,
+            }
+        },
+        // SAFETY: as above.
+        OP_CMP_SWP | OP_FETCH_ADD => unsafe {
+            Remote::Atomic {
+                addr: w.wr.atomic.remote_addr,
+                compare_add: w.wr.atomic.compare_add,
+                swap: w.wr.atomic.swap,
+                rkey: w.wr.atomic.rkey,
+            }
+        },
+        // SAFETY: as above; the AH is one of ours per the caller.
+        _ if qp_type == sys::ibv_qp_type_IBV_QPT_UD => unsafe {
+            Remote::Ud {
+                qpn: w.wr.ud.remote_qpn,
+                qkey: w.wr.ud.remote_qkey,
+                ah_num: ah_num(w.wr.ud.ah)?,
+            }
+        },
+        _ => Remote::None,
+    };
+    Ok(SendWr {
+        wr_id: w.wr_id,
+        opcode,
+        send_flags: send_flags & !SEND_INLINE,
+        ex,
+        remote,
+    })
+}
+
+/// Pushes one legacy work request onto `sq`.
+///
+/// # Safety
+///
+/// As `send_wr_from_ibv`; with IBV_SEND_INLINE its SGE addresses must be
+/// readable for their lengths.
+unsafe fn push_legacy(sq: &mut SendQueue, w: &sys::ibv_send_wr, qp_type: u32) -> Result<(), Errno> {
+    // SAFETY: per the caller.
+    let wr = unsafe { send_wr_from_ibv(w, qp_type)? };
+    // SAFETY: per the caller.
+    let list = unsafe { sges(w.sg_list, w.num_sge)? };
+    let inline = w.send_flags & sys::ibv_send_flags_IBV_SEND_INLINE != 0
+        && !matches!(wr.opcode, OP_RDMA_READ | OP_CMP_SWP | OP_FETCH_ADD);
+    if !inline {
+        return sq.push(&wr, Payload::Sges(list));
+    }
+    let total: u64 = list.iter().map(|s| u64::from(s.length)).sum();
+    if total > u64::from(sq.max_inline()) {
+        return Err(EINVAL);
+    }
+    let mut buf = sq.take_scratch();
+    for s in list {
+        if s.length == 0 {
+            continue;
+        }
+        // SAFETY: per the caller, inline SGEs name readable local memory.
+        let part =
+            unsafe { core::slice::from_raw_parts(s.addr as usize as *const u8, s.length as usize) };
+        buf.extend_from_slice(part);
+    }
+    let r = sq.push(&wr, Payload::Inline(&buf));
+    sq.return_scratch(buf);
+    r
+}
+
+pub(crate) unsafe extern "C" fn post_send(
+    ibqp: *mut sys::ibv_qp,
+    wr: *mut sys::ibv_send_wr,
+    bad_wr: *mut *mut sys::ibv_send_wr,
+) -> c_int {
+    int_verb(|| {
+        if bad_wr.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: bad_wr is the application's out pointer.
+        unsafe { *bad_wr = core::ptr::null_mut() };
+        // SAFETY: one of our QPs.
+        let qp = unsafe { qp_ref(ibqp) };
+        let mut g = qp.sq.lock();
+        let sq = g.as_mut().ok_or(EINVAL)?;
+        sq.sync();
+        let mut cur = wr;
+        let mut result = Ok(());
+        while !cur.is_null() {
+            // SAFETY: the application's WR list.
+            let w = unsafe { &*cur };
+            // SAFETY: w is a valid WR of this QP.
+            if let Err(e) = unsafe { push_legacy(sq, w, qp.qp_type) } {
+                // SAFETY: as above.
+                unsafe { *bad_wr = cur };
+                result = Err(e);
+                break;
+            }
+            cur = w.next;
+        }
+        let n = sq.publish();
+        drop(g);
+        if n > 0 {
+            // SAFETY: live QP.
+            unsafe { doorbell(ibqp) }?;
+        }
+        result
+    })
+}
+
+/// Posts a receive WR list to `rq` (shared by QPs and SRQs).
+///
+/// # Safety
+///
+/// `wr` must be NULL or a valid WR list; `bad_wr` a valid out pointer.
+pub(crate) unsafe fn post_recv_list(
+    rq: &mut RecvQueue,
+    wr: *mut sys::ibv_recv_wr,
+    bad_wr: *mut *mut sys::ibv_recv_wr,
+) -> Result<(), Errno> {
+    let mut cur = wr;
+    let mut result = Ok(());
+    while !cur.is_null() {
+        // SAFETY: per the caller.
+        let w = unsafe { &*cur };
+        // SAFETY: per the caller, sg_list holds num_sge entries.
+        let r = unsafe { sges(w.sg_list, w.num_sge) }.and_then(|s| rq.push(w.wr_id, s));
+        if let Err(e) = r {
+            // SAFETY: per the caller.
+            unsafe { *bad_wr = cur };
+            result = Err(e);
+            break;
+        }
+        cur = w.next;
+    }
+    rq.publish();
+    result
+}
+
+pub(crate) unsafe extern "C" fn post_recv(
+    ibqp: *mut sys::ibv_qp,
+    wr: *mut sys::ibv_recv_wr,
+    bad_wr: *mut *mut sys::ibv_recv_wr,
+) -> c_int {
+    int_verb(|| {
+        if bad_wr.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: the application's out pointer.
+        unsafe { *bad_wr = core::ptr::null_mut() };
+        // SAFETY: live QP; `state` is maintained by libibverbs' modify_qp.
+        if unsafe { (*ibqp).state } == sys::ibv_qp_state_IBV_QPS_RESET {
+            // SAFETY: as above.
+            unsafe { *bad_wr = wr };
+            return Err(EINVAL);
+        }
+        // SAFETY: one of our QPs.
+        let qp = unsafe { qp_ref(ibqp) };
+        let mut g = qp.rq.lock();
+        let Some(rq) = g.as_mut() else {
+            // SAFETY: as above.
+            unsafe { *bad_wr = wr };
+            return Err(EINVAL); // the QP receives through an SRQ
+        };
+        // SAFETY: the application's WR list and out pointer.
+        unsafe { post_recv_list(rq, wr, bad_wr) }
+    })
+}
+
+// ---- the ibv_wr_* API ----
+
+fn set_wr_ops(ex: &mut sys::ibv_qp_ex) {
+    ex.wr_start = Some(wr_start);
+    ex.wr_complete = Some(wr_complete);
+    ex.wr_abort = Some(wr_abort);
+    ex.wr_send = Some(wr_send);
+    ex.wr_send_imm = Some(wr_send_imm);
+    ex.wr_send_inv = Some(wr_send_inv);
+    ex.wr_rdma_write = Some(wr_rdma_write);
+    ex.wr_rdma_write_imm = Some(wr_rdma_write_imm);
+    ex.wr_rdma_read = Some(wr_rdma_read);
+    ex.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp);
+    ex.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
+    ex.wr_local_inv = Some(wr_local_inv);
+    ex.wr_set_sge = Some(wr_set_sge);
+    ex.wr_set_sge_list = Some(wr_set_sge_list);
+    ex.wr_set_inline_data = Some(wr_set_inline_data);
+    ex.wr_set_inline_data_list = Some(wr_set_inline_data_list);
+    ex.wr_set_ud_addr = Some(wr_set_ud_addr);
+}
+
+/// Runs `f` on the send queue of a QP inside a `wr_start`..`wr_complete`
+/// sequence, leaving the lock held.
+///
+/// # Safety
+///
+/// `ex` must be a live QP of ours between `wr_start` and `wr_complete` /
+/// `wr_abort`.
+unsafe fn in_batch(ex: *mut sys::ibv_qp_ex, f: impl FnOnce(&mut SendQueue, &sys::ibv_qp_ex)) {
+    void_verb(|| {
+        // SAFETY: per the caller: our QP, whose wr_start leaked the guard.
+        let qp = unsafe { qp_ref(ex.cast::<sys::ibv_qp>()) };
+        // SAFETY: as above.
+        let mut g = held(unsafe { qp.sq.resume() });
+        if let Some(sq) = g.as_mut() {
+            // SAFETY: wr_id/wr_flags were set by the application, which owns
+            // the QP during the sequence.
+            f(sq, unsafe { &*ex });
+        }
+    });
+}
+
+/// Starts a work request with the `wr_id`/`wr_flags` the application set.
+fn op(sq: &mut SendQueue, ex: &sys::ibv_qp_ex, opcode: u32, ex_field: u32, remote: Remote) {
+    match uverbs_send_flags(ex.wr_flags) {
+        Ok(flags) => sq.batch_op(SendWr {
+            wr_id: ex.wr_id,
+            opcode,
+            send_flags: flags & !SEND_INLINE,
+            ex: ex_field,
+            remote,
+        }),
+        Err(e) => sq.batch_fail(e),
+    }
+}
+
+unsafe extern "C" fn wr_start(ex: *mut sys::ibv_qp_ex) {
+    void_verb(|| {
+        // SAFETY: one of our QPs.
+        let qp = unsafe { qp_ref(ex.cast::<sys::ibv_qp>()) };
+        let mut g = qp.sq.lock();
+        if let Some(sq) = g.as_mut() {
+            sq.batch_start();
+        }
+        g.leak(); // released by wr_complete / wr_abort
+    });
+}
+
+unsafe extern "C" fn wr_complete(ex: *mut sys::ibv_qp_ex) -> c_int {
+    int_verb(|| {
+        // SAFETY: one of our QPs, in a wr_start sequence.
+        let qp = unsafe { qp_ref(ex.cast::<sys::ibv_qp>()) };
+        // SAFETY: wr_start leaked the guard; this one ends the sequence.
+        let mut g = unsafe { qp.sq.resume() };
+        let n = g.as_mut().ok_or(EINVAL)?.batch_complete()?;
+        drop(g);
+        if n > 0 {
+            // SAFETY: live QP.
+            unsafe { doorbell(ex.cast::<sys::ibv_qp>()) }?;
+        }
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn wr_abort(ex: *mut sys::ibv_qp_ex) {
+    void_verb(|| {
+        // SAFETY: one of our QPs, in a wr_start sequence.
+        let qp = unsafe { qp_ref(ex.cast::<sys::ibv_qp>()) };
+        // SAFETY: wr_start leaked the guard; this one ends the sequence.
+        let mut g = unsafe { qp.sq.resume() };
+        if let Some(sq) = g.as_mut() {
+            sq.batch_abort();
+        }
+    });
+}
+
+unsafe extern "C" fn wr_send(ex: *mut sys::ibv_qp_ex) {
+    // SAFETY: called by the application inside a sequence.
+    unsafe { in_batch(ex, |sq, e| op(sq, e, OP_SEND, 0, Remote::None)) }
+}
+
+unsafe extern "C" fn wr_send_imm(ex: *mut sys::ibv_qp_ex, imm: u32) {
+    // SAFETY: as wr_send.
+    unsafe { in_batch(ex, |sq, e| op(sq, e, OP_SEND_IMM, imm, Remote::None)) }
+}
+
+unsafe extern "C" fn wr_send_inv(ex: *mut sys::ibv_qp_ex, rkey: u32) {
+    // SAFETY: as wr_send.
+    unsafe { in_batch(ex, |sq, e| op(sq, e, OP_SEND_INV, rkey, Remote::None)) }
+}
+
+unsafe extern "C" fn wr_local_inv(ex: *mut sys::ibv_qp_ex, rkey: u32) {
+    // SAFETY: as wr_send.
+    unsafe { in_batch(ex, |sq, e| op(sq, e, OP_LOCAL_INV, rkey, Remote::None)) }
+}
+
+unsafe extern "C" fn wr_rdma_write(ex: *mut sys::ibv_qp_ex, rkey: u32, addr: u64) {
+    let remote = Remote::Rdma { addr, rkey };
+    // SAFETY: as wr_send.
+    unsafe { in_batch(ex, |sq, e| op(sq, e, OP_RDMA_WRITE, 0, remote)) }
+}
+
+unsafe extern "C" fn wr_rdma_write_imm(ex: *mut sys::ibv_qp_ex, rkey: u32, addr: u64, imm: u32) {
+    let remote = Remote::Rdma { addr, rkey };
+    // SAFETY: as wr_send.
+    unsafe { in_batch(ex, |sq, e| op(sq, e, OP_RDMA_WRITE_IMM, imm, remote)) }
+}
+
+unsafe extern "C" fn wr_rdma_read(ex: *mut sys::ibv_qp_ex, rkey: u32, addr: u64) {
+    let remote = Remote::Rdma { addr, rkey };
+    // SAFETY: as wr_send.
+    unsafe { in_batch(ex, |sq, e| op(sq, e, OP_RDMA_READ, 0, remote)) }
+}
+
+unsafe extern "C" fn wr_atomic_cmp_swp(
+    ex: *mut sys::ibv_qp_ex,
+    rkey: u32,
+    addr: u64,
+    compare: u64,
+    swap: u64,
+) {
+    let remote = Remote::Atomic {
+        addr,
+        compare_add: compare,
+        swap,
+        rkey,
+    };
+    // SAFETY: as wr_send.
+    unsafe { in_batch(ex, |sq, e| op(sq, e, OP_CMP_SWP, 0, remote)) }
+}
+
+unsafe extern "C" fn wr_atomic_fetch_add(ex: *mut sys::ibv_qp_ex, rkey: u32, addr: u64, add: u64) {
+    let remote = Remote::Atomic {
+        addr,
+        compare_add: add,
+        swap: 0,
+        rkey,
+    };
+    // SAFETY: as wr_send.
+    unsafe { in_batch(ex, |sq, e| op(sq, e, OP_FETCH_ADD, 0, remote)) }
+}
+
+unsafe extern "C" fn wr_set_sge(ex: *mut sys::ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
+    let s = [Sge { addr, length, lkey }];
+    // SAFETY: as wr_send.
+    unsafe { in_batch(ex, |sq, _| sq.batch_set_sges(&s)) }
+}
+
+unsafe extern "C" fn wr_set_sge_list(ex: *mut sys::ibv_qp_ex, n: usize, list: *const sys::ibv_sge) {
+    let f = |sq: &mut SendQueue, _: &sys::ibv_qp_ex| {
+        // SAFETY: the application passes `n` SGEs at `list`.
+        let s = c_int::try_from(n)
+            .map_err(|_| EINVAL)
+            .and_then(|n| unsafe { sges(list, n) });
+        match s {
+            Ok(s) => sq.batch_set_sges(s),
+            Err(e) => sq.batch_fail(e),
+        }
+    };
+    // SAFETY: as wr_send.
+    unsafe { in_batch(ex, f) }
+}
+
+unsafe extern "C" fn wr_set_inline_data(ex: *mut sys::ibv_qp_ex, addr: *mut c_void, len: usize) {
+    let f = |sq: &mut SendQueue, _: &sys::ibv_qp_ex| {
+        if len == 0 {
+            sq.batch_set_inline(core::iter::empty());
+        } else if addr.is_null() {
+            sq.batch_fail(EINVAL);
+        } else {
+            // SAFETY: the application passes `len` readable bytes, copied
+            // now (it may reuse the buffer right after the call).
+            let d = unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), len) };
+            sq.batch_set_inline([d]);
+        }
+    };
+    // SAFETY: as wr_send.
+    unsafe { in_batch(ex, f) }
+}
+
+unsafe extern "C" fn wr_set_inline_data_list(
+    ex: *mut sys::ibv_qp_ex,
+    n: usize,
+    list: *const sys::ibv_data_buf,
+) {
+    let f = |sq: &mut SendQueue, _: &sys::ibv_qp_ex| {
+        if n > 0 && list.is_null() {
+            return sq.batch_fail(EINVAL);
+        }
+        let bufs = if n == 0 {
+            &[][..]
+        } else {
+            // SAFETY: the application passes `n` buffer descriptors.
+            unsafe { core::slice::from_raw_parts(list, n) }
+        };
+        if bufs.iter().any(|b| b.addr.is_null() && b.length != 0) {
+            return sq.batch_fail(EINVAL);
+        }
+        sq.batch_set_inline(bufs.iter().filter(|b| b.length != 0).map(|b| {
+            // SAFETY: each descriptor names `length` readable bytes.
+            unsafe { core::slice::from_raw_parts(b.addr.cast::<u8>(), b.length) }
+        }));
+    };
+    // SAFETY: as wr_send.
+    unsafe { in_batch(ex, f) }
+}
+
+unsafe extern "C" fn wr_set_ud_addr(
+    ex: *mut sys::ibv_qp_ex,
+    ah: *mut sys::ibv_ah,
+    qpn: u32,
+    qkey: u32,
+) {
+    let f = |sq: &mut SendQueue, _: &sys::ibv_qp_ex| {
+        // SAFETY: ah is NULL or one of ours.
+        match unsafe { ah_num(ah) } {
+            Ok(n) => sq.batch_set_ud(qpn, qkey, n),
+            Err(e) => sq.batch_fail(e),
+        }
+    };
+    // SAFETY: as wr_send.
+    unsafe { in_batch(ex, f) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::errno::ENOMEM;
+
+    const RC: u32 = sys::ibv_qp_type_IBV_QPT_RC;
+    const UD: u32 = sys::ibv_qp_type_IBV_QPT_UD;
+
+    fn fake_qp(qp_type: u32) -> Box<Qp> {
+        let mut qp = Box::new(Qp {
+            // SAFETY: plain C struct.
+            vqp: unsafe { core::mem::zeroed() },
+            qp_type,
+            sq: FfiLock::new(None),
+            rq: FfiLock::new(None),
+        });
+        set_wr_ops(&mut qp.vqp.qp_ex);
+        qp.vqp.qp_ex.qp_base.qp_type = qp_type;
+        qp.vqp.qp_ex.qp_base.state = sys::ibv_qp_state_IBV_QPS_RTS;
+        *qp.sq.get_mut() = Some(SendQueue::new(SharedQueue::for_test(8, 7), qp_type, 4, 64));
+        *qp.rq.get_mut() = Some(RecvQueue::new(SharedQueue::for_test(4, 6), 2));
+        qp
+    }
+
+    fn sq_slot(qp: &mut Qp, i: u32) -> Vec<u8> {
+        qp.sq.get_mut().as_ref().unwrap().ring().slot(i).to_vec()
+    }
+
+    fn producer(qp: &mut Qp) -> u32 {
+        let sq = qp.sq.get_mut().as_ref().unwrap();
+        sq.ring()
+            .producer()
+            .load(core::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn doorbells() -> u32 {
+        DOORBELLS.with(|d| d.get())
+    }
+
+    /// Posts `wrs` (linked in order) through the legacy verb.
+    fn post_legacy(qp: &mut Qp, wrs: &mut [sys::ibv_send_wr]) -> (c_int, *mut sys::ibv_send_wr) {
+        let n = wrs.len();
+        for i in 0..n.saturating_sub(1) {
+            let next: *mut sys::ibv_send_wr = &mut wrs[i + 1];
+            wrs[i].next = next;
+        }
+        let mut bad = core::ptr::null_mut();
+        let p = qp as *mut Qp as *mut sys::ibv_qp;
+        // SAFETY: a live fake QP and a valid WR list.
+        let r = unsafe { post_send(p, wrs.as_mut_ptr(), &mut bad) };
+        (r, bad)
+    }
+
+    fn legacy_wr(opcode: u32, flags: u32, sg: &mut [sys::ibv_sge]) -> sys::ibv_send_wr {
+        let mut w = sys::ibv_send_wr {
+            wr_id: 0x77,
+            opcode,
+            send_flags: flags,
+            num_sge: sg.len() as c_int,
+            sg_list: sg.as_mut_ptr(),
+            ..Default::default()
+        };
+        w.__bindgen_anon_1.imm_data = 0x0102_0304;
+        w
+    }
+
+    /// Each opcode, legacy post_send vs the ibv_wr_* calls: same bytes.
+    #[test]
+    fn legacy_and_wr_api_produce_the_same_wqes() {
+        let data = *b"inline payload!";
+        let mut sg = [sys::ibv_sge {
+            addr: 0x1000,
+            length: 8,
+            lkey: 0x55,
+        }];
+        let mut isg = [
+            sys::ibv_sge {
+                addr: data.as_ptr() as u64,
+                length: 6,
+                lkey: 0,
+            },
+            sys::ibv_sge {
+                addr: data[6..].as_ptr() as u64,
+                length: 9,
+                lkey: 0,
+            },
+        ];
+        let signaled = sys::ibv_send_flags_IBV_SEND_SIGNALED;
+        let inline = sys::ibv_send_flags_IBV_SEND_INLINE;
+        type Case = (u32, u32, bool, fn(*mut sys::ibv_qp_ex));
+        let cases: [Case; 8] = [
+            (
+                sys::ibv_wr_opcode_IBV_WR_SEND,
+                signaled,
+                false,
+                // SAFETY: called with a live fake QP inside a wr_start sequence.
+                |e| unsafe { wr_send(e) },
+            ),
+            (
+                sys::ibv_wr_opcode_IBV_WR_SEND_WITH_IMM,
+                signaled,
+                false,
+                // SAFETY: called with a live fake QP inside a wr_start sequence.
+                |e| unsafe { wr_send_imm(e, 0x0102_0304) },
+            ),
+            (
+                sys::ibv_wr_opcode_IBV_WR_RDMA_WRITE,
+                signaled,
+                false,
+                // SAFETY: called with a live fake QP inside a wr_start sequence.
+                |e| unsafe { wr_rdma_write(e, 0x99, 0x2000) },
+            ),
+            (
+                sys::ibv_wr_opcode_IBV_WR_RDMA_WRITE_WITH_IMM,
+                0,
+                false,
+                // SAFETY: called with a live fake QP inside a wr_start sequence.
+                |e| unsafe { wr_rdma_write_imm(e, 0x99, 0x2000, 0x0102_0304) },
+            ),
+            (
+                sys::ibv_wr_opcode_IBV_WR_RDMA_READ,
+                signaled,
+                false,
+                // SAFETY: called with a live fake QP inside a wr_start sequence.
+                |e| unsafe { wr_rdma_read(e, 0x99, 0x2000) },
+            ),
+            (
+                sys::ibv_wr_opcode_IBV_WR_ATOMIC_CMP_AND_SWP,
+                signaled,
+                false,
+                // SAFETY: called with a live fake QP inside a wr_start sequence.
+                |e| unsafe { wr_atomic_cmp_swp(e, 0x99, 0x2000, 1, 2) },
+            ),
+            (
+                sys::ibv_wr_opcode_IBV_WR_ATOMIC_FETCH_AND_ADD,
+                signaled,
+                false,
+                // SAFETY: called with a live fake QP inside a wr_start sequence.
+                |e| unsafe { wr_atomic_fetch_add(e, 0x99, 0x2000, 3) },
+            ),
+            (
+                sys::ibv_wr_opcode_IBV_WR_SEND,
+                signaled | inline,
+                true,
+                // SAFETY: called with a live fake QP inside a wr_start sequence.
+                |e| unsafe { wr_send(e) },
+            ),
+        ];
+        for (opcode, flags, is_inline, call) in cases {
+            let mut a = fake_qp(RC);
+            let mut b = fake_qp(RC);
+            let mut w = if is_inline {
+                legacy_wr(opcode, flags, &mut isg)
+            } else {
+                legacy_wr(opcode, flags, &mut sg)
+            };
+            // Union members the opcode uses.
+            w.wr.rdma = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {
+                remote_addr: 0x2000,
+                rkey: 0x99,
+            };
+            if matches!(opcode, 5 | 6) {
+                w.wr.atomic = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
+                    remote_addr: 0x2000,
+                    compare_add: if opcode == 5 { 1 } else { 3 },
+                    swap: if opcode == 5 { 2 } else { 0 },
+                    rkey: 0x99,
+                };
+            }
+            let before = doorbells();
+            assert_eq!(post_legacy(&mut a, &mut [w]).0, 0, "opcode {opcode}");
+            assert_eq!(doorbells(), before + 1);
+
+            let e = &mut b.vqp.qp_ex as *mut sys::ibv_qp_ex;
+            // SAFETY: a live fake QP driven through a wr_start sequence.
+            unsafe {
+                (*e).wr_id = 0x77;
+                (*e).wr_flags = flags & !inline;
+                wr_start(e);
+                call(e);
+                if is_inline {
+                    let bufs = [
+                        sys::ibv_data_buf {
+                            addr: data.as_ptr() as *mut c_void,
+                            length: 6,
+                        },
+                        sys::ibv_data_buf {
+                            addr: data[6..].as_ptr() as *mut c_void,
+                            length: 9,
+                        },
+                    ];
+                    wr_set_inline_data_list(e, 2, bufs.as_ptr());
+                } else {
+                    wr_set_sge(e, 0x55, 0x1000, 8);
+                }
+                assert_eq!(wr_complete(e), 0);
+            }
+            assert_eq!(producer(&mut a), 1);
+            assert_eq!(producer(&mut b), 1);
+            assert_eq!(sq_slot(&mut a, 0), sq_slot(&mut b, 0), "opcode {opcode}");
+            assert!(!b.sq.is_locked());
+        }
+    }
+
+    #[test]
+    fn ud_send_carries_the_ah_number() {
+        // SAFETY: Ah is plain C data.
+        let mut ah: Box<crate::verbs::Ah> = unsafe { crate::ffi::boxed_zeroed() };
+        ah.ah_num = 42;
+        let ahp = &mut *ah as *mut crate::verbs::Ah as *mut sys::ibv_ah;
+        let mut sg = [sys::ibv_sge {
+            addr: 0x1000,
+            length: 8,
+            lkey: 1,
+        }];
+        let mut a = fake_qp(UD);
+        let mut b = fake_qp(UD);
+        let mut w = legacy_wr(sys::ibv_wr_opcode_IBV_WR_SEND, 0, &mut sg);
+        w.wr.ud = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
+            ah: ahp,
+            remote_qpn: 5,
+            remote_qkey: 6,
+        };
+        assert_eq!(post_legacy(&mut a, &mut [w]).0, 0);
+        let e = &mut b.vqp.qp_ex as *mut sys::ibv_qp_ex;
+        // SAFETY: fake QP, wr_start sequence.
+        unsafe {
+            (*e).wr_id = 0x77;
+            wr_start(e);
+            wr_send(e);
+            wr_set_ud_addr(e, ahp, 5, 6);
+            wr_set_sge(e, 1, 0x1000, 8);
+            assert_eq!(wr_complete(e), 0);
+        }
+        let s = sq_slot(&mut a, 0);
+        assert_eq!(s, sq_slot(&mut b, 0));
+        assert_eq!(&s[40..44], &42u32.to_ne_bytes());
+    }
+
+    #[test]
+    fn post_send_reports_the_bad_wr() {
+        let mut qp = fake_qp(RC);
+        let mut sg = [sys::ibv_sge::default()];
+        let ok = legacy_wr(sys::ibv_wr_opcode_IBV_WR_SEND, 0, &mut sg);
+        let bad = legacy_wr(sys::ibv_wr_opcode_IBV_WR_BIND_MW, 0, &mut sg);
+        let mut wrs = [ok, ok, bad, ok];
+        let (r, badp) = post_legacy(&mut qp, &mut wrs);
+        assert_eq!(r, EINVAL.0);
+        assert_eq!(badp, &mut wrs[2] as *mut _);
+        assert_eq!(
+            producer(&mut qp),
+            2,
+            "the WRs before the bad one are posted"
+        );
+        // Ring of 8: 6 more fit, the 7th is ENOMEM.
+        let mut wrs = [ok; 7];
+        let (r, badp) = post_legacy(&mut qp, &mut wrs);
+        assert_eq!(r, ENOMEM.0);
+        assert_eq!(badp, &mut wrs[6] as *mut _);
+        assert!(!qp.sq.is_locked());
+    }
+
+    #[test]
+    fn post_recv_writes_the_ring_and_checks_state() {
+        let mut qp = fake_qp(RC);
+        let mut sg = [sys::ibv_sge {
+            addr: 0x3000,
+            length: 64,
+            lkey: 9,
+        }];
+        let mut w = sys::ibv_recv_wr {
+            wr_id: 5,
+            sg_list: sg.as_mut_ptr(),
+            num_sge: 1,
+            ..Default::default()
+        };
+        let p = &mut *qp as *mut Qp as *mut sys::ibv_qp;
+        let mut bad = core::ptr::null_mut();
+        // SAFETY: fake QP, valid WR.
+        assert_eq!(unsafe { post_recv(p, &mut w, &mut bad) }, 0);
+        let rq = qp.rq.get_mut().as_ref().unwrap();
+        assert_eq!(
+            rq.ring()
+                .producer()
+                .load(core::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        assert_eq!(&rq.ring().slot(0)[..8], &5u64.to_ne_bytes());
+        qp.vqp.qp_ex.qp_base.state = sys::ibv_qp_state_IBV_QPS_RESET;
+        // SAFETY: as above.
+        assert_eq!(unsafe { post_recv(p, &mut w, &mut bad) }, EINVAL.0);
+        assert_eq!(bad, &mut w as *mut _);
+    }
+
+    #[test]
+    fn create_ex_attribute_checks() {
+        let ops = supported_send_ops(RC);
+        let m = sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_PD
+            | sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        assert_eq!(check_qp_init_ex(RC, m, 0, ops), Ok(()));
+        let tso = u64::from(sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_TSO);
+        assert_eq!(check_qp_init_ex(RC, m, 0, ops | tso), Err(EOPNOTSUPP));
+        let read = u64::from(sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_READ);
+        assert_eq!(check_qp_init_ex(UD, m, 0, read), Err(EOPNOTSUPP));
+        let xrcd = sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_XRCD;
+        assert_eq!(check_qp_init_ex(RC, m | xrcd, 0, 0), Err(EOPNOTSUPP));
+        let cf = sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_CREATE_FLAGS;
+        assert_eq!(check_qp_init_ex(RC, m | cf, 1, 0), Err(EOPNOTSUPP));
+        assert_eq!(
+            check_qp_init_ex(sys::ibv_qp_type_IBV_QPT_XRC_SEND, m, 0, 0),
+            Err(EOPNOTSUPP)
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! Shared receive queues: create, modify (resize remaps the ring), query,
+//! destroy, and post_srq_recv without a system call.
+
+use core::ffi::c_int;
+use core::mem::size_of;
+
+use crate::abi::{self, VerbsSrq};
+use crate::errno::{Errno, EINVAL};
+use crate::ffi::{int_verb, ptr_verb};
+use crate::lock::FfiLock;
+use crate::provider::cmd_fd;
+use crate::qp::post_recv_list;
+use crate::queue::{Mapping, SharedQueue};
+use crate::sys;
+use crate::wq::RecvQueue;
+use crate::wqe::RECV_HDR;
+
+/// Our SRQ; `vsrq` first so `ibv_srq` pointers are `Srq` pointers.
+#[repr(C)]
+pub(crate) struct Srq {
+    vsrq: VerbsSrq,
+    rq: FfiLock<Option<RecvQueue>>,
+    max_sge: u32,
+}
+
+/// # Safety
+///
+/// `ibsrq` must be a live SRQ of this provider.
+unsafe fn srq_ref<'a>(ibsrq: *mut sys::ibv_srq) -> &'a Srq {
+    // SAFETY: per the caller; we read only fields libibverbs never writes.
+    unsafe { &*ibsrq.cast::<Srq>() }
+}
+
+fn map(fd: c_int, mi: &sys::metaroce_mmap_info, max_sge: u32) -> Result<RecvQueue, Errno> {
+    let ring = SharedQueue::new(Mapping::map(fd, mi)?, RECV_HDR)?;
+    Ok(RecvQueue::new(ring, max_sge))
+}
+
+pub(crate) unsafe extern "C" fn create_srq(
+    pd: *mut sys::ibv_pd,
+    attr: *mut sys::ibv_srq_init_attr,
+) -> *mut sys::ibv_srq {
+    ptr_verb(|| {
+        if pd.is_null() || attr.is_null() {
+            return Err(EINVAL);
+        }
+        let srq = Box::into_raw(Box::new(Srq {
+            // SAFETY: VerbsSrq is a plain C struct.
+            vsrq: unsafe { core::mem::zeroed() },
+            rq: FfiLock::new(None),
+            max_sge: 0,
+        }));
+        let mut cmd = abi::CmdCreateSrq::new();
+        let mut resp = abi::CreateSrqResp::new();
+        // SAFETY: srq is ours; buffers of the sizes given.
+        let r = Errno::check(unsafe {
+            abi::ibv_cmd_create_srq(
+                pd,
+                srq.cast::<sys::ibv_srq>(),
+                attr,
+                &mut cmd,
+                size_of::<abi::CmdCreateSrq>(),
+                &mut resp.ibv_resp,
+                size_of::<abi::CreateSrqResp>(),
+            )
+        });
+        if let Err(e) = r {
+            // SAFETY: not created in the kernel.
+            drop(unsafe { Box::from_raw(srq) });
+            return Err(e);
+        }
+        // SAFETY: attr now holds the granted limits; pd's context is live.
+        let (max_sge, fd) = unsafe { ((*attr).attr.max_sge, cmd_fd((*pd).context)) };
+        match map(fd, &resp.drv.mi, max_sge) {
+            Ok(rq) => {
+                // SAFETY: srq is not shared yet.
+                unsafe {
+                    *(*srq).rq.get_mut() = Some(rq);
+                    (*srq).max_sge = max_sge;
+                }
+                Ok(srq.cast::<sys::ibv_srq>())
+            }
+            Err(e) => {
+                // SAFETY: created in the kernel; destroy it there, then free.
+                unsafe {
+                    abi::ibv_cmd_destroy_srq(srq.cast::<sys::ibv_srq>());
+                    drop(Box::from_raw(srq));
+                }
+                Err(e)
+            }
+        }
+    })
+}
+
+pub(crate) unsafe extern "C" fn modify_srq(
+    ibsrq: *mut sys::ibv_srq,
+    attr: *mut sys::ibv_srq_attr,
+    mask: c_int,
+) -> c_int {
+    int_verb(|| {
+        // SAFETY: one of our SRQs.
+        let srq = unsafe { srq_ref(ibsrq) };
+        let mut g = srq.rq.lock();
+        // SAFETY: zero is a valid mmap_info for the kernel to overwrite.
+        let mut mi: sys::metaroce_mmap_info = unsafe { core::mem::zeroed() };
+        let mut cmd = abi::MetaroceModifySrq {
+            ibv_cmd: abi::CmdModifySrq::new(),
+            drv: sys::metaroce_modify_srq_cmd {
+                mmap_info_addr: &mut mi as *mut sys::metaroce_mmap_info as u64,
+            },
+        };
+        // SAFETY: live SRQ; the command is core + driver part, its full size
+        // passed; `mi` outlives the call.
+        Errno::check(unsafe {
+            abi::ibv_cmd_modify_srq(
+                ibsrq,
+                attr,
+                mask,
+                &mut cmd.ibv_cmd,
+                size_of::<abi::MetaroceModifySrq>(),
+            )
+        })?;
+        if mask as u32 & sys::ibv_srq_attr_mask_IBV_SRQ_MAX_WR != 0 && mi.size != 0 {
+            // SAFETY: the SRQ's context is live.
+            let fd = unsafe { cmd_fd((*ibsrq).context) };
+            let rq = map(fd, &mi, srq.max_sge)?;
+            *g = Some(rq);
+        }
+        Ok(())
+    })
+}
+
+pub(crate) unsafe extern "C" fn query_srq(
+    ibsrq: *mut sys::ibv_srq,
+    attr: *mut sys::ibv_srq_attr,
+) -> c_int {
+    int_verb(|| {
+        let mut cmd = abi::CmdQuerySrq::new();
+        // SAFETY: passthrough; the command buffer is ours.
+        Errno::check(unsafe {
+            abi::ibv_cmd_query_srq(ibsrq, attr, &mut cmd, size_of::<abi::CmdQuerySrq>())
+        })
+    })
+}
+
+pub(crate) unsafe extern "C" fn destroy_srq(ibsrq: *mut sys::ibv_srq) -> c_int {
+    int_verb(|| {
+        // SAFETY: one of our SRQs.
+        Errno::check(unsafe { abi::ibv_cmd_destroy_srq(ibsrq) })?;
+        // SAFETY: destroyed in the kernel; released once.
+        drop(unsafe { Box::from_raw(ibsrq.cast::<Srq>()) });
+        Ok(())
+    })
+}
+
+pub(crate) unsafe extern "C" fn post_srq_recv(
+    ibsrq: *mut sys::ibv_srq,
+    wr: *mut sys::ibv_recv_wr,
+    bad_wr: *mut *mut sys::ibv_recv_wr,
+) -> c_int {
+    int_verb(|| {
+        if bad_wr.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: the application's out pointer.
+        unsafe { *bad_wr = core::ptr::null_mut() };
+        // SAFETY: one of our SRQs.
+        let srq = unsafe { srq_ref(ibsrq) };
+        let mut g = srq.rq.lock();
+        let rq = g.as_mut().ok_or(EINVAL)?;
+        // SAFETY: the application's WR list and out pointer.
+        unsafe { post_recv_list(rq, wr, bad_wr) }
+    })
+}
