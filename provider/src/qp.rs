@@ -45,15 +45,30 @@ fn new_qp(qp_type: u32) -> *mut Qp {
     }))
 }
 
+/// The provider-owned parts of a QP. Built from field borrows only: the
+/// `ibv_qp` part belongs to libibverbs, which may write it (e.g. `state`)
+/// from another thread, so no reference to the whole `Qp` is ever made
+/// after creation.
+struct QpView<'a> {
+    qp_type: u32,
+    sq: &'a FfiLock<Option<SendQueue>>,
+    rq: &'a FfiLock<Option<RecvQueue>>,
+}
+
 /// # Safety
 ///
 /// `ibqp` must be a live QP of this provider.
-unsafe fn qp_ref<'a>(ibqp: *mut sys::ibv_qp) -> &'a Qp {
-    // SAFETY: per the caller. Only the lock fields and qp_type are read
-    // through this reference; libibverbs writes ibv_qp fields (state) but
-    // never while a verb on the same QP is running in the same thread, and
-    // we read those through raw pointers.
-    unsafe { &*ibqp.cast::<Qp>() }
+unsafe fn qp_ref<'a>(ibqp: *mut sys::ibv_qp) -> QpView<'a> {
+    let q = ibqp.cast::<Qp>();
+    // SAFETY: per the caller `q` is a live Qp; qp_type never changes after
+    // creation and the locks are only used through shared references.
+    unsafe {
+        QpView {
+            qp_type: (*q).qp_type,
+            sq: &(*q).sq,
+            rq: &(*q).rq,
+        }
+    }
 }
 
 fn check_qp_type(t: u32) -> Result<(), Errno> {
@@ -73,12 +88,23 @@ fn finish_create(
     has_srq: bool,
     resp: &sys::metaroce_create_qp_resp,
 ) -> Result<(), Errno> {
-    let make = || -> Result<(SendQueue, Option<RecvQueue>), Errno> {
+    let make = || -> Result<(Option<SendQueue>, Option<RecvQueue>), Errno> {
         // SAFETY: qp was just created and is not shared yet.
         let qp_type = unsafe { (*qp).qp_type };
-        let sring = SharedQueue::new(Mapping::map(fd, &resp.sq_mi)?, SEND_HDR)?;
-        let sq = SendQueue::new(sring, qp_type, cap.max_send_sge, cap.max_inline_data);
-        let rq = if has_srq {
+        // A size of 0 means no ring (a QP on an SRQ has no receive ring; a
+        // QP created with max_*_wr 0 may have none either).
+        let sq = if resp.sq_mi.size == 0 {
+            None
+        } else {
+            let sring = SharedQueue::new(Mapping::map(fd, &resp.sq_mi)?, SEND_HDR)?;
+            Some(SendQueue::new(
+                sring,
+                qp_type,
+                cap.max_send_sge,
+                cap.max_inline_data,
+            ))
+        };
+        let rq = if has_srq || resp.rq_mi.size == 0 {
             None
         } else {
             let rring = SharedQueue::new(Mapping::map(fd, &resp.rq_mi)?, RECV_HDR)?;
@@ -90,7 +116,7 @@ fn finish_create(
         Ok((sq, rq)) => {
             // SAFETY: qp is not shared yet.
             unsafe {
-                *(*qp).sq.get_mut() = Some(sq);
+                *(*qp).sq.get_mut() = sq;
                 *(*qp).rq.get_mut() = rq;
             }
             Ok(())
@@ -527,22 +553,34 @@ fn set_wr_ops(ex: &mut sys::ibv_qp_ex) {
 ///
 /// `ex` must be a live QP of ours between `wr_start` and `wr_complete` /
 /// `wr_abort`.
-unsafe fn in_batch(ex: *mut sys::ibv_qp_ex, f: impl FnOnce(&mut SendQueue, &sys::ibv_qp_ex)) {
+unsafe fn in_batch(ex: *mut sys::ibv_qp_ex, f: impl FnOnce(&mut SendQueue, &WrCtl)) {
     void_verb(|| {
         // SAFETY: per the caller: our QP, whose wr_start leaked the guard.
         let qp = unsafe { qp_ref(ex.cast::<sys::ibv_qp>()) };
         // SAFETY: as above.
         let mut g = held(unsafe { qp.sq.resume() });
+        // SAFETY: wr_id/wr_flags are plain fields the application set before
+        // this call; read by value.
+        let ctl = unsafe {
+            WrCtl {
+                wr_id: (*ex).wr_id,
+                wr_flags: (*ex).wr_flags,
+            }
+        };
         if let Some(sq) = g.as_mut() {
-            // SAFETY: wr_id/wr_flags were set by the application, which owns
-            // the QP during the sequence.
-            f(sq, unsafe { &*ex });
+            f(sq, &ctl);
         }
     });
 }
 
+/// The `wr_id` and `wr_flags` the application set in its `ibv_qp_ex`.
+struct WrCtl {
+    wr_id: u64,
+    wr_flags: u32,
+}
+
 /// Starts a work request with the `wr_id`/`wr_flags` the application set.
-fn op(sq: &mut SendQueue, ex: &sys::ibv_qp_ex, opcode: u32, ex_field: u32, remote: Remote) {
+fn op(sq: &mut SendQueue, ex: &WrCtl, opcode: u32, ex_field: u32, remote: Remote) {
     match uverbs_send_flags(ex.wr_flags) {
         Ok(flags) => sq.batch_op(SendWr {
             wr_id: ex.wr_id,
@@ -668,7 +706,7 @@ unsafe extern "C" fn wr_set_sge(ex: *mut sys::ibv_qp_ex, lkey: u32, addr: u64, l
 }
 
 unsafe extern "C" fn wr_set_sge_list(ex: *mut sys::ibv_qp_ex, n: usize, list: *const sys::ibv_sge) {
-    let f = |sq: &mut SendQueue, _: &sys::ibv_qp_ex| {
+    let f = |sq: &mut SendQueue, _: &WrCtl| {
         // SAFETY: the application passes `n` SGEs at `list`.
         let s = c_int::try_from(n)
             .map_err(|_| EINVAL)
@@ -683,7 +721,7 @@ unsafe extern "C" fn wr_set_sge_list(ex: *mut sys::ibv_qp_ex, n: usize, list: *c
 }
 
 unsafe extern "C" fn wr_set_inline_data(ex: *mut sys::ibv_qp_ex, addr: *mut c_void, len: usize) {
-    let f = |sq: &mut SendQueue, _: &sys::ibv_qp_ex| {
+    let f = |sq: &mut SendQueue, _: &WrCtl| {
         if len == 0 {
             sq.batch_set_inline(core::iter::empty());
         } else if addr.is_null() {
@@ -704,7 +742,7 @@ unsafe extern "C" fn wr_set_inline_data_list(
     n: usize,
     list: *const sys::ibv_data_buf,
 ) {
-    let f = |sq: &mut SendQueue, _: &sys::ibv_qp_ex| {
+    let f = |sq: &mut SendQueue, _: &WrCtl| {
         if n > 0 && list.is_null() {
             return sq.batch_fail(EINVAL);
         }
@@ -732,7 +770,7 @@ unsafe extern "C" fn wr_set_ud_addr(
     qpn: u32,
     qkey: u32,
 ) {
-    let f = |sq: &mut SendQueue, _: &sys::ibv_qp_ex| {
+    let f = |sq: &mut SendQueue, _: &WrCtl| {
         // SAFETY: ah is NULL or one of ours.
         match unsafe { ah_num(ah) } {
             Ok(n) => sq.batch_set_ud(qpn, qkey, n),

@@ -23,12 +23,25 @@ pub(crate) struct Srq {
     max_sge: u32,
 }
 
+/// The provider-owned parts of an SRQ (field borrows only; the `ibv_srq`
+/// part belongs to libibverbs).
+struct SrqView<'a> {
+    rq: &'a FfiLock<Option<RecvQueue>>,
+    max_sge: u32,
+}
+
 /// # Safety
 ///
 /// `ibsrq` must be a live SRQ of this provider.
-unsafe fn srq_ref<'a>(ibsrq: *mut sys::ibv_srq) -> &'a Srq {
-    // SAFETY: per the caller; we read only fields libibverbs never writes.
-    unsafe { &*ibsrq.cast::<Srq>() }
+unsafe fn srq_ref<'a>(ibsrq: *mut sys::ibv_srq) -> SrqView<'a> {
+    let s = ibsrq.cast::<Srq>();
+    // SAFETY: per the caller; max_sge is fixed after creation.
+    unsafe {
+        SrqView {
+            rq: &(*s).rq,
+            max_sge: (*s).max_sge,
+        }
+    }
 }
 
 fn map(fd: c_int, mi: &sys::metaroce_mmap_info, max_sge: u32) -> Result<RecvQueue, Errno> {
