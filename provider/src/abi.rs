@@ -36,8 +36,7 @@ pub(crate) struct Timespec {
 pub(crate) const SYSFS_NAME_MAX: usize = 64;
 pub(crate) const SYSFS_PATH_MAX: usize = 256;
 
-/// `struct verbs_match_ent`: one entry of a provider's match table. We use
-/// none (see `crate::matching`) but `verbs_sysfs_dev` points at one.
+/// `struct verbs_match_ent`: one entry of a provider's match table.
 #[repr(C)]
 pub(crate) struct VerbsMatchEnt {
     driver_data: *mut c_void,
@@ -46,6 +45,37 @@ pub(crate) struct VerbsMatchEnt {
     device: u16,
     kind: u8,
 }
+
+/// `VERBS_MATCH_SENTINEL` and `VERBS_MATCH_DRIVER_ID`.
+const VERBS_MATCH_SENTINEL: u8 = 0;
+const VERBS_MATCH_DRIVER_ID: u8 = 3;
+
+impl VerbsMatchEnt {
+    /// `VERBS_DRIVER_ID(id)`.
+    pub(crate) const fn driver_id(id: u32) -> Self {
+        VerbsMatchEnt {
+            driver_data: core::ptr::null_mut(),
+            u: id as u64,
+            vendor: 0,
+            device: 0,
+            kind: VERBS_MATCH_DRIVER_ID,
+        }
+    }
+
+    /// The `{}` that ends a table.
+    pub(crate) const fn sentinel() -> Self {
+        VerbsMatchEnt {
+            driver_data: core::ptr::null_mut(),
+            u: 0,
+            vendor: 0,
+            device: 0,
+            kind: VERBS_MATCH_SENTINEL,
+        }
+    }
+}
+
+// SAFETY: immutable table entries; the pointer is NULL.
+unsafe impl Sync for VerbsMatchEnt {}
 
 /// `struct verbs_sysfs_dev`: an rdma device found in sysfs/netlink.
 #[repr(C)]
@@ -417,6 +447,8 @@ drv_resp!(
 
 const _: () = assert!(size_of::<ListNode>() == 16);
 const _: () = assert!(size_of::<VerbsMatchEnt>() == 24);
+const _: () = assert!(offset_of!(VerbsMatchEnt, u) == 8);
+const _: () = assert!(offset_of!(VerbsMatchEnt, kind) == 20);
 const _: () = assert!(size_of::<VerbsSysfsDev>() == 992);
 const _: () = assert!(offset_of!(VerbsSysfsDev, flags) == 32);
 const _: () = assert!(offset_of!(VerbsSysfsDev, sysfs_name) == 36);

@@ -1,23 +1,27 @@
 //! How libibverbs recognises a MetaRoCE device (safe).
 //!
-//! rdma-core 44 (`libibverbs/init.c`) tries, per sysfs device and provider:
-//! a match table (by driver id from netlink, then by name, then by the
-//! parent's modalias), then the provider's `match_device` callback, which
-//! is called whether or not the table matched and has the final word.
+//! rdma-core 44 (`libibverbs/init.c`) first offers a device whose netlink
+//! driver id is not `RDMA_DRIVER_UNKNOWN` to the providers whose match table
+//! lists that id, then to every provider in turn: a table match (driver id,
+//! then name, then the parent's modalias) followed by the provider's
+//! `match_device` callback, which is called whether or not the table
+//! matched and has the final word.
 //!
-//! None of the table kinds fits MetaRoCE: the kernel reports
-//! `RDMA_DRIVER_UNKNOWN` (no id is assigned to us upstream, and table
-//! matching skips UNKNOWN), a software device has no parent modalias, and
-//! name matching would tie users to a name prefix. So the provider has no
-//! table and a `match_device` that accepts a device when
-//! - its netlink driver id is `RDMA_DRIVER_UNKNOWN`, and
-//! - the first word of `<ibdev_path>/node_desc` is `MetaRoCE`, the node
-//!   description our kernel driver sets (rust/driver/link.rs).
+//! MetaRoCE devices are matched by identity, never by name, so any name
+//! given to `rdma link add` works:
+//! - by driver id `METAROCE_DRIVER_ID` (0x4d52, "MR"), the id the kernel
+//!   side is moving to (no upstream `enum rdma_driver_id` entry exists):
+//!   the match table lists it, which also wins the priority pass over
+//!   providers that match by name prefix (rxe claims names "rxe*");
+//! - for kernels that report `RDMA_DRIVER_UNKNOWN` (the committed driver at
+//!   the time of writing), by the first word of `<ibdev_path>/node_desc`
+//!   being `MetaRoCE`, the node description our kernel driver sets
+//!   (rust/driver/link.rs). Table matching skips UNKNOWN, a software device
+//!   has no parent modalias, and name matching would tie users to a
+//!   prefix, so `match_device` reads node_desc. The first word only, to
+//!   allow a host-qualified description ("MetaRoCE hostA").
 //!
-//! This works for whatever name the user gives in `rdma link add`, never
-//! claims an rxe/siw/hardware device (they report their own driver ids)
-//! and leaves room for a host-qualified description ("MetaRoCE hostA").
-//!
+//! No rxe/siw/hardware device is claimed: they report their own driver ids.
 //! The uverbs ABI version must also equal `METAROCE_UVERBS_ABI_VERSION`,
 //! which libibverbs checks against `match_{min,max}_abi_version`.
 
@@ -27,6 +31,11 @@ use crate::sys;
 
 /// The node description our kernel driver sets.
 pub(crate) const NODE_DESC: &str = "MetaRoCE";
+
+/// The driver id of MetaRoCE devices: `METAROCE_DRIVER_ID` of
+/// metaroce-abi.h (being added there by the kernel side; the test
+/// `driver_id_agrees_with_the_header` keeps the two equal once it is).
+pub(crate) const METAROCE_DRIVER_ID: u32 = 0x4d52;
 
 /// Whether a `node_desc` file's contents name a MetaRoCE device.
 pub(crate) fn node_desc_matches(contents: &[u8]) -> bool {
@@ -40,6 +49,9 @@ pub(crate) fn node_desc_matches(contents: &[u8]) -> bool {
 /// The match decision for a device at `ibdev_path` (e.g.
 /// `/sys/class/infiniband/mr0`) with netlink driver id `driver_id`.
 pub(crate) fn device_matches(ibdev_path: &Path, driver_id: u32) -> bool {
+    if driver_id == METAROCE_DRIVER_ID {
+        return true;
+    }
     if driver_id != sys::rdma_driver_id_RDMA_DRIVER_UNKNOWN {
         return false;
     }
@@ -76,6 +88,23 @@ mod tests {
         assert!(!node_desc_matches(b"\n"));
     }
 
+    /// If metaroce-abi.h defines METAROCE_DRIVER_ID, it is ours.
+    #[test]
+    fn driver_id_agrees_with_the_header() {
+        let h = Path::new(env!("CARGO_MANIFEST_DIR")).join("../include/uapi/rdma/metaroce-abi.h");
+        let text = fs::read_to_string(h).unwrap();
+        let def = text.lines().find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some("#define") && w.next() == Some("METAROCE_DRIVER_ID"))
+                .then(|| w.next().map(str::to_owned))
+                .flatten()
+        });
+        if let Some(v) = def {
+            let v = v.trim_start_matches("0x");
+            assert_eq!(u32::from_str_radix(v, 16).unwrap(), METAROCE_DRIVER_ID);
+        }
+    }
+
     #[test]
     fn fake_sysfs() {
         let root = std::env::temp_dir().join(format!("metaroce-match-{}", std::process::id()));
@@ -92,6 +121,8 @@ mod tests {
         assert!(!device_matches(&d, unknown));
         let d = fake_dev(&root, "nodesc", None);
         assert!(!device_matches(&d, unknown));
+        // Our own driver id needs nothing else.
+        assert!(device_matches(&d, METAROCE_DRIVER_ID));
         assert!(!device_matches(&root.join("missing"), unknown));
         fs::remove_dir_all(&root).unwrap();
     }

@@ -13,12 +13,18 @@ use crate::ffi::{ptr_verb, value_verb, void_verb};
 use crate::sys;
 use crate::{cq, qp, srq, verbs};
 
+/// Our driver id, for libibverbs' priority pass (see `crate::matching`).
+static MATCH_TABLE: [abi::VerbsMatchEnt; 2] = [
+    abi::VerbsMatchEnt::driver_id(crate::matching::METAROCE_DRIVER_ID),
+    abi::VerbsMatchEnt::sentinel(),
+];
+
 /// What libibverbs gets from `verbs_register_driver_34`.
 pub(crate) static DEVICE_OPS: VerbsDeviceOps = VerbsDeviceOps {
     name: c"metaroce".as_ptr(),
     match_min_abi_version: sys::METAROCE_UVERBS_ABI_VERSION,
     match_max_abi_version: sys::METAROCE_UVERBS_ABI_VERSION,
-    match_table: core::ptr::null(),
+    match_table: MATCH_TABLE.as_ptr(),
     static_providers: core::ptr::null(),
     match_device: Some(match_device),
     alloc_context: Some(alloc_context),
@@ -269,7 +275,7 @@ mod tests {
         let name = unsafe { CStr::from_ptr(DEVICE_OPS.name) };
         assert_eq!(name.to_bytes(), b"metaroce");
         assert_eq!(DEVICE_OPS.match_min_abi_version, 1);
-        assert!(DEVICE_OPS.match_table.is_null());
+        assert!(!DEVICE_OPS.match_table.is_null());
         assert!(DEVICE_OPS.match_device.is_some());
     }
 
@@ -290,6 +296,10 @@ mod tests {
         sd.driver_id = sys::rdma_driver_id_RDMA_DRIVER_RXE;
         // SAFETY: as above.
         assert!(!unsafe { match_device(&mut *sd) });
+        sd.driver_id = crate::matching::METAROCE_DRIVER_ID;
+        std::fs::write(dev.join("node_desc"), "renamed\n").unwrap();
+        // SAFETY: as above.
+        assert!(unsafe { match_device(&mut *sd) });
         std::fs::remove_dir_all(&root).unwrap();
     }
 }
