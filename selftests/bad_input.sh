@@ -23,9 +23,11 @@ expect_err "File exists" rdma link add mr9 type metaroce netdev "$PLANE0_DEV"
 expect_dmesg "cannot add mr9: $PLANE0_DEV already carries MetaRoCE device mr0"
 rdma_dev_exists mr9 && fail "mr9 exists after a refused add"
 
-# rxe works beside us, on the same netdev; its names are taken too.
+# rxe works beside us on the same netdev, in both orders; its names are
+# taken too, and its devices are never mistaken for ours.
 expect_ok modprobe rdma_rxe
 expect_ok rdma link add rxe0 type rxe netdev "$PLANE0_DEV"
+expect_ok rdma link add rxe1 type rxe netdev "$PLANE1_DEV"
 expect_err "File exists" rdma link add rxe0 type metaroce netdev "$PLANE1_DEV"
 
 expect_err "Invalid argument" rdma link add mr5 type nosuchtype netdev "$PLANE1_DEV"
@@ -37,4 +39,5 @@ expect_ok rmmod metaroce
 rdma_dev_exists mr0 && fail "mr0 survived rmmod"
 rdma_dev_exists mr1 && fail "mr1 survived rmmod"
 rdma_dev_exists rxe0 || fail "rmmod metaroce removed rxe0"
-log "ok: rmmod removed mr0 and mr1, rxe0 untouched"
+rdma_dev_exists rxe1 || fail "rmmod metaroce removed rxe1"
+log "ok: rmmod removed mr0 and mr1, rxe0 and rxe1 untouched"

@@ -86,6 +86,7 @@ pub const IBV_ACCESS_OPTIONAL_FIRST: u32 = 1048576;
 pub const IBV_DEVICE_RAW_SCATTER_FCS: u64 = 17179869184;
 pub const IBV_DEVICE_PCI_WRITE_END_PADDING: u64 = 68719476736;
 pub const METAROCE_UVERBS_ABI_VERSION: u32 = 1;
+pub const METAROCE_DRIVER_ID: u32 = 19794;
 pub type __time_t = ::std::os::raw::c_long;
 pub type __syscall_slong_t = ::std::os::raw::c_long;
 #[repr(C)]

@@ -20,11 +20,11 @@ pub(crate) type PortAttr = bindings::ib_port_attr;
 /// Port properties fixed at registration (the core's `ib_port_immutable`).
 pub(crate) type PortImmutable = bindings::ib_port_immutable;
 
-/// The driver id the core matches our devices by. No id is assigned upstream
-/// to MetaRoCE and no in-tree driver uses `RDMA_DRIVER_UNKNOWN`, so it names
-/// exactly this driver's devices in `ib_device_get_by_netdev` and
-/// `ib_unregister_driver`.
-const DRIVER_ID: bindings::rdma_driver_id = bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN;
+/// The driver id the core tells our devices apart by (in
+/// `ib_device_get_by_netdev` and `ib_unregister_driver`), and user space
+/// matches the provider by. Not `RDMA_DRIVER_UNKNOWN`: the core's lookups
+/// treat that as "any driver". See `include/uapi/rdma/metaroce-abi.h`.
+const DRIVER_ID: bindings::rdma_driver_id = bindings::METAROCE_DRIVER_ID;
 
 /// The verbs a driver implements; the adapter turns them into `ib_device_ops`.
 pub(crate) trait IbDriver {

@@ -8,4 +8,5 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_mad.h>
 #include <rdma/rdma_netlink.h>
+#include <rdma/metaroce-abi.h>
 #include "helpers.h"

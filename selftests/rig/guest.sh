@@ -26,6 +26,7 @@ env=/run/metaroce/env
 	echo "export METAROCE_ROLE=$role METAROCE_REPO=$repo METAROCE_RIG=$rig"
 	echo "export METAROCE_OUT=$out METAROCE_PLANES=$planes"
 	echo "export PATH=/usr/sbin:/usr/bin:/sbin:/bin"
+	cat "$out/env" 2>/dev/null
 } > $env
 
 ip link set lo up
@@ -43,10 +44,12 @@ echo "export METAROCE_PEER_ADDR=198.19.0.$peer_n" >> $env
 
 # Modules built for this kernel, plus ours, where modprobe (and the rdma
 # link autoload) can find them: an overlay so the host tree stays untouched.
+# Its upper layer is on /run (tmpfs): overlayfs cannot be an upper layer.
 kver=$(uname -r)
 if [ -d "/lib/modules/$kver" ] && [ -f "$repo/metaroce.ko" ]; then
-	mkdir -p /tmp/mods-up /tmp/mods-work
-	mount -t overlay overlay -o "lowerdir=/lib/modules/$kver,upperdir=/tmp/mods-up,workdir=/tmp/mods-work" "/lib/modules/$kver"
+	mkdir -p /run/metaroce/mods-up /run/metaroce/mods-work
+	mount -t overlay overlay -o "lowerdir=/lib/modules/$kver,upperdir=/run/metaroce/mods-up,workdir=/run/metaroce/mods-work" "/lib/modules/$kver" ||
+		{ echo "rig: cannot overlay /lib/modules/$kver"; exit 1; }
 	mkdir -p "/lib/modules/$kver/extra"
 	cp "$repo/metaroce.ko" "/lib/modules/$kver/extra/"
 	depmod -a

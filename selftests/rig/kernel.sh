@@ -3,7 +3,7 @@
 # linux-source-6.12 and print the path of its tree on stdout.
 #
 # The tree lives outside the repo, under $METAROCE_CACHE (default
-# /var/cache/metaroce), keyed by everything that goes into it: the source
+# /var/lib/metaroce; not /var/cache, which virtme-ng hides in its guests), keyed by everything that goes into it: the source
 # package version, the two config files, this script and the toolchain
 # versions, and RECIPE below (bump it when a change to this script changes
 # the kernel it builds). A warm call costs a hash and a stat.
@@ -12,7 +12,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-cache=${METAROCE_CACHE:-/var/cache/metaroce}
+cache=${METAROCE_CACHE:-/var/lib/metaroce}
 tarball=/usr/src/linux-source-6.12.tar.xz
 venv=${METAROCE_VENV:-/opt/metaroce-venv}
 export PATH="$venv/bin:$HOME/.cargo/bin:$PATH"

@@ -37,7 +37,7 @@ def finish(proc, timeout):
 
 
 def start(cmd):
-    return subprocess.Popen(["/bin/sh", "-c", cmd], stdout=subprocess.PIPE,
+    return subprocess.Popen(["/bin/bash", "-c", cmd], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
                             errors="replace", start_new_session=True)
 

@@ -25,6 +25,8 @@ kdir=$("$rig/kernel.sh" --path) || { echo "rig: test kernel not built (make kern
 out=${METAROCE_OUT:-$(mktemp -d /tmp/metaroce-rig.XXXXXX)}
 mkdir -p "$out"
 rm -f "$out"/*.dmesg "$out"/A.rc "$out"/tap.txt
+# The guests do not inherit this environment: pass what the tests read.
+declare -p METAROCE_TESTS 2>/dev/null | sed 's/^declare -x/export/; s/^declare --/export/' > "$out/env" || true
 
 # KVM only if it really boots here (on some machines it hangs at
 # "Decompressing Linux"): probe once, remember per kernel tree.
@@ -66,6 +68,10 @@ boot() {
 		--rwdir "$out" "--qemu-opts=$(qemu_opts "$hb" "$mine" "$theirs")" \
 		--exec "$rig/guest.sh $role $out $planes '$what'" < /dev/null
 }
+
+# vng links the tree's modules into .virtme_mods at boot; do it once here
+# so the two hosts don't race to create the same links.
+(cd "$kdir" && virtme-prep-kdir-mods > /dev/null)
 
 start=$(date +%s)
 boot B 0b 1 0 serve > "$out/B.console" 2>&1 &

@@ -29,6 +29,17 @@
 
 #define METAROCE_UVERBS_ABI_VERSION 1
 
+/*
+ * The driver id MetaRoCE devices report (ib_device_ops.driver_id, and
+ * RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID to user space). enum rdma_driver_id has
+ * no entry for MetaRoCE, and RDMA_DRIVER_UNKNOWN is a wildcard in the core's
+ * lookups, so the driver uses this value outside the enum ('M''R'): the core
+ * tells our devices from every other driver's by it, and the provider
+ * matches devices by it whatever their name. An upstream driver would get
+ * an enum entry instead.
+ */
+#define METAROCE_DRIVER_ID 0x4d52
+
 /* Where a shared queue is: pass offset/size to mmap(2) on the uverbs fd. */
 struct metaroce_mmap_info {
 	__aligned_u64 offset;
