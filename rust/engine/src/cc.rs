@@ -115,18 +115,21 @@ impl CongestionControl for Aimd {
             if cc.cwnd < cc.ssthresh {
                 cc.cwnd = cc.cwnd.saturating_add(n.saturating_mul(CWND_ONE));
             } else {
-                let inc = (u64::from(n) * u64::from(CWND_ONE) * u64::from(CWND_ONE)) / u64::from(cc.cwnd.max(1));
+                let inc = (u64::from(n) * u64::from(CWND_ONE) * u64::from(CWND_ONE))
+                    / u64::from(cc.cwnd.max(1));
                 cc.cwnd = cc.cwnd.saturating_add(inc.min(u64::from(u32::MAX)) as u32);
             }
         }
         if sig.now >= cc.epoch_end {
             if cc.acked_in_epoch > 0 {
-                let frac = ((u64::from(cc.ce_in_epoch.min(cc.acked_in_epoch)) * u64::from(CWND_ONE))
+                let frac = ((u64::from(cc.ce_in_epoch.min(cc.acked_in_epoch))
+                    * u64::from(CWND_ONE))
                     / u64::from(cc.acked_in_epoch)) as u32;
                 cc.alpha = cc.alpha - (cc.alpha >> ALPHA_SHIFT) + (frac >> ALPHA_SHIFT);
             }
             if cc.ce_in_epoch > 0 && sig.now.saturating_sub(cc.last_decrease) >= sig.srtt {
-                let cut = (u64::from(cc.cwnd) * u64::from(cc.alpha) / (2 * u64::from(CWND_ONE))) as u32;
+                let cut =
+                    (u64::from(cc.cwnd) * u64::from(cc.alpha) / (2 * u64::from(CWND_ONE))) as u32;
                 cc.cwnd = cc.cwnd.saturating_sub(cut);
                 cc.ssthresh = cc.cwnd;
                 cc.last_decrease = sig.now;

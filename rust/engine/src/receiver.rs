@@ -152,7 +152,10 @@ impl Receiver {
     /// An idle receiver, usable only after [`Receiver::reset`]; a constant
     /// so a kernel can box it without building it on the stack.
     pub const EMPTY: Self = Self {
-        cfg: ReceiverConfig { peer_qpn: 0, mtu: 1 },
+        cfg: ReceiverConfig {
+            peer_qpn: 0,
+            mtu: 1,
+        },
         paths: [RxPath::EMPTY; MAX_PATHS],
         msgs: [RxMsg::EMPTY; MSG_WINDOW],
         head: 0,
@@ -446,7 +449,11 @@ mod tests {
     use super::*;
 
     fn rx() -> Receiver {
-        Receiver::new(ReceiverConfig { peer_qpn: 9, mtu: 100 }).unwrap()
+        Receiver::new(ReceiverConfig {
+            peer_qpn: 9,
+            mtu: 100,
+        })
+        .unwrap()
     }
 
     fn hdr(msn: u32, offset: u32, msg_len: u32, psn: u32) -> DataHeader {
@@ -472,20 +479,37 @@ mod tests {
     fn out_of_order_placement_in_order_completion() {
         let mut r = rx();
         // Message 1 (one packet) completes before message 0 (two packets).
-        assert!(matches!(r.on_data(&hdr(1, 0, 50, 0), false, 0), RxVerdict::Place(_)));
+        assert!(matches!(
+            r.on_data(&hdr(1, 0, 50, 0), false, 0),
+            RxVerdict::Place(_)
+        ));
         assert!(r.pop_completion().is_none());
-        assert!(matches!(r.on_data(&hdr(0, 100, 150, 1), true, 0), RxVerdict::Place(p) if p.offset == 100 && p.len == 50));
-        assert_eq!(r.on_data(&hdr(0, 100, 150, 1), false, 0), RxVerdict::Duplicate);
+        assert!(
+            matches!(r.on_data(&hdr(0, 100, 150, 1), true, 0), RxVerdict::Place(p) if p.offset == 100 && p.len == 50)
+        );
+        assert_eq!(
+            r.on_data(&hdr(0, 100, 150, 1), false, 0),
+            RxVerdict::Duplicate
+        );
         let a = r.ack_for(0).unwrap();
         assert!(a.ce);
         assert_eq!(a.cum_psn, 2);
         assert_eq!(a.ts_echo, 5);
-        assert!(matches!(r.on_data(&hdr(0, 0, 150, 2), false, 0), RxVerdict::Place(_)));
+        assert!(matches!(
+            r.on_data(&hdr(0, 0, 150, 2), false, 0),
+            RxVerdict::Place(_)
+        ));
         assert_eq!(r.ack_for(0).unwrap().cum_msn, 2);
-        assert_eq!(r.pop_completion().map(|c| (c.msn, c.imm)), Some((0, Some(0xAB))));
+        assert_eq!(
+            r.pop_completion().map(|c| (c.msn, c.imm)),
+            Some((0, Some(0xAB)))
+        );
         assert_eq!(r.pop_completion().map(|c| c.msn), Some(1));
         assert!(r.pop_completion().is_none());
-        assert_eq!(r.on_data(&hdr(0, 0, 150, 3), false, 0), RxVerdict::Duplicate);
+        assert_eq!(
+            r.on_data(&hdr(0, 0, 150, 3), false, 0),
+            RxVerdict::Duplicate
+        );
     }
 
     #[test]
@@ -493,12 +517,24 @@ mod tests {
         let mut r = rx();
         let mut h = hdr(0, 50, 150, 0);
         h.payload_len = 100;
-        assert_eq!(r.on_data(&h, false, 0), RxVerdict::Drop(DropReason::BadSegmentation));
-        assert!(matches!(r.on_data(&hdr(0, 0, 150, 0), false, 0), RxVerdict::Place(_)));
+        assert_eq!(
+            r.on_data(&h, false, 0),
+            RxVerdict::Drop(DropReason::BadSegmentation)
+        );
+        assert!(matches!(
+            r.on_data(&hdr(0, 0, 150, 0), false, 0),
+            RxVerdict::Place(_)
+        ));
         let mut h = hdr(0, 100, 250, 1);
         h.payload_len = 100;
-        assert_eq!(r.on_data(&h, false, 0), RxVerdict::Drop(DropReason::Inconsistent));
-        assert_eq!(r.on_data(&hdr(64, 0, 10, 1), false, 0), RxVerdict::Drop(DropReason::MessageOutOfWindow));
+        assert_eq!(
+            r.on_data(&h, false, 0),
+            RxVerdict::Drop(DropReason::Inconsistent)
+        );
+        assert_eq!(
+            r.on_data(&hdr(64, 0, 10, 1), false, 0),
+            RxVerdict::Drop(DropReason::MessageOutOfWindow)
+        );
         // floor_delta bounds every PSN to within the SACK window of the
         // floor it declares, so a far PSN just moves the floor.
         let mut far = hdr(1, 0, 10, 300);
@@ -513,16 +549,33 @@ mod tests {
         let h = hdr(0, 0, 150, 0);
         assert!(matches!(r.on_data(&h, false, 0), RxVerdict::Place(_)));
         r.fail_message(0, Syndrome::RemoteAccess, 0, 0);
-        assert_eq!(r.pop_nak().map(|n| n.syndrome), Some(Syndrome::RemoteAccess));
-        assert_eq!(r.on_data(&hdr(0, 100, 150, 1), false, 0), RxVerdict::Discard);
+        assert_eq!(
+            r.pop_nak().map(|n| n.syndrome),
+            Some(Syndrome::RemoteAccess)
+        );
+        assert_eq!(
+            r.on_data(&hdr(0, 100, 150, 1), false, 0),
+            RxVerdict::Discard
+        );
         assert!(r.pop_nak().is_some(), "NAK repeated");
-        assert_eq!(r.ack_for(0).unwrap().cum_msn, 0, "cum_msn does not pass a failed message");
+        assert_eq!(
+            r.ack_for(0).unwrap().cum_msn,
+            0,
+            "cum_msn does not pass a failed message"
+        );
         assert_eq!(
             r.pop_completion().map(|c| c.status),
             Some(CompletionStatus::Failed(Syndrome::RemoteAccess))
         );
-        assert!(matches!(r.on_data(&hdr(1, 0, 10, 2), false, 0), RxVerdict::Place(_)));
-        assert_eq!(r.ack_for(0).unwrap().cum_msn, 0, "still frozen after the failure");
+        assert!(matches!(
+            r.on_data(&hdr(1, 0, 10, 2), false, 0),
+            RxVerdict::Place(_)
+        ));
+        assert_eq!(
+            r.ack_for(0).unwrap().cum_msn,
+            0,
+            "still frozen after the failure"
+        );
     }
 
     #[test]
@@ -537,7 +590,10 @@ mod tests {
         h.floor_delta = 0;
         h.msn = 1;
         r.on_data(&h, false, 0);
-        assert!(r.ack_for(0).is_none(), "old generation no longer acknowledged");
+        assert!(
+            r.ack_for(0).is_none(),
+            "old generation no longer acknowledged"
+        );
         assert_eq!(r.ack_for(1 << 6).unwrap().cum_psn, 1);
     }
 }

@@ -365,9 +365,11 @@ impl<C: CongestionControl> Sender<C> {
     }
 
     fn rto_of(&self, p: &TxPath) -> u64 {
-        let base = p
-            .rtt
-            .rto(self.cfg.initial_rto_ns, self.cfg.min_rto_ns, self.cfg.max_rto_ns);
+        let base = p.rtt.rto(
+            self.cfg.initial_rto_ns,
+            self.cfg.min_rto_ns,
+            self.cfg.max_rto_ns,
+        );
         base.checked_shl(p.backoff)
             .unwrap_or(u64::MAX)
             .min(self.cfg.max_rto_ns)
@@ -445,7 +447,9 @@ impl<C: CongestionControl> Sender<C> {
     /// Record that packet `pkt` of `msn` reached the receiver.
     fn mark_acked(&mut self, msn: u32, pkt: u32) {
         let Some(i) = self.msg_index(msn) else { return };
-        let Some(m) = self.msgs.get_mut(i) else { return };
+        let Some(m) = self.msgs.get_mut(i) else {
+            return;
+        };
         if m.acked.set(pkt) {
             m.acked_count += 1;
             if m.lost.clear(pkt) {
@@ -458,7 +462,9 @@ impl<C: CongestionControl> Sender<C> {
     /// Queue packet `pkt` of `msn` for retransmission.
     fn mark_lost(&mut self, msn: u32, pkt: u32, slot: usize) {
         let Some(i) = self.msg_index(msn) else { return };
-        let Some(m) = self.msgs.get_mut(i) else { return };
+        let Some(m) = self.msgs.get_mut(i) else {
+            return;
+        };
         if m.failed.is_none() && !m.acked.get(pkt) && m.lost.set(pkt) {
             m.lost_count += 1;
             m.last_loss_slot = slot;
@@ -468,7 +474,9 @@ impl<C: CongestionControl> Sender<C> {
 
     /// Move the floor of a path past resolved PSNs.
     fn advance_floor(&mut self, slot: usize) {
-        let Some(p) = self.paths.get_mut(slot) else { return };
+        let Some(p) = self.paths.get_mut(slot) else {
+            return;
+        };
         while p.una != p.next_psn {
             let e = p.entry(p.una);
             if e.state == EntryState::InFlight {
@@ -483,10 +491,14 @@ impl<C: CongestionControl> Sender<C> {
 
     /// Declare everything in flight on a path lost and empty it.
     fn drain_path(&mut self, slot: usize) {
-        let Some(p) = self.paths.get(slot).map(PathView::of) else { return };
+        let Some(p) = self.paths.get(slot).map(PathView::of) else {
+            return;
+        };
         let mut psn = p.una;
         while psn != p.next_psn {
-            let Some(p) = self.paths.get(slot) else { return };
+            let Some(p) = self.paths.get(slot) else {
+                return;
+            };
             let e = p.entry(psn);
             if e.state == EntryState::InFlight {
                 self.mark_lost(e.msn, u32::from(e.pkt), slot);
@@ -506,7 +518,9 @@ impl<C: CongestionControl> Sender<C> {
         self.rate_hint_mbps = ack.rate_hint_mbps;
         self.on_cum_msn(ack.cum_msn);
         let slot = (ack.path_id & super::config::PATH_SLOT_MASK) as usize;
-        let Some(p) = self.paths.get(slot).map(PathView::of) else { return };
+        let Some(p) = self.paths.get(slot).map(PathView::of) else {
+            return;
+        };
         if p.state == PathState::Unused || p.id != ack.path_id {
             self.stats.stale_acks += 1;
             return;
@@ -548,7 +562,10 @@ impl<C: CongestionControl> Sender<C> {
                 let e = self.paths.get(slot).map(|p| p.entry(psn));
                 match e {
                     Some(e) if e.state == EntryState::Acked => above += 1,
-                    Some(e) if e.state == EntryState::InFlight && above >= self.cfg.reorder_threshold => {
+                    Some(e)
+                        if e.state == EntryState::InFlight
+                            && above >= self.cfg.reorder_threshold =>
+                    {
                         self.mark_lost(e.msn, u32::from(e.pkt), slot);
                         if let Some(p) = self.paths.get_mut(slot) {
                             if let Some(en) = p.entry_mut(psn) {
@@ -569,7 +586,9 @@ impl<C: CongestionControl> Sender<C> {
         self.advance_floor(slot);
         let rto_now;
         {
-            let Some(p) = self.paths.get_mut(slot) else { return };
+            let Some(p) = self.paths.get_mut(slot) else {
+                return;
+            };
             if ack.ts_echo <= now {
                 let r = now - ack.ts_echo;
                 p.rtt.sample(r);
@@ -585,7 +604,11 @@ impl<C: CongestionControl> Sender<C> {
                     p.probes_failed = 0;
                 }
             }
-            rto_now = p.rtt.rto(self.cfg.initial_rto_ns, self.cfg.min_rto_ns, self.cfg.max_rto_ns);
+            rto_now = p.rtt.rto(
+                self.cfg.initial_rto_ns,
+                self.cfg.min_rto_ns,
+                self.cfg.max_rto_ns,
+            );
             let srtt = if p.rtt.sampled { p.rtt.srtt } else { rto_now };
             let sig = AckSignal {
                 now,
@@ -612,7 +635,9 @@ impl<C: CongestionControl> Sender<C> {
 
     /// Acknowledge one PSN of a path; returns 1 if it was in flight.
     fn ack_psn(&mut self, slot: usize, psn: u32) -> u32 {
-        let Some(p) = self.paths.get_mut(slot) else { return 0 };
+        let Some(p) = self.paths.get_mut(slot) else {
+            return 0;
+        };
         let Some(e) = p.entry_mut(psn) else { return 0 };
         let prev = *e;
         match prev.state {
@@ -663,8 +688,12 @@ impl<C: CongestionControl> Sender<C> {
     /// Process a NAK: the message failed at the responder.
     pub fn on_nak(&mut self, nak: &Nak) {
         self.stats.naks += 1;
-        let Some(i) = self.msg_index(nak.msn) else { return };
-        let Some(m) = self.msgs.get_mut(i) else { return };
+        let Some(i) = self.msg_index(nak.msn) else {
+            return;
+        };
+        let Some(m) = self.msgs.get_mut(i) else {
+            return;
+        };
         if m.failed.is_none() {
             m.failed = Some(nak.syndrome);
             self.lost_total = self.lost_total.saturating_sub(m.lost_count);
@@ -677,7 +706,9 @@ impl<C: CongestionControl> Sender<C> {
     /// Process a probe reply: the path works again.
     pub fn on_probe_reply(&mut self, probe: &Probe, now: u64) {
         let slot = (probe.path_id & super::config::PATH_SLOT_MASK) as usize;
-        let Some(p) = self.paths.get_mut(slot) else { return };
+        let Some(p) = self.paths.get_mut(slot) else {
+            return;
+        };
         if p.id != probe.path_id || p.state != PathState::Probing || probe.seq != p.probe_seq {
             return;
         }
@@ -697,7 +728,9 @@ impl<C: CongestionControl> Sender<C> {
     /// The caller learned that `plane` is down: drain its paths now.
     pub fn plane_down(&mut self, plane: u8) {
         for slot in 0..MAX_PATHS {
-            let Some(p) = self.paths.get(slot) else { continue };
+            let Some(p) = self.paths.get(slot) else {
+                continue;
+            };
             if p.state == PathState::Unused || p.plane != plane {
                 continue;
             }
@@ -736,7 +769,9 @@ impl<C: CongestionControl> Sender<C> {
     /// timeouts (retry, then replace the path with a fresh source port).
     pub fn on_timer(&mut self, now: u64) {
         for slot in 0..MAX_PATHS {
-            let Some(p) = self.paths.get(slot).map(PathView::of) else { continue };
+            let Some(p) = self.paths.get(slot).map(PathView::of) else {
+                continue;
+            };
             if p.state == PathState::Unused {
                 continue;
             }
@@ -755,7 +790,9 @@ impl<C: CongestionControl> Sender<C> {
                     }
                 }
             }
-            let Some(p) = self.paths.get(slot).map(PathView::of) else { continue };
+            let Some(p) = self.paths.get(slot).map(PathView::of) else {
+                continue;
+            };
             if let Some(t) = p.probe_deadline {
                 if now >= t && p.state == PathState::Probing {
                     let failed = p.probes_failed + 1;
@@ -849,7 +886,12 @@ impl<C: CongestionControl> Sender<C> {
     fn find_new(&mut self) -> Option<u32> {
         while self.cursor != self.tail {
             match self.msgs.get(self.cursor as usize % MSG_WINDOW) {
-                Some(m) if m.live && m.msn == self.cursor && m.failed.is_none() && m.next_pkt < m.npkts => {
+                Some(m)
+                    if m.live
+                        && m.msn == self.cursor
+                        && m.failed.is_none()
+                        && m.next_pkt < m.npkts =>
+                {
                     return Some(self.cursor);
                 }
                 _ => self.cursor = self.cursor.wrapping_add(1),
@@ -888,7 +930,9 @@ impl<C: CongestionControl> Sender<C> {
                 }
                 _ => continue,
             };
-            let Some(p) = self.paths.get_mut(slot) else { continue };
+            let Some(p) = self.paths.get_mut(slot) else {
+                continue;
+            };
             p.probe_due = false;
             p.probe_seq = p.probe_seq.wrapping_add(1);
             p.probe_deadline = Some(now.saturating_add(rto));
@@ -924,7 +968,9 @@ impl<C: CongestionControl> Sender<C> {
         let mut fallback = None;
         for k in 0..MAX_PATHS {
             let slot = (self.rr + k) % MAX_PATHS;
-            let Some(p) = self.paths.get(slot) else { continue };
+            let Some(p) = self.paths.get(slot) else {
+                continue;
+            };
             if !self.path_open(p, plane) {
                 continue;
             }
@@ -975,7 +1021,11 @@ impl<C: CongestionControl> Sender<C> {
         }
         self.stats.data_packets += 1;
         let (opcode, msg_len, remote_va, rkey, imm) = (m.opcode, m.len, m.remote_va, m.rkey, m.imm);
-        let rto = self.paths.get(slot).map(|p| self.rto_of(p)).unwrap_or(self.cfg.max_rto_ns);
+        let rto = self
+            .paths
+            .get(slot)
+            .map(|p| self.rto_of(p))
+            .unwrap_or(self.cfg.max_rto_ns);
         let p = self.paths.get_mut(slot)?;
         let psn = p.next_psn;
         if let Some(e) = p.entry_mut(psn) {
@@ -1006,7 +1056,11 @@ impl<C: CongestionControl> Sender<C> {
                     payload_len: payload_len as u16,
                     remote_va,
                     rkey,
-                    imm: if opcode.has_imm() || opcode == Opcode::ReadResp { imm } else { 0 },
+                    imm: if opcode.has_imm() || opcode == Opcode::ReadResp {
+                        imm
+                    } else {
+                        0
+                    },
                     timestamp: now,
                 },
                 retransmit: is_retx,
@@ -1075,9 +1129,17 @@ mod tests {
         // Requester A -> responder B: READ_REQ in A's send stream;
         // READ_RESP in B's send stream back to A, tagged with A's MSN.
         let mut a_tx = Sender::new(cfg(2, 1), 0).unwrap();
-        let mut b_rx = Receiver::new(ReceiverConfig { peer_qpn: 0, mtu: MTU }).unwrap();
+        let mut b_rx = Receiver::new(ReceiverConfig {
+            peer_qpn: 0,
+            mtu: MTU,
+        })
+        .unwrap();
         let mut b_tx = Sender::new(cfg(2, 1), 0).unwrap();
-        let mut a_rx = Receiver::new(ReceiverConfig { peer_qpn: 0, mtu: MTU }).unwrap();
+        let mut a_rx = Receiver::new(ReceiverConfig {
+            peer_qpn: 0,
+            mtu: MTU,
+        })
+        .unwrap();
         a_tx.post(&write(10)).unwrap();
         let read_msn = a_tx
             .post(&Message {
@@ -1091,7 +1153,10 @@ mod tests {
         pump(&mut a_tx, &mut b_rx, 1);
         assert_eq!(b_rx.pop_completion().map(|c| c.opcode), Some(Opcode::Write));
         let req = b_rx.pop_completion().unwrap();
-        assert_eq!((req.opcode, req.len, req.remote_va, req.rkey), (Opcode::ReadReq, 2500, 0xBEEF, 42));
+        assert_eq!(
+            (req.opcode, req.len, req.remote_va, req.rkey),
+            (Opcode::ReadReq, 2500, 0xBEEF, 42)
+        );
         b_tx.post(&Message {
             opcode: Opcode::ReadResp,
             len: req.len,
@@ -1110,10 +1175,19 @@ mod tests {
         }
         assert_eq!(placed, 2500);
         let resp = a_rx.pop_completion().unwrap();
-        assert_eq!((resp.opcode, resp.imm, resp.len), (Opcode::ReadResp, Some(read_msn), 2500));
+        assert_eq!(
+            (resp.opcode, resp.imm, resp.len),
+            (Opcode::ReadResp, Some(read_msn), 2500)
+        );
         assert_eq!(a_tx.pop_completion().map(|c| c.opcode), Some(Opcode::Write));
-        assert_eq!(a_tx.pop_completion().map(|c| c.opcode), Some(Opcode::ReadReq));
-        assert_eq!(b_tx.pop_completion().map(|c| c.opcode), Some(Opcode::ReadResp));
+        assert_eq!(
+            a_tx.pop_completion().map(|c| c.opcode),
+            Some(Opcode::ReadReq)
+        );
+        assert_eq!(
+            b_tx.pop_completion().map(|c| c.opcode),
+            Some(Opcode::ReadResp)
+        );
     }
 
     #[test]
@@ -1123,9 +1197,22 @@ mod tests {
         assert!(tx.next_packet(0).is_none());
         tx.reset(cfg(3, 1), 0).unwrap();
         assert_eq!(tx.path_count(), 3);
-        assert_eq!(tx.reset(SenderConfig { mtu: 0, ..cfg(3, 1) }, 0), Err(ConfigError::BadMtu));
+        assert_eq!(
+            tx.reset(
+                SenderConfig {
+                    mtu: 0,
+                    ..cfg(3, 1)
+                },
+                0
+            ),
+            Err(ConfigError::BadMtu)
+        );
         let mut rx = Receiver::EMPTY;
-        rx.reset(ReceiverConfig { peer_qpn: 1, mtu: MTU }).unwrap();
+        rx.reset(ReceiverConfig {
+            peer_qpn: 1,
+            mtu: MTU,
+        })
+        .unwrap();
         assert!(rx.pop_completion().is_none());
     }
 
@@ -1146,7 +1233,11 @@ mod tests {
     #[test]
     fn retransmits_exactly_the_lost_packet_on_another_path() {
         let mut tx = Sender::new(cfg(2, 1), 0).unwrap();
-        let mut rx = Receiver::new(ReceiverConfig { peer_qpn: 0, mtu: MTU }).unwrap();
+        let mut rx = Receiver::new(ReceiverConfig {
+            peer_qpn: 0,
+            mtu: MTU,
+        })
+        .unwrap();
         tx.post(&write(6 * MTU)).unwrap();
         let pkts: [DataHeader; 6] = core::array::from_fn(|_| data(&tx.next_packet(0).unwrap()));
         // Lose the first packet of path 0; everything else arrives, with
@@ -1154,17 +1245,30 @@ mod tests {
         let lost = pkts[0];
         for i in [1, 3, 5, 2, 4] {
             let h = &pkts[i];
-            assert!(matches!(deliver(&mut rx, &mut tx, h, 100), RxVerdict::Place(_)));
+            assert!(matches!(
+                deliver(&mut rx, &mut tx, h, 100),
+                RxVerdict::Place(_)
+            ));
         }
         assert_eq!(tx.stats().sack_losses, 1);
         let r = data(&tx.next_packet(200).unwrap());
         assert_eq!((r.msn, r.offset), (lost.msn, lost.offset));
-        assert_ne!(r.path_id & 63, lost.path_id & 63, "retransmit avoids the lossy path");
+        assert_ne!(
+            r.path_id & 63,
+            lost.path_id & 63,
+            "retransmit avoids the lossy path"
+        );
         assert!(r.flags & FLAG_RETRANSMIT != 0);
         assert!(tx.next_packet(200).is_none(), "nothing else is resent");
-        assert!(matches!(deliver(&mut rx, &mut tx, &r, 300), RxVerdict::Place(_)));
+        assert!(matches!(
+            deliver(&mut rx, &mut tx, &r, 300),
+            RxVerdict::Place(_)
+        ));
         assert_eq!(rx.pop_completion().map(|c| c.msn), Some(0));
-        assert_eq!(tx.pop_completion().map(|c| c.status), Some(CompletionStatus::Success));
+        assert_eq!(
+            tx.pop_completion().map(|c| c.status),
+            Some(CompletionStatus::Success)
+        );
         assert_eq!(tx.stats().retransmits, 1);
         assert_eq!(rx.stats().duplicates, 0);
     }
@@ -1172,7 +1276,11 @@ mod tests {
     #[test]
     fn dead_path_times_out_is_probed_then_replaced() {
         let mut tx = Sender::new(cfg(2, 1), 0).unwrap();
-        let mut rx = Receiver::new(ReceiverConfig { peer_qpn: 0, mtu: MTU }).unwrap();
+        let mut rx = Receiver::new(ReceiverConfig {
+            peer_qpn: 0,
+            mtu: MTU,
+        })
+        .unwrap();
         tx.post(&write(4 * MTU)).unwrap();
         let old_port = tx.path(0).unwrap().src_port;
         let mut now = 0;
@@ -1205,7 +1313,10 @@ mod tests {
         let p0 = tx.path(0).unwrap();
         assert_ne!(p0.src_port, old_port, "replacement uses a new source port");
         assert_eq!(p0.state, PathState::Probing);
-        assert_eq!(tx.pop_completion().map(|c| c.status), Some(CompletionStatus::Success));
+        assert_eq!(
+            tx.pop_completion().map(|c| c.status),
+            Some(CompletionStatus::Success)
+        );
     }
 
     #[test]
@@ -1221,7 +1332,13 @@ mod tests {
         for _ in 0..4 {
             let p = tx.next_packet(1).unwrap();
             assert_eq!(p.plane, 0);
-            assert!(matches!(p.kind, TxKind::Data { retransmit: true, .. }));
+            assert!(matches!(
+                p.kind,
+                TxKind::Data {
+                    retransmit: true,
+                    ..
+                }
+            ));
         }
         tx.plane_up(1);
         let p = tx.next_packet(2).unwrap();
@@ -1245,9 +1362,18 @@ mod tests {
             msn: m0,
         });
         let c = tx.pop_completion().unwrap();
-        assert_eq!(c.status, CompletionStatus::Failed(super::super::wire::Syndrome::RemoteAccess));
+        assert_eq!(
+            c.status,
+            CompletionStatus::Failed(super::super::wire::Syndrome::RemoteAccess)
+        );
         assert_eq!(tx.post(&write(0)), Ok(1));
-        assert_eq!(tx.post(&Message { opcode: Opcode::UdSend, ..write(1) }), Err(PostError::BadOpcode));
+        assert_eq!(
+            tx.post(&Message {
+                opcode: Opcode::UdSend,
+                ..write(1)
+            }),
+            Err(PostError::BadOpcode)
+        );
         assert_eq!(tx.post(&write(MTU * 1025)), Err(PostError::TooLong));
     }
 }

@@ -181,7 +181,9 @@ fn rd_u64(buf: &[u8], off: usize) -> Result<u64, WireError> {
     Ok(u64::from_be_bytes(rd::<8>(buf, off)?))
 }
 fn wr(out: &mut [u8], off: usize, bytes: &[u8]) -> Result<(), WireError> {
-    let end = off.checked_add(bytes.len()).ok_or(WireError::BufferTooSmall)?;
+    let end = off
+        .checked_add(bytes.len())
+        .ok_or(WireError::BufferTooSmall)?;
     out.get_mut(off..end)
         .ok_or(WireError::BufferTooSmall)?
         .copy_from_slice(bytes);
@@ -521,7 +523,11 @@ impl Probe {
         if out.len() < PROBE_LEN + ICRC_LEN {
             return Err(WireError::BufferTooSmall);
         }
-        let op = if reply { Opcode::ProbeReply } else { Opcode::Probe };
+        let op = if reply {
+            Opcode::ProbeReply
+        } else {
+            Opcode::Probe
+        };
         write_common(out, op, 0, self.dst_qpn)?;
         wr(out, 8, &self.path_id.to_be_bytes())?;
         wr(out, 10, &[0, 0])?;

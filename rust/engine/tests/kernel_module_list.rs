@@ -21,7 +21,10 @@ fn kernel_crate_lists_every_engine_module() {
     let start = kernel
         .find("pub mod engine {")
         .expect("rust/metaroce.rs has no `pub mod engine { ... }` block");
-    let end = start + kernel[start..].find("\n}").expect("unterminated engine block");
+    let end = start
+        + kernel[start..]
+            .find("\n}")
+            .expect("unterminated engine block");
     let engine = mod_lines(&lib);
     assert!(!engine.is_empty(), "no modules found in src/lib.rs");
     assert_eq!(engine, mod_lines(&kernel[start..end]));

@@ -75,7 +75,14 @@ pub fn reorder(seed: u64) -> Scenario {
 
 /// 8 planes; optionally plane 3 fails at 1.5 ms.
 pub fn planes8(fail: bool, seed: u64) -> Scenario {
-    let mut sc = base(if fail { "8 planes, plane 3 fails" } else { "8 planes lossless" }, seed);
+    let mut sc = base(
+        if fail {
+            "8 planes, plane 3 fails"
+        } else {
+            "8 planes lossless"
+        },
+        seed,
+    );
     sc.planes = 8;
     sc.msgs_per_sender = 512;
     sc.sender_cfg.initial_paths = 16;
@@ -178,7 +185,12 @@ pub fn recovery(out: &Outcome, bin_ns: u64, t_fail: u64, threshold_gbps: f64) ->
 /// Longest gap between consecutive completions after `t_fail` (ns): how
 /// long the in-order completion stream stalled on the failure.
 pub fn completion_stall(out: &Outcome, t_fail: u64) -> u64 {
-    let mut done: Vec<u64> = out.msg_done_ns.iter().copied().filter(|&t| t >= t_fail).collect();
+    let mut done: Vec<u64> = out
+        .msg_done_ns
+        .iter()
+        .copied()
+        .filter(|&t| t >= t_fail)
+        .collect();
     done.sort_unstable();
     let mut prev = t_fail;
     let mut gap = 0;

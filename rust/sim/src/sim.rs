@@ -258,7 +258,9 @@ struct Host {
 
 /// Byte `off` of message `msn` from sender `s` (deterministic content).
 fn content(s: usize, msn: u32, off: u32) -> u8 {
-    let x = (s as u32).wrapping_mul(0x9E37_79B1) ^ msn.wrapping_mul(0x85EB_CA6B) ^ off.wrapping_mul(0xC2B2_AE35);
+    let x = (s as u32).wrapping_mul(0x9E37_79B1)
+        ^ msn.wrapping_mul(0x85EB_CA6B)
+        ^ off.wrapping_mul(0xC2B2_AE35);
     (x ^ (x >> 13) ^ (x >> 24)) as u8
 }
 
@@ -277,7 +279,9 @@ pub fn run(sc: &Scenario) -> Outcome {
                 .collect()
         })
         .collect();
-    let mut down: Vec<Link> = (0..sc.planes).map(|_| Link::new(sc.down, sc.warmup_ns)).collect();
+    let mut down: Vec<Link> = (0..sc.planes)
+        .map(|_| Link::new(sc.down, sc.warmup_ns))
+        .collect();
     let mtu = sc.sender_cfg.mtu;
     let mut hosts: Vec<Host> = (0..sc.senders)
         .map(|s| {
@@ -288,7 +292,12 @@ pub fn run(sc: &Scenario) -> Outcome {
             let msgs = (0..sc.msgs_per_sender)
                 .map(|_| {
                     if sc.random_msgs {
-                        let ops = [Opcode::Send, Opcode::SendImm, Opcode::Write, Opcode::WriteImm];
+                        let ops = [
+                            Opcode::Send,
+                            Opcode::SendImm,
+                            Opcode::Write,
+                            Opcode::WriteImm,
+                        ];
                         MsgSpec {
                             opcode: ops[rng.below(4) as usize],
                             len: rng.below(sc.msg_bytes as u64 + 1) as u32,
@@ -441,7 +450,8 @@ pub fn run(sc: &Scenario) -> Outcome {
                         } else {
                             header.encode(&mut scratch).expect("encode")
                         };
-                        let wire = DATA_HEADER_LEN as u32 + header.payload_len as u32 + ICRC_LEN as u32;
+                        let wire =
+                            DATA_HEADER_LEN as u32 + header.payload_len as u32 + ICRC_LEN as u32;
                         (scratch[..n].to_vec(), wire + FRAME_OVERHEAD)
                     }
                     TxKind::Probe(p) => {
@@ -477,7 +487,11 @@ pub fn run(sc: &Scenario) -> Outcome {
                     if let Some(ch) = sc.chaos {
                         t += rng.below(ch.jitter_ns.max(1));
                         if rng.chance(ch.dup) {
-                            push(&mut heap, t + rng.below(ch.jitter_ns.max(1)), Ev::AtRx(Pkt { ce, ..pkt.clone() }));
+                            push(
+                                &mut heap,
+                                t + rng.below(ch.jitter_ns.max(1)),
+                                Ev::AtRx(Pkt { ce, ..pkt.clone() }),
+                            );
                         }
                     }
                     push(&mut heap, t, Ev::AtRx(Pkt { ce, ..pkt }));
@@ -489,9 +503,17 @@ pub fn run(sc: &Scenario) -> Outcome {
                 let h = &mut hosts[s];
                 let reply: Option<Vec<u8>> = if sc.check_payload {
                     match parse_packet(&pkt.bytes) {
-                        Ok(Packet::Data { header, payload }) => {
-                            rx_data(h, s, &header, Some(payload), pkt.ce, now, &mut out, &mut scratch, sc.bin_ns)
-                        }
+                        Ok(Packet::Data { header, payload }) => rx_data(
+                            h,
+                            s,
+                            &header,
+                            Some(payload),
+                            pkt.ce,
+                            now,
+                            &mut out,
+                            &mut scratch,
+                            sc.bin_ns,
+                        ),
                         Ok(Packet::Probe(p)) => {
                             let r = h.rx.on_probe(&p);
                             let n = r.encode(true, &mut scratch).expect("encode");
@@ -499,7 +521,8 @@ pub fn run(sc: &Scenario) -> Outcome {
                         }
                         Ok(_) => None,
                         Err(e) => {
-                            out.errors.push(format!("parse error on valid packet: {e:?}"));
+                            out.errors
+                                .push(format!("parse error on valid packet: {e:?}"));
                             None
                         }
                     }
@@ -514,9 +537,20 @@ pub fn run(sc: &Scenario) -> Outcome {
                     }
                 } else {
                     match DataHeader::decode(&pkt.bytes) {
-                        Ok(header) => rx_data(h, s, &header, None, pkt.ce, now, &mut out, &mut scratch, sc.bin_ns),
+                        Ok(header) => rx_data(
+                            h,
+                            s,
+                            &header,
+                            None,
+                            pkt.ce,
+                            now,
+                            &mut out,
+                            &mut scratch,
+                            sc.bin_ns,
+                        ),
                         Err(e) => {
-                            out.errors.push(format!("decode error on valid header: {e:?}"));
+                            out.errors
+                                .push(format!("decode error on valid header: {e:?}"));
                             None
                         }
                     }
@@ -525,34 +559,49 @@ pub fn run(sc: &Scenario) -> Outcome {
                 while let Some(c) = h.rx.pop_completion() {
                     let idx = h.rx_done;
                     if c.msn != idx as u32 {
-                        out.errors.push(format!("sender {s}: completion msn {} expected {idx}", c.msn));
+                        out.errors.push(format!(
+                            "sender {s}: completion msn {} expected {idx}",
+                            c.msn
+                        ));
                     }
                     if c.status != CompletionStatus::Success {
                         out.qp_errors += 1;
                     }
                     if let Some(m) = h.msgs.get(idx) {
                         if c.len != m.len || c.opcode != m.opcode {
-                            out.errors.push(format!("sender {s} msn {idx}: wrong length/opcode"));
+                            out.errors
+                                .push(format!("sender {s} msn {idx}: wrong length/opcode"));
                         }
                         if m.opcode.has_imm() && c.imm != Some(idx as u32) {
                             out.errors.push(format!("sender {s} msn {idx}: wrong imm"));
                         }
                         out.payload_bytes += m.len as u64;
                     } else {
-                        out.errors.push(format!("sender {s}: completion beyond posted messages"));
+                        out.errors
+                            .push(format!("sender {s}: completion beyond posted messages"));
                     }
                     if sc.check_payload {
                         match h.bufs.remove(&c.msn) {
                             Some((data, count)) => {
                                 if count.iter().any(|&k| k != 1) {
-                                    out.errors.push(format!("sender {s} msn {}: bytes not placed exactly once", c.msn));
+                                    out.errors.push(format!(
+                                        "sender {s} msn {}: bytes not placed exactly once",
+                                        c.msn
+                                    ));
                                 }
-                                if data.iter().enumerate().any(|(i, &b)| b != content(s, c.msn, i as u32)) {
-                                    out.errors.push(format!("sender {s} msn {}: corrupt bytes", c.msn));
+                                if data
+                                    .iter()
+                                    .enumerate()
+                                    .any(|(i, &b)| b != content(s, c.msn, i as u32))
+                                {
+                                    out.errors
+                                        .push(format!("sender {s} msn {}: corrupt bytes", c.msn));
                                 }
                             }
                             None if c.len == 0 => {}
-                            None => out.errors.push(format!("sender {s} msn {}: nothing placed", c.msn)),
+                            None => out
+                                .errors
+                                .push(format!("sender {s} msn {}: nothing placed", c.msn)),
                         }
                     }
                     if let Some(d) = out.msg_done_ns.get_mut(s * sc.msgs_per_sender + idx) {
@@ -571,7 +620,14 @@ pub fn run(sc: &Scenario) -> Outcome {
                 }
                 if let Some(nak) = h.rx.pop_nak() {
                     let n = nak.encode(&mut scratch).expect("encode");
-                    push(&mut heap, now + sc.core.prop_ns + sc.down.prop_ns, Ev::ToSender { s, bytes: scratch[..n].to_vec() });
+                    push(
+                        &mut heap,
+                        now + sc.core.prop_ns + sc.down.prop_ns,
+                        Ev::ToSender {
+                            s,
+                            bytes: scratch[..n].to_vec(),
+                        },
+                    );
                 }
             }
             Ev::ToSender { s, bytes } => {
@@ -581,7 +637,9 @@ pub fn run(sc: &Scenario) -> Outcome {
                     Ok(Packet::Nak(n)) => h.tx.on_nak(&n),
                     Ok(Packet::ProbeReply(p)) => h.tx.on_probe_reply(&p, now),
                     Ok(_) => {}
-                    Err(e) => out.errors.push(format!("parse error on control packet: {e:?}")),
+                    Err(e) => out
+                        .errors
+                        .push(format!("parse error on control packet: {e:?}")),
                 }
                 while let Some(c) = h.tx.pop_completion() {
                     if c.status != CompletionStatus::Success {
@@ -624,7 +682,12 @@ pub fn run(sc: &Scenario) -> Outcome {
     if let Some(h) = hosts.first() {
         out.planes_usable_at_end = (0..sc.planes).map(|p| h.tx.plane_usable(p as u8)).collect();
     }
-    out.max_core_queue = core.iter().flatten().map(|l| l.max_backlog).max().unwrap_or(0);
+    out.max_core_queue = core
+        .iter()
+        .flatten()
+        .map(|l| l.max_backlog)
+        .max()
+        .unwrap_or(0);
     if out.duration_ns > 0 {
         out.goodput_gbps = out.payload_bytes as f64 * 8.0 / out.duration_ns as f64;
     }
@@ -675,7 +738,8 @@ fn rx_data(
                 let start = p.offset as usize;
                 let end = start + p.len as usize;
                 if end > data.len() || payload.len() != p.len as usize {
-                    out.errors.push(format!("sender {s}: placement out of bounds"));
+                    out.errors
+                        .push(format!("sender {s}: placement out of bounds"));
                 } else {
                     data[start..end].copy_from_slice(payload);
                     for k in &mut count[start..end] {
@@ -686,7 +750,8 @@ fn rx_data(
         }
         RxVerdict::Duplicate | RxVerdict::Discard => {}
         RxVerdict::Drop(r) => {
-            out.errors.push(format!("sender {s}: valid packet dropped: {r:?}"));
+            out.errors
+                .push(format!("sender {s}: valid packet dropped: {r:?}"));
             return None;
         }
     }

@@ -7,7 +7,11 @@ use metaroce_sim::sim::run;
 
 fn check_clean(name: &str, o: &metaroce_sim::sim::Outcome) {
     assert!(o.finished, "{name}: did not finish");
-    assert!(o.errors.is_empty(), "{name}: {:?}", &o.errors[..o.errors.len().min(5)]);
+    assert!(
+        o.errors.is_empty(),
+        "{name}: {:?}",
+        &o.errors[..o.errors.len().min(5)]
+    );
     assert_eq!(o.qp_errors, 0, "{name}: QP errors");
 }
 
@@ -18,7 +22,12 @@ fn one_percent_loss_keeps_90_percent_goodput() {
     check_clean("lossless", &base);
     check_clean("1%", &lossy);
     let ratio = lossy.goodput_gbps / base.goodput_gbps;
-    println!("1% loss: {:.1} of {:.1} Gbit/s = {:.1}%", lossy.goodput_gbps, base.goodput_gbps, ratio * 100.0);
+    println!(
+        "1% loss: {:.1} of {:.1} Gbit/s = {:.1}%",
+        lossy.goodput_gbps,
+        base.goodput_gbps,
+        ratio * 100.0
+    );
     assert!(lossy.retx_packets > 0, "loss must cause retransmissions");
     assert!(ratio >= 0.90, "goodput ratio {ratio}");
 }
@@ -29,7 +38,12 @@ fn ten_percent_loss_keeps_50_percent_goodput() {
     let lossy = run(&loss(0.10, 12));
     check_clean("10%", &lossy);
     let ratio = lossy.goodput_gbps / base.goodput_gbps;
-    println!("10% loss: {:.1} of {:.1} Gbit/s = {:.1}%", lossy.goodput_gbps, base.goodput_gbps, ratio * 100.0);
+    println!(
+        "10% loss: {:.1} of {:.1} Gbit/s = {:.1}%",
+        lossy.goodput_gbps,
+        base.goodput_gbps,
+        ratio * 100.0
+    );
     assert!(ratio >= 0.50, "goodput ratio {ratio}");
 }
 
@@ -38,7 +52,10 @@ fn heavy_reordering_causes_no_retransmission() {
     for seed in [2, 21, 22] {
         let o = run(&reorder(seed));
         check_clean("reorder", &o);
-        println!("reorder seed {seed}: {:.1} Gbit/s, retx {}, dups {}", o.goodput_gbps, o.retx_packets, o.duplicates);
+        println!(
+            "reorder seed {seed}: {:.1} Gbit/s, retx {}, dups {}",
+            o.goodput_gbps, o.retx_packets, o.duplicates
+        );
         assert_eq!(o.retx_packets, 0);
         assert_eq!(o.duplicates, 0);
         assert_eq!(o.timeouts, 0);
@@ -52,7 +69,12 @@ fn plane_failure_recovers_without_qp_error() {
     let failed = run(&sc);
     check_clean("plane failure", &failed);
     let t_fail = sc.fail_plane.map(|f| f.1).unwrap_or(0);
-    let rec = recovery(&failed, sc.bin_ns, t_fail, 0.95 * 7.0 / 8.0 * ok.goodput_gbps);
+    let rec = recovery(
+        &failed,
+        sc.bin_ns,
+        t_fail,
+        0.95 * 7.0 / 8.0 * ok.goodput_gbps,
+    );
     let stall = completion_stall(&failed, t_fail);
     let ratio = rec.goodput_after_gbps / ok.goodput_gbps;
     println!(
@@ -74,10 +96,18 @@ fn incast_16_to_1_fills_bottleneck_with_bounded_queue() {
     let o = run(&sc);
     check_clean("incast", &o);
     let util = down_utilisation(&o, &sc);
-    println!("incast: utilisation {:.1}%, max queue {} B, RTOs {}", util * 100.0, o.max_down_queue, o.timeouts);
+    println!(
+        "incast: utilisation {:.1}%, max queue {} B, RTOs {}",
+        util * 100.0,
+        o.max_down_queue,
+        o.timeouts
+    );
     assert!(util >= 0.90, "utilisation {util}");
     assert_eq!(o.timeouts, 0);
-    assert!(o.max_down_queue < sc.down.buffer_bytes, "queue hit the buffer");
+    assert!(
+        o.max_down_queue < sc.down.buffer_bytes,
+        "queue hit the buffer"
+    );
 }
 
 #[test]
@@ -88,8 +118,17 @@ fn long_rtt_grows_paths_to_fill_the_pipe() {
     let nb = o.bins.len();
     let steady = bin_goodput(&o, sc.bin_ns, nb / 2, nb.saturating_sub(1));
     let line = 100.0 * 4096.0 / (4096.0 + 106.0);
-    println!("long RTT: second half {:.1} Gbit/s = {:.1}% of {:.1}, paths {}", steady, 100.0 * steady / line, line, o.max_paths);
-    assert!(o.max_paths > 4 * 256 / 256, "paths must grow beyond the initial 4");
+    println!(
+        "long RTT: second half {:.1} Gbit/s = {:.1}% of {:.1}, paths {}",
+        steady,
+        100.0 * steady / line,
+        line,
+        o.max_paths
+    );
+    assert!(
+        o.max_paths > 4 * 256 / 256,
+        "paths must grow beyond the initial 4"
+    );
     assert!(steady / line >= 0.90, "utilisation {}", steady / line);
 }
 
@@ -100,10 +139,17 @@ fn reported_plane_failure_drains_fast_and_plane_comes_back() {
     check_clean("reported plane failure", &o);
     let t_fail = sc.fail_plane.map(|f| f.1).unwrap_or(0);
     let stall = completion_stall(&o, t_fail);
-    println!("reported: stall {:.1} us, usable {:?}", stall as f64 / 1e3, o.planes_usable_at_end);
+    println!(
+        "reported: stall {:.1} us, usable {:?}",
+        stall as f64 / 1e3,
+        o.planes_usable_at_end
+    );
     assert_eq!(o.timeouts, 0, "host report drains before any RTO");
     assert!(stall < 50_000, "stall {stall}");
-    assert!(o.planes_usable_at_end.iter().all(|&u| u), "plane revived by probes");
+    assert!(
+        o.planes_usable_at_end.iter().all(|&u| u),
+        "plane revived by probes"
+    );
 }
 
 #[test]
@@ -113,5 +159,9 @@ fn incast_steady_state_queue_is_small() {
     check_clean("incast", &o);
     println!("incast steady queue {} B", o.max_down_queue_steady);
     // Rate hints cap the standing queue near 1/4 BDP; well under ECN K.
-    assert!(o.max_down_queue_steady <= sc.down.ecn_bytes, "steady queue {}", o.max_down_queue_steady);
+    assert!(
+        o.max_down_queue_steady <= sc.down.ecn_bytes,
+        "steady queue {}",
+        o.max_down_queue_steady
+    );
 }

@@ -88,7 +88,9 @@ fn random_bytes_never_panic() {
         // Make a fair share look plausible so deeper checks are reached.
         if len > 2 && rng.chance(0.7) {
             b[0] = VERSION;
-            b[1] = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x10, 0x11, 0x20, 0x21][rng.below(11) as usize];
+            b[1] = [
+                0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x10, 0x11, 0x20, 0x21,
+            ][rng.below(11) as usize];
         }
         if parse_packet(&b).is_ok() {
             accepted += 1;

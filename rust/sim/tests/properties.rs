@@ -26,7 +26,10 @@ fn completions_in_order_exactly_once_with_correct_bytes() {
             "case {case} loss {loss} dup {dup} jitter {jitter}: {:?}",
             &o.errors[..o.errors.len().min(5)]
         );
-        assert!(o.finished, "case {case} loss {loss} dup {dup} jitter {jitter}: not finished");
+        assert!(
+            o.finished,
+            "case {case} loss {loss} dup {dup} jitter {jitter}: not finished"
+        );
         assert_eq!(o.qp_errors, 0);
     }
 }
@@ -72,7 +75,13 @@ fn random_header(rng: &mut Rng) -> DataHeader {
 #[test]
 fn engine_survives_hostile_input() {
     let mut rng = Rng::new(7);
-    let mut rx = Box::new(Receiver::new(ReceiverConfig { peer_qpn: 1, mtu: 1024 }).unwrap());
+    let mut rx = Box::new(
+        Receiver::new(ReceiverConfig {
+            peer_qpn: 1,
+            mtu: 1024,
+        })
+        .unwrap(),
+    );
     let cfg = SenderConfig {
         mtu: 1024,
         ..SenderConfig::default()
@@ -122,13 +131,33 @@ fn engine_survives_hostile_input() {
         }
         let ack = Ack {
             dst_qpn: 0,
-            path_id: if rng.chance(0.7) { (rng.below(8)) as u16 } else { rng.next_u64() as u16 },
+            path_id: if rng.chance(0.7) {
+                (rng.below(8)) as u16
+            } else {
+                rng.next_u64() as u16
+            },
             ce: rng.chance(0.3),
-            cum_psn: if rng.chance(0.5) { rng.below(300) as u32 } else { rng.next_u64() as u32 },
+            cum_psn: if rng.chance(0.5) {
+                rng.below(300) as u32
+            } else {
+                rng.next_u64() as u32
+            },
             sack,
-            ts_echo: if rng.chance(0.5) { now.saturating_sub(rng.below(50_000)) } else { rng.next_u64() },
-            cum_msn: if rng.chance(0.5) { rng.below(40) as u32 } else { rng.next_u64() as u32 },
-            rate_hint_mbps: if rng.chance(0.9) { 0 } else { rng.next_u64() as u32 },
+            ts_echo: if rng.chance(0.5) {
+                now.saturating_sub(rng.below(50_000))
+            } else {
+                rng.next_u64()
+            },
+            cum_msn: if rng.chance(0.5) {
+                rng.below(40) as u32
+            } else {
+                rng.next_u64() as u32
+            },
+            rate_hint_mbps: if rng.chance(0.9) {
+                0
+            } else {
+                rng.next_u64() as u32
+            },
         };
         tx.on_ack(&ack, now);
         if rng.chance(0.01) {

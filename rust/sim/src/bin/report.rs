@@ -42,7 +42,16 @@ fn main() {
     println!("MetaRoCE simulator report (seeded, deterministic)\n");
     println!(
         "{:<28} {:>9} {:>9} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9} {:>5}",
-        "scenario", "time(us)", "Gbit/s", "retx", "dups", "RTOs", "paths", "errs", "maxQ(KB)", "done"
+        "scenario",
+        "time(us)",
+        "Gbit/s",
+        "retx",
+        "dups",
+        "RTOs",
+        "paths",
+        "errs",
+        "maxQ(KB)",
+        "done"
     );
     let row = |sc: &metaroce_sim::sim::Scenario, o: &metaroce_sim::sim::Outcome| {
         println!(
