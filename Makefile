@@ -15,6 +15,7 @@
 
 KDIR ?= $(or $(shell selftests/rig/kernel.sh --path 2>/dev/null),/lib/modules/$(shell uname -r)/build)
 LLVM ?= 1
+MAKEFLAGS += --no-print-directory
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 .PHONY: all modules clean deps kernel check test demo selftests

@@ -28,6 +28,10 @@ rm -f "$out"/*.dmesg "$out"/A.rc "$out"/tap.txt
 # The guests do not inherit this environment: pass what the tests read.
 declare -p METAROCE_TESTS 2>/dev/null | sed 's/^declare -x/export/; s/^declare --/export/' > "$out/env" || true
 
+# A killed vng can leave its qemu behind: on exit, stop this run's VMs
+# (their command lines name $out).
+trap 'pkill -f -- "path=$out," 2>/dev/null || true' EXIT
+
 # KVM only if it really boots here (on some machines it hangs at
 # "Decompressing Linux"): probe once, remember per kernel tree.
 accel=${METAROCE_ACCEL:-auto}
@@ -35,7 +39,7 @@ if [ "$accel" = auto ]; then
 	probe="$kdir/.metaroce-kvm-probe"
 	if [ ! -f "$probe" ]; then
 		if [ -w /dev/kvm ] && timeout 60 vng -r "$kdir" --cpus 1 --memory 512M \
-			--exec true > /dev/null 2>&1 < /dev/null; then
+			--rwdir "$out" --exec true > /dev/null 2>&1 < /dev/null; then
 			echo kvm > "$probe"
 		else
 			echo tcg > "$probe"
@@ -89,4 +93,6 @@ arc=$(cat "$out/A.rc" 2>/dev/null || echo missing)
 [ "$arc" = 0 ] || { echo "rig: host A's run exited with $arc"; rc=1; }
 "$rig/dmesg-check.sh" "$out/A.dmesg" "$out/B.dmesg" || rc=1
 echo "rig: finished in $(( $(date +%s) - start )) s, logs in $out"
+# The TAP summary is the last line, where CI looks for it.
+[ -f "$out/tap.txt" ] && tail -n 1 "$out/tap.txt"
 exit $rc
