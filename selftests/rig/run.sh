@@ -20,6 +20,13 @@ timeout_s=${METAROCE_RIG_TIMEOUT:-2400}
 venv=${METAROCE_VENV:-/opt/metaroce-venv}
 export PATH="$venv/bin:$HOME/.cargo/bin:$PATH"
 
+# One rig at a time per machine: two would starve each other of the CPUs
+# and skew every timing. Later runs wait here (METAROCE_RIG_NOLOCK=1 skips).
+if [ -z "${METAROCE_RIG_NOLOCK:-}" ]; then
+	exec 9> /var/lock/metaroce-rig.lock
+	flock -n 9 || { echo "rig: waiting for another rig run to finish"; flock 9; }
+fi
+
 kdir=$("$rig/kernel.sh" --path) || { echo "rig: test kernel not built (make kernel)"; exit 1; }
 [ -f "$repo/metaroce.ko" ] || { echo "rig: metaroce.ko not built (make)"; exit 1; }
 out=${METAROCE_OUT:-$(mktemp -d /tmp/metaroce-rig.XXXXXX)}
