@@ -8,6 +8,8 @@
 #   make check      host-side checks (rig self-check, cargo test, clippy, rustfmt)
 #   make kernel     build (or find) the cached test kernel
 #   make deps       install build and test dependencies (Debian 12)
+#   make provider   build the libibverbs provider (target/release)
+#   make install    install metaroce.ko and the provider on this machine
 #
 # KDIR defaults to the cached test kernel when it has been built, else to
 # the running kernel's build tree. Any Rust-enabled kernel works:
@@ -18,12 +20,19 @@ LLVM ?= 1
 MAKEFLAGS += --no-print-directory
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all modules clean deps kernel check test demo selftests
+.PHONY: all modules clean deps kernel check test demo selftests provider install
 
 all: modules
 
 modules:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules
+
+provider:
+	cargo build --release --quiet -p metaroce-provider
+
+install: modules provider
+	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules_install
+	provider/install.sh --no-build
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean
@@ -41,7 +50,7 @@ check:
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
 	cargo fmt --all --check
 
-selftests: kernel
+selftests: kernel provider
 	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)
 	selftests/rig/run.sh selftests
 
@@ -49,6 +58,6 @@ test: deps
 	$(MAKE) check
 	$(MAKE) selftests
 
-demo: kernel
+demo: kernel provider
 	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)
 	selftests/rig/run.sh demo

@@ -2,9 +2,21 @@
 
 //! The MetaRoCE `ib_device`: attributes, ports and their state.
 
-use kernel::prelude::*;
+use core::sync::atomic::{AtomicU32, Ordering};
 
+use kernel::prelude::*;
+use kernel::sync::{new_spinlock, SpinLock};
+
+use super::ah::AhState;
+use super::cq::CqState;
+use super::ids::IdPool;
+use super::limits::*;
+use super::mr::MrState;
+use super::qp::QpState;
+use super::srq::SrqState;
 use crate::ib::device::{Device, DeviceAttr, IbDriver, PortAttr, PortImmutable};
+use crate::ib::udata::Udata;
+use crate::ib::verbs::{Ah, Cq, Mr, Pd, Qp, QpInit, Srq};
 use crate::sys::bindings;
 
 /// The uverbs ABI version of `include/uapi/rdma/metaroce-abi.h`.
@@ -26,13 +38,82 @@ pub(crate) struct MetaRoceDevice;
 
 /// Per-device driver state, after the core's `ib_device` in one allocation.
 #[pin_data]
-pub(crate) struct DeviceState {}
+pub(crate) struct DeviceState {
+    #[pin]
+    qpns: SpinLock<IdPool>,
+    #[pin]
+    mr_keys: SpinLock<IdPool>,
+    #[pin]
+    srq_nums: SpinLock<IdPool>,
+    #[pin]
+    ah_nums: SpinLock<IdPool>,
+    /// Varies the low byte of memory keys, so a stale key of a freed region
+    /// does not name the next region that reuses its index.
+    key_generation: AtomicU32,
+}
 
 impl DeviceState {
     /// The initialiser for a new device's state.
     pub(crate) fn new() -> impl PinInit<Self, Error> {
-        try_pin_init!(Self {})
+        try_pin_init!(Self {
+            qpns <- new_spinlock!(IdPool::new(MAX_QP)?),
+            mr_keys <- new_spinlock!(IdPool::new(MAX_MR)?),
+            srq_nums <- new_spinlock!(IdPool::new(MAX_SRQ)?),
+            ah_nums <- new_spinlock!(IdPool::new(MAX_AH)?),
+            key_generation: AtomicU32::new(0),
+        })
     }
+
+    /// A free QP number.
+    pub(crate) fn take_qpn(&self) -> Result<u32> {
+        Ok(self.qpns.lock().take()? + FIRST_QPN)
+    }
+
+    /// Frees a QP number.
+    pub(crate) fn give_back_qpn(&self, qpn: u32) {
+        if let Some(id) = qpn.checked_sub(FIRST_QPN) {
+            self.qpns.lock().give_back(id);
+        }
+    }
+
+    /// A free memory key: `(index, key)` with key = index << 8 | generation.
+    pub(crate) fn take_mr_key(&self) -> Result<(u32, u32)> {
+        let index = self.mr_keys.lock().take()?;
+        let generation = self.key_generation.fetch_add(1, Ordering::Relaxed) & 0xff;
+        Ok((index, (index << 8) | generation))
+    }
+
+    /// Frees a memory key's index.
+    pub(crate) fn give_back_mr_key(&self, index: u32) {
+        self.mr_keys.lock().give_back(index);
+    }
+
+    /// A free SRQ number.
+    pub(crate) fn take_srq_num(&self) -> Result<u32> {
+        self.srq_nums.lock().take()
+    }
+
+    /// Frees an SRQ number.
+    pub(crate) fn give_back_srq_num(&self, n: u32) {
+        self.srq_nums.lock().give_back(n);
+    }
+
+    /// A free AH number.
+    pub(crate) fn take_ah_num(&self) -> Result<u32> {
+        self.ah_nums.lock().take()
+    }
+
+    /// Frees an AH number.
+    pub(crate) fn give_back_ah_num(&self, n: u32) {
+        self.ah_nums.lock().give_back(n);
+    }
+}
+
+/// The IB MTU currently usable on the device's first port.
+pub(crate) fn active_mtu(dev: &MetaRoceIbDevice) -> u32 {
+    dev.netdev(FIRST_PORT)
+        .map(|n| ib_mtu_for_payload(n.mtu().saturating_sub(MAX_HEADER_BYTES)))
+        .unwrap_or(bindings::ib_mtu_IB_MTU_256)
 }
 
 /// A MetaRoCE device as the driver sees it.
@@ -57,6 +138,13 @@ pub(crate) fn node_guid_from_mac(mac: [u8; 6]) -> u64 {
 
 impl IbDriver for MetaRoceDevice {
     type Data = DeviceState;
+    type Ucontext = ();
+    type Pd = ();
+    type Ah = AhState;
+    type Cq = CqState;
+    type Srq = SrqState;
+    type Qp = QpState;
+    type Mr = MrState;
 
     fn query_device(dev: &MetaRoceIbDevice, attr: &mut DeviceAttr) -> Result {
         let mac = dev.netdev(FIRST_PORT).map(|n| n.mac()).unwrap_or_default();
@@ -70,6 +158,28 @@ impl IbDriver for MetaRoceDevice {
         // The device can be removed with `rdma link delete`.
         attr.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
         attr.max_pkeys = 1;
+        attr.max_qp = MAX_QP as i32;
+        attr.max_qp_wr = MAX_QP_WR as i32;
+        attr.max_send_sge = MAX_SGE as i32;
+        attr.max_recv_sge = MAX_SGE as i32;
+        attr.max_sge_rd = MAX_SGE as i32;
+        attr.max_cq = MAX_CQ as i32;
+        attr.max_cqe = MAX_CQE as i32;
+        attr.max_mr = MAX_MR as i32;
+        attr.max_pd = MAX_PD as i32;
+        attr.max_qp_rd_atom = MAX_RD_ATOMIC as i32;
+        attr.max_qp_init_rd_atom = MAX_RD_ATOMIC as i32;
+        attr.max_res_rd_atom = (MAX_RD_ATOMIC * MAX_QP) as i32;
+        attr.max_srq = MAX_SRQ as i32;
+        attr.max_srq_wr = MAX_SRQ_WR as i32;
+        attr.max_srq_sge = MAX_SGE as i32;
+        attr.max_ah = MAX_AH as i32;
+        attr.max_fast_reg_page_list_len = 0;
+        attr.local_ca_ack_delay = 15;
+        attr.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_NONE;
+        attr.device_cap_flags = (bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
+            | bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN
+            | bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE) as u64;
         Ok(())
     }
 
@@ -114,5 +224,107 @@ impl IbDriver for MetaRoceDevice {
         }
         // The default full-membership P_Key: RoCE has no partitions.
         Ok(0xffff)
+    }
+
+    fn alloc_ucontext(_dev: &MetaRoceIbDevice, _udata: &Udata<'_>) -> Result {
+        Ok(())
+    }
+
+    fn alloc_pd(_dev: &MetaRoceIbDevice, _udata: Option<&Udata<'_>>) -> Result {
+        Ok(())
+    }
+
+    fn create_ah(dev: &MetaRoceIbDevice, attr: &bindings::rdma_ah_attr, udata: Option<&Udata<'_>>) -> Result<AhState> {
+        AhState::create(dev, attr, udata)
+    }
+
+    fn destroy_ah(dev: &MetaRoceIbDevice, ah: &Ah<AhState>) {
+        ah.data().release(dev);
+    }
+
+    fn create_cq(_dev: &MetaRoceIbDevice, attr: &bindings::ib_cq_init_attr, udata: Option<&Udata<'_>>) -> Result<CqState> {
+        CqState::new(attr, udata)
+    }
+
+    fn cq_capacity(cq: &Cq<CqState>) -> u32 {
+        cq.data().capacity()
+    }
+
+    fn poll_cq(cq: &Cq<CqState>, wc: &mut [bindings::ib_wc]) -> usize {
+        cq.data().poll(wc)
+    }
+
+    fn req_notify_cq(cq: &Cq<CqState>, flags: u32) -> Result<i32> {
+        Ok(cq.data().arm(flags))
+    }
+
+    fn create_srq(dev: &MetaRoceIbDevice, attr: &mut bindings::ib_srq_init_attr, udata: Option<&Udata<'_>>) -> Result<SrqState> {
+        SrqState::create(dev, attr, udata)
+    }
+
+    fn destroy_srq(dev: &MetaRoceIbDevice, srq: &Srq<SrqState>) {
+        srq.data().release(dev);
+    }
+
+    fn modify_srq(srq: &Srq<SrqState>, attr: &bindings::ib_srq_attr, mask: u32, _udata: Option<&Udata<'_>>) -> Result {
+        srq.data().modify(attr, mask)
+    }
+
+    fn query_srq(srq: &Srq<SrqState>, attr: &mut bindings::ib_srq_attr) -> Result {
+        srq.data().query(attr);
+        Ok(())
+    }
+
+    fn post_srq_recv(srq: &Srq<SrqState>, wr: &bindings::ib_recv_wr) -> Result {
+        srq.data().post_recv(wr)
+    }
+
+    fn create_qp(dev: &MetaRoceIbDevice, init: QpInit<'_, Self>, udata: Option<&Udata<'_>>) -> Result<(u32, QpState)> {
+        QpState::create(dev, init, udata)
+    }
+
+    fn modify_qp(qp: &Qp<QpState>, attr: &bindings::ib_qp_attr, mask: u32, _udata: Option<&Udata<'_>>) -> Result {
+        qp.data().modify(qp.device::<DeviceState>(), attr, mask)
+    }
+
+    fn query_qp(qp: &Qp<QpState>, attr: &mut bindings::ib_qp_attr, _mask: u32, init: &mut bindings::ib_qp_init_attr) -> Result {
+        qp.data().query(attr, init);
+        Ok(())
+    }
+
+    fn destroy_qp(dev: &MetaRoceIbDevice, qp: &Qp<QpState>) {
+        QpState::release(dev, qp);
+    }
+
+    fn post_send(qp: &Qp<QpState>, wr: Option<&bindings::ib_send_wr>) -> Result {
+        match wr {
+            Some(wr) => qp.data().post_send(wr),
+            None if qp.is_user() => qp.data().doorbell(),
+            None => Err(EINVAL),
+        }
+    }
+
+    fn post_recv(qp: &Qp<QpState>, wr: &bindings::ib_recv_wr) -> Result {
+        qp.data().post_recv(wr)
+    }
+
+    fn get_dma_mr(dev: &MetaRoceIbDevice, _pd: &Pd<()>, access: u32) -> Result<((u32, u32), MrState)> {
+        MrState::register_dma(dev, access)
+    }
+
+    fn reg_user_mr(
+        dev: &MetaRoceIbDevice,
+        _pd: &Pd<()>,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: u32,
+        _udata: Option<&Udata<'_>>,
+    ) -> Result<((u32, u32), MrState)> {
+        MrState::register_user(dev, start, length, iova, access)
+    }
+
+    fn dereg_mr(dev: &MetaRoceIbDevice, mr: &Mr<MrState>) {
+        mr.data().release(dev);
     }
 }

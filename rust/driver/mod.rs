@@ -5,6 +5,14 @@
 
 #![forbid(unsafe_code)]
 
+pub(crate) mod ah;
+pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod events;
+pub(crate) mod ids;
+pub(crate) mod limits;
 pub(crate) mod link;
+pub(crate) mod mr;
+pub(crate) mod qp;
+pub(crate) mod srq;
+pub(crate) mod wqe;

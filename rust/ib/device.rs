@@ -11,6 +11,8 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::netdev::{NetDevice, NetDeviceRef};
+use super::udata::Udata;
+use super::verbs::{Ah, Cq, Mr, Pd, Qp, QpInit, Srq};
 use crate::sys::bindings;
 
 /// Device attributes reported by `query_device` (the core's `ib_device_attr`).
@@ -26,10 +28,25 @@ pub(crate) type PortImmutable = bindings::ib_port_immutable;
 /// treat that as "any driver". See `include/uapi/rdma/metaroce-abi.h`.
 const DRIVER_ID: bindings::rdma_driver_id = bindings::METAROCE_DRIVER_ID;
 
-/// The verbs a driver implements; the adapter turns them into `ib_device_ops`.
-pub(crate) trait IbDriver {
+/// The verbs a driver implements; the adapters (here and in `verbs`) turn
+/// them into `ib_device_ops`.
+pub(crate) trait IbDriver: Sized {
     /// Driver state carried by every device, after the `ib_device`.
     type Data: Send + Sync;
+    /// Driver state of a user context.
+    type Ucontext: Send + Sync;
+    /// Driver state of a protection domain.
+    type Pd: Send + Sync;
+    /// Driver state of an address handle.
+    type Ah: Send + Sync;
+    /// Driver state of a completion queue.
+    type Cq: Send + Sync;
+    /// Driver state of a shared receive queue.
+    type Srq: Send + Sync;
+    /// Driver state of a queue pair.
+    type Qp: Send + Sync;
+    /// Driver state of a memory region.
+    type Mr: Send + Sync;
 
     /// Fills the device attributes.
     fn query_device(dev: &Device<Self::Data>, attr: &mut DeviceAttr) -> Result;
@@ -39,6 +56,83 @@ pub(crate) trait IbDriver {
     fn get_port_immutable(dev: &Device<Self::Data>, port: u32, imm: &mut PortImmutable) -> Result;
     /// Returns the P_Key at `index` of `port`.
     fn query_pkey(dev: &Device<Self::Data>, port: u32, index: u16) -> Result<u16>;
+
+    /// A process opened the device.
+    fn alloc_ucontext(dev: &Device<Self::Data>, udata: &Udata<'_>) -> Result<Self::Ucontext>;
+    /// Creates a protection domain.
+    fn alloc_pd(dev: &Device<Self::Data>, udata: Option<&Udata<'_>>) -> Result<Self::Pd>;
+    /// Creates an address handle.
+    fn create_ah(
+        dev: &Device<Self::Data>,
+        attr: &bindings::rdma_ah_attr,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<Self::Ah>;
+    /// The AH is about to be destroyed (its data is dropped right after).
+    fn destroy_ah(dev: &Device<Self::Data>, ah: &Ah<Self::Ah>);
+    /// Creates a completion queue.
+    fn create_cq(
+        dev: &Device<Self::Data>,
+        attr: &bindings::ib_cq_init_attr,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<Self::Cq>;
+    /// How many completions the CQ holds (reported to the consumer).
+    fn cq_capacity(cq: &Cq<Self::Cq>) -> u32;
+    /// Moves up to `wc.len()` completions into `wc`; returns how many.
+    fn poll_cq(cq: &Cq<Self::Cq>, wc: &mut [bindings::ib_wc]) -> usize;
+    /// Arms the CQ; returns 1 if completions were missed (as the verb does).
+    fn req_notify_cq(cq: &Cq<Self::Cq>, flags: u32) -> Result<i32>;
+    /// Creates a shared receive queue.
+    fn create_srq(
+        dev: &Device<Self::Data>,
+        attr: &mut bindings::ib_srq_init_attr,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<Self::Srq>;
+    /// Changes the limit or size of an SRQ.
+    fn modify_srq(srq: &Srq<Self::Srq>, attr: &bindings::ib_srq_attr, mask: u32, udata: Option<&Udata<'_>>) -> Result;
+    /// The SRQ is about to be destroyed (its data is dropped right after).
+    fn destroy_srq(dev: &Device<Self::Data>, srq: &Srq<Self::Srq>);
+    /// Reports an SRQ's attributes.
+    fn query_srq(srq: &Srq<Self::Srq>, attr: &mut bindings::ib_srq_attr) -> Result;
+    /// Posts one receive work request to an SRQ (kernel consumers).
+    fn post_srq_recv(srq: &Srq<Self::Srq>, wr: &bindings::ib_recv_wr) -> Result;
+    /// Creates a queue pair; returns its number and state.
+    fn create_qp(
+        dev: &Device<Self::Data>,
+        init: QpInit<'_, Self>,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<(u32, Self::Qp)>;
+    /// Moves a QP through its state machine and sets attributes.
+    fn modify_qp(qp: &Qp<Self::Qp>, attr: &bindings::ib_qp_attr, mask: u32, udata: Option<&Udata<'_>>) -> Result;
+    /// Reports a QP's attributes.
+    fn query_qp(
+        qp: &Qp<Self::Qp>,
+        attr: &mut bindings::ib_qp_attr,
+        mask: u32,
+        init: &mut bindings::ib_qp_init_attr,
+    ) -> Result;
+    /// The QP is about to be destroyed: stop using it (its data is dropped
+    /// right after).
+    fn destroy_qp(dev: &Device<Self::Data>, qp: &Qp<Self::Qp>);
+    /// Posts one send work request (kernel consumers), or, with `None`,
+    /// rings the doorbell of a user QP whose send ring has new entries.
+    fn post_send(qp: &Qp<Self::Qp>, wr: Option<&bindings::ib_send_wr>) -> Result;
+    /// Posts one receive work request (kernel consumers).
+    fn post_recv(qp: &Qp<Self::Qp>, wr: &bindings::ib_recv_wr) -> Result;
+    /// A region covering all memory, for kernel consumers; returns
+    /// `((lkey, rkey), state)`.
+    fn get_dma_mr(dev: &Device<Self::Data>, pd: &Pd<Self::Pd>, access: u32) -> Result<((u32, u32), Self::Mr)>;
+    /// Registers user memory; returns `((lkey, rkey), state)`.
+    fn reg_user_mr(
+        dev: &Device<Self::Data>,
+        pd: &Pd<Self::Pd>,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: u32,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<((u32, u32), Self::Mr)>;
+    /// The region is about to be freed (its data is dropped right after).
+    fn dereg_mr(dev: &Device<Self::Data>, mr: &Mr<Self::Mr>);
 }
 
 /// The allocation behind every device of this driver: the core's
@@ -70,12 +164,26 @@ impl<D> Device<D> {
         unsafe { &*ptr.cast() }
     }
 
+    /// [`Self::from_raw`] for the other wrappers of this layer.
+    ///
+    /// # Safety
+    ///
+    /// As for `from_raw`.
+    pub(crate) unsafe fn from_raw_pub<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
+        // SAFETY: same contract.
+        unsafe { Self::from_raw(ptr) }
+    }
+
     fn as_raw(&self) -> *mut bindings::ib_device {
         self.0.get()
     }
 
+    /// The raw device, for the other wrappers of this layer.
+    pub(crate) fn as_raw_pub(&self) -> *mut bindings::ib_device {
+        self.as_raw()
+    }
+
     /// The driver data of this device.
-    #[allow(dead_code)] // The state is still empty; the verbs objects fill it.
     pub(crate) fn data(&self) -> &D {
         // SAFETY: the device is the `ib` field, at offset 0, of a live
         // `Container<D>` whose data is initialised (type invariant).
@@ -260,6 +368,8 @@ impl<T: IbDriver> NewDevice<T> {
             dealloc_driver: Some(dealloc_driver::<T>),
             ..Default::default()
         };
+        let mut ops = ops;
+        super::verbs::fill_ops::<T>(&mut ops);
         let dev = this.ptr.as_ptr();
         // SAFETY: `dev` is ours and unregistered (invariant); the core copies
         // the ops table, so `ops` may live on the stack.

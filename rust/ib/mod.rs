@@ -7,3 +7,15 @@
 pub(crate) mod device;
 pub(crate) mod link;
 pub(crate) mod netdev;
+pub(crate) mod ring;
+pub(crate) mod udata;
+pub(crate) mod umem;
+pub(crate) mod verbs;
+
+use kernel::error::Error;
+
+/// `EOPNOTSUPP`, which the kernel crate does not name: the errno user space
+/// expects for an operation a device does not implement.
+pub(crate) fn eopnotsupp() -> Error {
+    Error::from_errno(-(kernel::bindings::EOPNOTSUPP as i32))
+}

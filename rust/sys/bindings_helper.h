@@ -7,6 +7,11 @@
 #include <linux/if_arp.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_mad.h>
+#include <rdma/ib_umem.h>
+#include <rdma/uverbs_ioctl.h>
+#include <linux/vmalloc.h>
+#include <linux/mm.h>
+#include <linux/scatterlist.h>
 #include <rdma/rdma_netlink.h>
 #include <rdma/metaroce-abi.h>
 #include "helpers.h"

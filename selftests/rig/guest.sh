@@ -55,6 +55,12 @@ if [ -d "/lib/modules/$kver" ] && [ -f "$repo/metaroce.ko" ]; then
 	depmod -a
 fi
 
+# The provider, where the guest's libibverbs finds it (/usr and /etc are
+# guest-local overlays: the host keeps its own).
+if [ -f "$repo/target/release/libmetaroce_provider.so" ]; then
+	"$repo/provider/install.sh" --no-build > /dev/null || { echo "rig: provider install failed"; exit 1; }
+fi
+
 # shellcheck source=/dev/null
 . $env
 if [ "$role" = B ]; then

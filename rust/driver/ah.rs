@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Address handles: where a UD send goes.
+
+use kernel::prelude::*;
+
+use super::device::MetaRoceIbDevice;
+use crate::ib::udata::Udata;
+use crate::ib::verbs::AddressVector;
+use crate::sys::bindings as b;
+
+/// Driver state of an AH.
+pub(crate) struct AhState {
+    av: AddressVector,
+    ah_num: u32,
+}
+
+impl AhState {
+    /// Creates an AH; a process learns its number (WQEs name AHs by it).
+    pub(crate) fn create(dev: &MetaRoceIbDevice, attr: &b::rdma_ah_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
+        let ah_num = dev.data().take_ah_num()?;
+        let av = AddressVector::from_attr(attr);
+        if let Some(udata) = udata {
+            if let Err(e) = udata.respond(&b::metaroce_create_ah_resp { ah_num, reserved: 0 }) {
+                dev.data().give_back_ah_num(ah_num);
+                return Err(e);
+            }
+        }
+        Ok(Self { av, ah_num })
+    }
+
+    /// Gives the AH number back.
+    pub(crate) fn release(&self, dev: &MetaRoceIbDevice) {
+        dev.data().give_back_ah_num(self.ah_num);
+    }
+
+    /// The AH's number.
+    pub(crate) fn ah_num(&self) -> u32 {
+        self.ah_num
+    }
+
+    /// The destination.
+    #[allow(dead_code)] // The UD data path sends to it.
+    pub(crate) fn av(&self) -> &AddressVector {
+        &self.av
+    }
+}

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues: a ring of completions the data path produces and the
+//! consumer (a process, without a system call, or a kernel ULP through
+//! `poll_cq`) drains.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use kernel::prelude::*;
+use kernel::sync::{new_spinlock, SpinLock};
+
+use super::device::FIRST_PORT;
+use super::limits::MAX_CQE;
+use super::wqe::{geometry, Completion, CQE};
+use crate::ib::ring::SharedRing;
+use crate::ib::udata::Udata;
+use crate::ib::verbs::Cq;
+use crate::sys::bindings;
+
+/// Ring elements are 64 bytes: the 48-byte completion, then (kernel CQs
+/// only) the address of the `ib_qp` for `ib_wc.qp`.
+const CQ_ELEM: usize = 64;
+
+/// Driver state of a CQ.
+pub(crate) struct CqState {
+    ring: SharedRing,
+    /// Serialises producers (completions from any QP using this CQ).
+    producer: Pin<KBox<SpinLock<()>>>,
+    /// Serialises kernel consumers of `poll_cq`.
+    consumer: Pin<KBox<SpinLock<()>>>,
+    /// `IB_CQ_SOLICITED` or `IB_CQ_NEXT_COMP` while armed, else 0.
+    armed: AtomicU32,
+}
+
+impl CqState {
+    /// Creates the ring; a user CQ gets it mapped and learns where.
+    pub(crate) fn new(attr: &bindings::ib_cq_init_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
+        if attr.cqe == 0 || attr.cqe > MAX_CQE || attr.flags != 0 {
+            return Err(EINVAL);
+        }
+        let (count, size) = geometry(attr.cqe, CQ_ELEM)?;
+        let mut ring = SharedRing::new(count, size)?;
+        if let Some(udata) = udata {
+            let mi = ring.expose_for(udata)?;
+            udata.respond(&bindings::metaroce_create_cq_resp { mi })?;
+        }
+        Ok(Self {
+            ring,
+            producer: KBox::pin_init(new_spinlock!(()), GFP_KERNEL)?,
+            consumer: KBox::pin_init(new_spinlock!(()), GFP_KERNEL)?,
+            armed: AtomicU32::new(0),
+        })
+    }
+
+    /// Entries the CQ holds.
+    pub(crate) fn capacity(&self) -> u32 {
+        self.ring.count()
+    }
+
+    /// Adds a completion (`qp_addr` is the `ib_qp` address for kernel
+    /// consumers) and runs the completion handler if the CQ was armed for
+    /// it. `ENOSPC` if the consumer let the CQ overflow.
+    #[allow(dead_code)] // The data path produces completions.
+    pub(crate) fn push(&self, cq: &Cq<CqState>, c: &Completion, qp_addr: u64, solicited: bool) -> Result {
+        {
+            let _guard = self.producer.lock();
+            let prod = self.ring.producer();
+            if prod.wrapping_sub(self.ring.consumer()) >= self.ring.count() {
+                return Err(ENOSPC);
+            }
+            let mut elem = [0u8; CQ_ELEM];
+            elem[..CQE].copy_from_slice(&c.encode(FIRST_PORT as u8));
+            elem[CQE..CQE + 8].copy_from_slice(&qp_addr.to_ne_bytes());
+            self.ring.write(prod, &elem);
+            self.ring.set_producer(prod.wrapping_add(1));
+        }
+        let armed = self.armed.load(Ordering::Acquire);
+        let fire = armed == bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP
+            || (armed == bindings::ib_cq_notify_flags_IB_CQ_SOLICITED && (solicited || c.status != 0));
+        if fire && self.armed.swap(0, Ordering::AcqRel) != 0 {
+            cq.completion_event();
+        }
+        Ok(())
+    }
+
+    /// Moves completions into `out` (kernel consumers).
+    pub(crate) fn poll(&self, out: &mut [bindings::ib_wc]) -> usize {
+        let _guard = self.consumer.lock();
+        let mut cons = self.ring.consumer();
+        let prod = self.ring.producer();
+        let mut n = 0;
+        while n < out.len() && cons != prod {
+            let mut elem = [0u8; CQ_ELEM];
+            self.ring.read(cons, &mut elem);
+            let mut cqe = [0u8; CQE];
+            cqe.copy_from_slice(&elem[..CQE]);
+            let c = Completion::decode(&cqe);
+            let mut qp = [0u8; 8];
+            qp.copy_from_slice(&elem[CQE..CQE + 8]);
+            let wc = &mut out[n];
+            *wc = bindings::ib_wc::default();
+            wc.__bindgen_anon_1.wr_id = c.wr_id;
+            wc.status = c.status;
+            wc.opcode = c.opcode;
+            wc.byte_len = c.byte_len;
+            wc.ex.imm_data = c.ex;
+            wc.qp = u64::from_ne_bytes(qp) as usize as *mut bindings::ib_qp;
+            wc.src_qp = c.src_qp;
+            wc.wc_flags = c.wc_flags as i32;
+            wc.port_num = FIRST_PORT;
+            cons = cons.wrapping_add(1);
+            n += 1;
+        }
+        self.ring.set_consumer(cons);
+        n
+    }
+
+    /// Arms the CQ; with `IB_CQ_REPORT_MISSED_EVENTS` returns 1 if
+    /// completions are already waiting.
+    pub(crate) fn arm(&self, flags: u32) -> i32 {
+        let kind = flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
+        // NEXT_COMP is the wider condition: never narrow an armed CQ.
+        let _ = self.armed.fetch_max(kind, Ordering::AcqRel);
+        let missed = flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0
+            && self.ring.producer() != self.ring.consumer();
+        i32::from(missed)
+    }
+}

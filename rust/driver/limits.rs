@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Resource limits every MetaRoCE device reports and enforces.
+
+/// Queue pairs per device.
+pub(crate) const MAX_QP: u32 = 1024;
+/// Work requests per send or receive queue.
+pub(crate) const MAX_QP_WR: u32 = 4096;
+/// Scatter/gather entries per work request.
+pub(crate) const MAX_SGE: u32 = 16;
+/// Inline payload bytes per send work request.
+pub(crate) const MAX_INLINE: u32 = 256;
+/// Completion queues per device.
+pub(crate) const MAX_CQ: u32 = 1024;
+/// Entries per completion queue.
+pub(crate) const MAX_CQE: u32 = 16384;
+/// Memory regions per device.
+pub(crate) const MAX_MR: u32 = 4096;
+/// Protection domains per device.
+pub(crate) const MAX_PD: u32 = 1024;
+/// Shared receive queues per device.
+pub(crate) const MAX_SRQ: u32 = 256;
+/// Work requests per SRQ.
+pub(crate) const MAX_SRQ_WR: u32 = 4096;
+/// Address handles per device.
+pub(crate) const MAX_AH: u32 = 1024;
+/// Outstanding RDMA READs per QP, each direction.
+pub(crate) const MAX_RD_ATOMIC: u32 = 16;
+/// Largest memory region, bytes.
+pub(crate) const MAX_MR_SIZE: u64 = 1 << 32;
+/// First QP number handed out (0 and 1 are the special QPs; the rest of
+/// the low range is kept free as InfiniBand does).
+pub(crate) const FIRST_QPN: u32 = 16;

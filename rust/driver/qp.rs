@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs: creation, the state machine (`modify_qp`), the send and
+//! receive rings, and posting from kernel consumers.
+
+use kernel::prelude::*;
+use kernel::sync::{new_mutex, new_spinlock, Mutex, SpinLock};
+
+use super::ah::AhState;
+use super::cq::CqState;
+use super::device::{active_mtu, MetaRoceDevice, MetaRoceIbDevice, FIRST_PORT};
+use super::limits::{MAX_INLINE, MAX_QP_WR, MAX_RD_ATOMIC, MAX_SGE};
+use super::srq::SrqState;
+use super::wqe::{self, geometry, Remote, SendWqe, Sge};
+use crate::ib::ring::SharedRing;
+use crate::ib::eopnotsupp;
+use crate::ib::udata::Udata;
+use crate::ib::verbs::{self, AddressVector, ObjRef, Qp, QpInit};
+use crate::sys::bindings as b;
+
+/// Attributes set through `modify_qp`.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct QpAttrs {
+    /// `IB_QPS_*`.
+    pub(crate) state: u32,
+    /// `IB_MTU_*` of the path.
+    pub(crate) path_mtu: u32,
+    /// UD Q_Key.
+    pub(crate) qkey: u32,
+    /// First expected incoming PSN (kept for query; paths number their own).
+    pub(crate) rq_psn: u32,
+    /// First outgoing PSN (kept for query).
+    pub(crate) sq_psn: u32,
+    /// The connected peer QP (RC).
+    pub(crate) dest_qp_num: u32,
+    /// `IB_ACCESS_*` remote access allowed to this QP.
+    pub(crate) access: u32,
+    /// The peer's address (RC).
+    pub(crate) av: AddressVector,
+    /// Outstanding READs this side may issue / accept.
+    pub(crate) max_rd_atomic: u8,
+    /// Outstanding READs the peer may issue to us.
+    pub(crate) max_dest_rd_atomic: u8,
+    /// RNR NAK timer code.
+    pub(crate) min_rnr_timer: u8,
+    /// Local ACK timeout code (4.096 us * 2^timeout).
+    pub(crate) timeout: u8,
+    /// Retries before a transport error.
+    pub(crate) retry_cnt: u8,
+    /// Retries on RNR NAK.
+    pub(crate) rnr_retry: u8,
+}
+
+/// Driver state of a QP.
+pub(crate) struct QpState {
+    /// `IB_QPT_*`.
+    qp_type: u32,
+    /// Send work requests (written by the consumer, executed by the driver).
+    sq: SharedRing,
+    /// Receive work requests, unless the QP takes them from an SRQ.
+    rq: Option<SharedRing>,
+    srq: Option<ObjRef<b::ib_srq, SrqState>>,
+    send_cq: ObjRef<b::ib_cq, CqState>,
+    recv_cq: ObjRef<b::ib_cq, CqState>,
+    /// Capabilities granted at creation.
+    cap: b::ib_qp_cap,
+    /// Completions for every send, not only signalled ones.
+    sq_sig_all: bool,
+    /// The rings belong to a process (which resets its own indices).
+    user: bool,
+    /// Serialises kernel posters on the send ring.
+    sq_lock: Pin<KBox<SpinLock<()>>>,
+    /// Serialises kernel posters on the receive ring.
+    rq_lock: Pin<KBox<SpinLock<()>>>,
+    /// Attributes, changed only by `modify_qp`.
+    attrs: Pin<KBox<Mutex<QpAttrs>>>,
+}
+
+fn supported(qp_type: u32) -> bool {
+    matches!(qp_type, b::ib_qp_type_IB_QPT_RC | b::ib_qp_type_IB_QPT_UD | b::ib_qp_type_IB_QPT_GSI)
+}
+
+impl QpState {
+    /// Creates a QP; returns its number and state.
+    pub(crate) fn create(
+        dev: &MetaRoceIbDevice,
+        init: QpInit<'_, MetaRoceDevice>,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<(u32, Self)> {
+        let attr = init.attr;
+        if !supported(attr.qp_type) || attr.create_flags != 0 {
+            return Err(eopnotsupp());
+        }
+        let cap = &mut attr.cap;
+        if cap.max_send_wr > MAX_QP_WR
+            || cap.max_recv_wr > MAX_QP_WR
+            || cap.max_send_sge > MAX_SGE
+            || cap.max_recv_sge > MAX_SGE
+            || cap.max_inline_data > MAX_INLINE
+        {
+            return Err(EINVAL);
+        }
+        let (sq_count, sq_size) = geometry(cap.max_send_wr, wqe::send_elem(cap.max_send_sge, cap.max_inline_data)?)?;
+        let mut sq = SharedRing::new(sq_count, sq_size)?;
+        let mut rq = match init.srq {
+            Some(_) => None,
+            None => {
+                let (count, size) = geometry(cap.max_recv_wr, wqe::recv_elem(cap.max_recv_sge)?)?;
+                Some(SharedRing::new(count, size)?)
+            }
+        };
+        // Grant what the rings hold.
+        cap.max_send_wr = sq.count();
+        cap.max_send_sge = cap.max_send_sge.max(1);
+        cap.max_inline_data = (sq.elem_size() - wqe::SEND_WQE_HEADER) as u32;
+        cap.max_inline_data = cap.max_inline_data.min(MAX_INLINE);
+        if let Some(rq) = &rq {
+            cap.max_recv_wr = rq.count();
+            cap.max_recv_sge = cap.max_recv_sge.max(1);
+        }
+
+        let qpn = if attr.qp_type == b::ib_qp_type_IB_QPT_GSI {
+            1
+        } else {
+            dev.data().take_qpn()?
+        };
+        let guard = QpnGuard { dev, qpn };
+
+        if let Some(udata) = udata {
+            let sq_mi = sq.expose_for(udata)?;
+            let rq_mi = match rq.as_mut() {
+                Some(rq) => rq.expose_for(udata)?,
+                None => b::metaroce_mmap_info::default(),
+            };
+            udata.respond(&b::metaroce_create_qp_resp { rq_mi, sq_mi })?;
+        }
+
+        let state = Self {
+            qp_type: attr.qp_type,
+            sq,
+            rq,
+            srq: init.srq,
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
+            cap: *cap,
+            sq_sig_all: attr.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
+            user: udata.is_some(),
+            sq_lock: KBox::pin_init(new_spinlock!(()), GFP_KERNEL)?,
+            rq_lock: KBox::pin_init(new_spinlock!(()), GFP_KERNEL)?,
+            attrs: KBox::pin_init(new_mutex!(QpAttrs { state: b::ib_qp_state_IB_QPS_RESET, ..Default::default() }), GFP_KERNEL)?,
+        };
+        core::mem::forget(guard);
+        Ok((qpn, state))
+    }
+
+    /// Returns the QP number to the pool.
+    pub(crate) fn release(dev: &MetaRoceIbDevice, qp: &Qp<QpState>) {
+        if qp.qp_type() != b::ib_qp_type_IB_QPT_GSI {
+            dev.data().give_back_qpn(qp.qp_num());
+        }
+    }
+
+    /// Applies `modify_qp`.
+    pub(crate) fn modify(&self, dev: &MetaRoceIbDevice, attr: &b::ib_qp_attr, mask: u32) -> Result {
+        let mut a = self.attrs.lock();
+        let cur = if mask & b::ib_qp_attr_mask_IB_QP_CUR_STATE != 0 { attr.cur_qp_state } else { a.state };
+        let next = if mask & b::ib_qp_attr_mask_IB_QP_STATE != 0 { attr.qp_state } else { cur };
+        if cur != a.state || !verbs::modify_qp_is_ok(cur, next, self.qp_type, mask) {
+            return Err(EINVAL);
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_PORT != 0 && attr.port_num != FIRST_PORT {
+            return Err(EINVAL);
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_PKEY_INDEX != 0 && attr.pkey_index != 0 {
+            return Err(EINVAL);
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC != 0 && u32::from(attr.max_rd_atomic) > MAX_RD_ATOMIC {
+            return Err(EINVAL);
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC != 0
+            && u32::from(attr.max_dest_rd_atomic) > MAX_RD_ATOMIC
+        {
+            return Err(EINVAL);
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_PATH_MTU != 0 {
+            if attr.path_mtu < b::ib_mtu_IB_MTU_256 || attr.path_mtu > active_mtu(dev) {
+                return Err(EINVAL);
+            }
+        }
+        let mut n = *a;
+        if mask & b::ib_qp_attr_mask_IB_QP_PATH_MTU != 0 {
+            n.path_mtu = attr.path_mtu;
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_QKEY != 0 {
+            n.qkey = attr.qkey;
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_RQ_PSN != 0 {
+            n.rq_psn = attr.rq_psn & 0xff_ffff;
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_SQ_PSN != 0 {
+            n.sq_psn = attr.sq_psn & 0xff_ffff;
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_DEST_QPN != 0 {
+            n.dest_qp_num = attr.dest_qp_num & 0xff_ffff;
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS != 0 {
+            n.access = attr.qp_access_flags as u32;
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_AV != 0 {
+            n.av = AddressVector::from_attr(&attr.ah_attr);
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC != 0 {
+            n.max_rd_atomic = attr.max_rd_atomic;
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC != 0 {
+            n.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER != 0 {
+            n.min_rnr_timer = attr.min_rnr_timer;
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_TIMEOUT != 0 {
+            n.timeout = attr.timeout;
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_RETRY_CNT != 0 {
+            n.retry_cnt = attr.retry_cnt;
+        }
+        if mask & b::ib_qp_attr_mask_IB_QP_RNR_RETRY != 0 {
+            n.rnr_retry = attr.rnr_retry;
+        }
+        n.state = next;
+        if next == b::ib_qp_state_IB_QPS_RESET && !self.user {
+            // Kernel rings start over; a process resets its own indices.
+            for ring in Iterator::chain(core::iter::once(&self.sq), self.rq.as_ref()) {
+                ring.set_consumer(0);
+                ring.set_producer(0);
+            }
+        }
+        *a = n;
+        Ok(())
+    }
+
+    /// Fills `query_qp`'s answers.
+    pub(crate) fn query(&self, attr: &mut b::ib_qp_attr, init: &mut b::ib_qp_init_attr) {
+        let a = *self.attrs.lock();
+        attr.qp_state = a.state;
+        attr.cur_qp_state = a.state;
+        attr.path_mtu = a.path_mtu;
+        attr.path_mig_state = b::ib_mig_state_IB_MIG_MIGRATED;
+        attr.qkey = a.qkey;
+        attr.rq_psn = a.rq_psn;
+        attr.sq_psn = a.sq_psn;
+        attr.dest_qp_num = a.dest_qp_num;
+        attr.qp_access_flags = a.access as i32;
+        attr.cap = self.cap;
+        attr.pkey_index = 0;
+        attr.port_num = FIRST_PORT;
+        attr.max_rd_atomic = a.max_rd_atomic;
+        attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
+        attr.min_rnr_timer = a.min_rnr_timer;
+        attr.timeout = a.timeout;
+        attr.retry_cnt = a.retry_cnt;
+        attr.rnr_retry = a.rnr_retry;
+        init.cap = self.cap;
+        init.qp_type = self.qp_type;
+        init.sq_sig_type = if self.sq_sig_all { b::ib_sig_type_IB_SIGNAL_ALL_WR } else { b::ib_sig_type_IB_SIGNAL_REQ_WR };
+    }
+
+    /// The QP's state (`IB_QPS_*`).
+    pub(crate) fn state(&self) -> u32 {
+        self.attrs.lock().state
+    }
+
+    /// Queues a kernel consumer's receive request.
+    pub(crate) fn post_recv(&self, wr: &b::ib_recv_wr) -> Result {
+        let (wr_id, sges) = verbs::recv_wr(wr)?;
+        let rq = self.rq.as_ref().ok_or(EINVAL)?;
+        if self.state() == b::ib_qp_state_IB_QPS_RESET || sges.len() > self.cap.max_recv_sge as usize {
+            return Err(EINVAL);
+        }
+        let mut s = [Sge::default(); MAX_SGE as usize];
+        for (d, g) in s.iter_mut().zip(sges) {
+            *d = Sge { addr: g.addr, length: g.length, lkey: g.lkey };
+        }
+        let _guard = self.rq_lock.lock();
+        let prod = rq.producer();
+        if prod.wrapping_sub(rq.consumer()) >= rq.count() {
+            return Err(ENOMEM);
+        }
+        wqe::put_recv(rq, prod, wr_id, &s[..sges.len()])?;
+        rq.set_producer(prod.wrapping_add(1));
+        Ok(())
+    }
+
+    /// Queues a kernel consumer's send request.
+    pub(crate) fn post_send(&self, wr: &b::ib_send_wr) -> Result {
+        let w = verbs::send_wr::<AhState>(wr, self.qp_type)?;
+        let state = self.state();
+        if state != b::ib_qp_state_IB_QPS_RTS && state != b::ib_qp_state_IB_QPS_SQD {
+            return Err(EINVAL);
+        }
+        if w.sges.len() > self.cap.max_send_sge as usize {
+            return Err(EINVAL);
+        }
+        let remote = match (w.rdma, w.ud) {
+            (_, Some((ah, qpn, qkey))) => Remote::Ud { qpn, qkey, ah: ah.data().ah_num() },
+            (Some((addr, rkey)), None) => Remote::Rdma { addr, rkey },
+            (None, None) => Remote::Rdma { addr: 0, rkey: 0 },
+        };
+        let mut s = [Sge::default(); MAX_SGE as usize];
+        for (d, g) in s.iter_mut().zip(w.sges) {
+            *d = Sge { addr: g.addr, length: g.length, lkey: g.lkey };
+        }
+        let wqe = SendWqe {
+            wr_id: w.wr_id,
+            opcode: w.opcode,
+            send_flags: w.send_flags,
+            ex: w.ex,
+            remote,
+            sges: &s[..w.sges.len()],
+        };
+        let _guard = self.sq_lock.lock();
+        let prod = self.sq.producer();
+        if prod.wrapping_sub(self.sq.consumer()) >= self.sq.count() {
+            return Err(ENOMEM);
+        }
+        wqe::put_send(&self.sq, prod, &wqe)?;
+        self.sq.set_producer(prod.wrapping_add(1));
+        Ok(())
+    }
+
+    /// A process rang the doorbell: its send ring has new requests.
+    pub(crate) fn doorbell(&self) -> Result {
+        let state = self.state();
+        if state != b::ib_qp_state_IB_QPS_RTS && state != b::ib_qp_state_IB_QPS_SQD {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+
+    /// The CQs, for the data path.
+    #[allow(dead_code)] // The data path completes work requests.
+    pub(crate) fn cqs(&self) -> (&CqState, &CqState) {
+        (self.send_cq.data(), self.recv_cq.data())
+    }
+
+    /// The SRQ receives come from, if any.
+    #[allow(dead_code)] // The data path consumes receive requests.
+    pub(crate) fn srq(&self) -> Option<&SrqState> {
+        self.srq.as_ref().map(|s| s.data())
+    }
+}
+
+/// Gives a QP number back if creation fails after taking it.
+struct QpnGuard<'a> {
+    dev: &'a MetaRoceIbDevice,
+    qpn: u32,
+}
+
+impl Drop for QpnGuard<'_> {
+    fn drop(&mut self) {
+        if self.qpn != 1 {
+            self.dev.data().give_back_qpn(self.qpn);
+        }
+    }
+}

@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Shared receive queues: one ring of receive requests for many QPs.
+
+use kernel::prelude::*;
+use kernel::sync::{new_mutex, new_spinlock, Mutex, SpinLock};
+
+use super::device::MetaRoceIbDevice;
+use super::limits::{MAX_SGE, MAX_SRQ_WR};
+use super::wqe::{self, geometry, Sge};
+use crate::ib::ring::SharedRing;
+use crate::ib::eopnotsupp;
+use crate::ib::udata::Udata;
+use crate::ib::verbs;
+use crate::sys::bindings as b;
+
+/// Driver state of an SRQ.
+pub(crate) struct SrqState {
+    ring: SharedRing,
+    max_sge: u32,
+    srq_num: u32,
+    /// The limit event threshold (0: disarmed).
+    limit: Pin<KBox<Mutex<u32>>>,
+    /// Serialises kernel posters.
+    lock: Pin<KBox<SpinLock<()>>>,
+}
+
+impl SrqState {
+    /// Creates an SRQ; a user SRQ gets its ring mapped.
+    pub(crate) fn create(dev: &MetaRoceIbDevice, attr: &mut b::ib_srq_init_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
+        if attr.srq_type != b::ib_srq_type_IB_SRQT_BASIC {
+            return Err(eopnotsupp());
+        }
+        let a = &mut attr.attr;
+        if a.max_wr == 0 || a.max_wr > MAX_SRQ_WR || a.max_sge > MAX_SGE || a.srq_limit > a.max_wr {
+            return Err(EINVAL);
+        }
+        let (count, size) = geometry(a.max_wr, wqe::recv_elem(a.max_sge)?)?;
+        let mut ring = SharedRing::new(count, size)?;
+        a.max_wr = count;
+        a.max_sge = a.max_sge.max(1);
+        let srq_num = dev.data().take_srq_num()?;
+        if let Some(udata) = udata {
+            let res = ring
+                .expose_for(udata)
+                .and_then(|mi| udata.respond(&b::metaroce_create_srq_resp { mi, srq_num, reserved: 0 }));
+            if let Err(e) = res {
+                dev.data().give_back_srq_num(srq_num);
+                return Err(e);
+            }
+        }
+        Ok(Self {
+            ring,
+            max_sge: a.max_sge,
+            srq_num,
+            limit: KBox::pin_init(new_mutex!(a.srq_limit), GFP_KERNEL)?,
+            lock: KBox::pin_init(new_spinlock!(()), GFP_KERNEL)?,
+        })
+    }
+
+    /// Gives the SRQ number back.
+    pub(crate) fn release(&self, dev: &MetaRoceIbDevice) {
+        dev.data().give_back_srq_num(self.srq_num);
+    }
+
+    /// `modify_srq`: only the limit can change (no resize).
+    pub(crate) fn modify(&self, attr: &b::ib_srq_attr, mask: u32) -> Result {
+        if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
+            return Err(eopnotsupp());
+        }
+        if mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0 {
+            if attr.srq_limit > self.ring.count() {
+                return Err(EINVAL);
+            }
+            *self.limit.lock() = attr.srq_limit;
+        }
+        Ok(())
+    }
+
+    /// `query_srq`.
+    pub(crate) fn query(&self, attr: &mut b::ib_srq_attr) {
+        attr.max_wr = self.ring.count();
+        attr.max_sge = self.max_sge;
+        attr.srq_limit = *self.limit.lock();
+    }
+
+    /// Queues a kernel consumer's receive request.
+    pub(crate) fn post_recv(&self, wr: &b::ib_recv_wr) -> Result {
+        let (wr_id, sges) = verbs::recv_wr(wr)?;
+        if sges.len() > self.max_sge as usize {
+            return Err(EINVAL);
+        }
+        let mut s = [Sge::default(); MAX_SGE as usize];
+        for (d, g) in s.iter_mut().zip(sges) {
+            *d = Sge { addr: g.addr, length: g.length, lkey: g.lkey };
+        }
+        let _guard = self.lock.lock();
+        let prod = self.ring.producer();
+        if prod.wrapping_sub(self.ring.consumer()) >= self.ring.count() {
+            return Err(ENOMEM);
+        }
+        wqe::put_recv(&self.ring, prod, wr_id, &s[..sges.len()])?;
+        self.ring.set_producer(prod.wrapping_add(1));
+        Ok(())
+    }
+}

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Work queue entries and completions in the shared rings, in the layout of
+//! include/uapi/rdma/metaroce-abi.h, and the ring sizes that hold them.
+//!
+//! Everything read back from a ring may have been written by a process:
+//! decoding validates it instead of trusting it.
+
+use kernel::prelude::*;
+
+use super::limits::{MAX_INLINE, MAX_SGE};
+use crate::ib::ring::SharedRing;
+use crate::sys::bindings;
+
+/// Bytes of a send WQE before its SGEs or inline data.
+pub(crate) const SEND_WQE_HEADER: usize = core::mem::size_of::<bindings::metaroce_send_wqe>();
+/// Bytes of a receive WQE before its SGEs.
+pub(crate) const RECV_WQE_HEADER: usize = core::mem::size_of::<bindings::metaroce_recv_wqe>();
+/// Bytes per SGE.
+pub(crate) const SGE: usize = core::mem::size_of::<bindings::metaroce_sge>();
+/// Bytes per completion entry (the ring's element may be larger).
+pub(crate) const CQE: usize = core::mem::size_of::<bindings::metaroce_cqe>();
+
+/// Ring geometry for a queue asked to hold `wr` entries of `elem` bytes:
+/// (element count, element size), both powers of two.
+pub(crate) fn geometry(wr: u32, elem: usize) -> Result<(u32, u32)> {
+    let count = wr.max(1).checked_next_power_of_two().ok_or(EINVAL)?;
+    let size = u32::try_from(elem).map_err(|_| EINVAL)?.checked_next_power_of_two().ok_or(EINVAL)?;
+    Ok((count, size))
+}
+
+/// Element size of a send queue for `sge` SGEs and `inline` inline bytes.
+pub(crate) fn send_elem(sge: u32, inline: u32) -> Result<usize> {
+    if sge > MAX_SGE || inline > MAX_INLINE {
+        return Err(EINVAL);
+    }
+    Ok(SEND_WQE_HEADER + core::cmp::max(sge.max(1) as usize * SGE, inline as usize))
+}
+
+/// Element size of a receive queue for `sge` SGEs.
+pub(crate) fn recv_elem(sge: u32) -> Result<usize> {
+    if sge > MAX_SGE {
+        return Err(EINVAL);
+    }
+    Ok(RECV_WQE_HEADER + sge.max(1) as usize * SGE)
+}
+
+/// One scatter/gather entry.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Sge {
+    /// Virtual address (the MR's iova space).
+    pub(crate) addr: u64,
+    /// Bytes.
+    pub(crate) length: u32,
+    /// Local key of the MR.
+    pub(crate) lkey: u32,
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut v = [0u8; 4];
+    v.copy_from_slice(&b[at..at + 4]);
+    u32::from_ne_bytes(v)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut v = [0u8; 8];
+    v.copy_from_slice(&b[at..at + 8]);
+    u64::from_ne_bytes(v)
+}
+
+/// A receive work request as posted. Fixed size: the post and receive
+/// paths run in atomic context and allocate nothing.
+#[allow(dead_code)] // The receive path consumes receive requests.
+pub(crate) struct RecvWqe {
+    /// The consumer's id, returned in the completion.
+    pub(crate) wr_id: u64,
+    /// Where the message goes, in order (`num_sge` used).
+    pub(crate) sges: [Sge; MAX_SGE as usize],
+    /// SGEs in use.
+    pub(crate) num_sge: usize,
+}
+
+/// Largest ring element the driver reads or writes whole.
+const MAX_ELEM: usize = 512;
+
+/// Writes a receive WQE into element `index` of `ring`.
+pub(crate) fn put_recv(ring: &SharedRing, index: u32, wr_id: u64, sges: &[Sge]) -> Result {
+    let need = RECV_WQE_HEADER + sges.len() * SGE;
+    if need > ring.elem_size() || need > MAX_ELEM {
+        return Err(EINVAL);
+    }
+    let mut buf = [0u8; MAX_ELEM];
+    buf[0..8].copy_from_slice(&wr_id.to_ne_bytes());
+    buf[8..12].copy_from_slice(&(sges.len() as u32).to_ne_bytes());
+    for (i, s) in sges.iter().enumerate() {
+        let at = RECV_WQE_HEADER + i * SGE;
+        buf[at..at + 8].copy_from_slice(&s.addr.to_ne_bytes());
+        buf[at + 8..at + 12].copy_from_slice(&s.length.to_ne_bytes());
+        buf[at + 12..at + 16].copy_from_slice(&s.lkey.to_ne_bytes());
+    }
+    ring.write(index, &buf[..need]);
+    Ok(())
+}
+
+/// Reads and validates the receive WQE in element `index` of `ring`.
+#[allow(dead_code)] // The receive path consumes receive WQEs.
+pub(crate) fn get_recv(ring: &SharedRing, index: u32) -> Result<RecvWqe> {
+    let mut buf = [0u8; MAX_ELEM];
+    let len = ring.elem_size().min(MAX_ELEM);
+    ring.read(index, &mut buf[..len]);
+    let num = u32_at(&buf, 8) as usize;
+    if num > MAX_SGE as usize || RECV_WQE_HEADER + num * SGE > len {
+        return Err(EINVAL);
+    }
+    let mut wqe = RecvWqe { wr_id: u64_at(&buf, 0), sges: [Sge::default(); MAX_SGE as usize], num_sge: num };
+    for (i, s) in wqe.sges.iter_mut().take(num).enumerate() {
+        let at = RECV_WQE_HEADER + i * SGE;
+        *s = Sge { addr: u64_at(&buf, at), length: u32_at(&buf, at + 8), lkey: u32_at(&buf, at + 12) };
+    }
+    Ok(wqe)
+}
+
+/// The `wr` union of a send WQE.
+pub(crate) enum Remote {
+    /// RDMA READ/WRITE target (also used, zeroed, by SEND).
+    Rdma {
+        /// Remote virtual address.
+        addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// UD destination.
+    Ud {
+        /// Remote QP number.
+        qpn: u32,
+        /// Remote Q_Key.
+        qkey: u32,
+        /// Address handle number.
+        ah: u32,
+    },
+}
+
+/// A send work request in the uapi layout, built by kernel consumers.
+pub(crate) struct SendWqe<'a> {
+    /// The consumer's id.
+    pub(crate) wr_id: u64,
+    /// `IB_WR_*` opcode (same values as `IB_UVERBS_WR_*`).
+    pub(crate) opcode: u32,
+    /// `IB_SEND_*` flags.
+    pub(crate) send_flags: u32,
+    /// Immediate data (network order) or rkey to invalidate.
+    pub(crate) ex: u32,
+    /// Where the operation goes.
+    pub(crate) remote: Remote,
+    /// Local data.
+    pub(crate) sges: &'a [Sge],
+}
+
+/// Writes a send WQE into element `index` of `ring`.
+pub(crate) fn put_send(ring: &SharedRing, index: u32, w: &SendWqe<'_>) -> Result {
+    let need = SEND_WQE_HEADER + w.sges.len() * SGE;
+    if need > ring.elem_size() || need > MAX_ELEM {
+        return Err(EINVAL);
+    }
+    let mut buf = [0u8; MAX_ELEM];
+    buf[0..8].copy_from_slice(&w.wr_id.to_ne_bytes());
+    buf[8..12].copy_from_slice(&w.opcode.to_ne_bytes());
+    buf[12..16].copy_from_slice(&w.send_flags.to_ne_bytes());
+    buf[20..24].copy_from_slice(&(w.sges.len() as u32).to_ne_bytes());
+    buf[28..32].copy_from_slice(&w.ex.to_ne_bytes());
+    match w.remote {
+        Remote::Rdma { addr, rkey } => {
+            buf[32..40].copy_from_slice(&addr.to_ne_bytes());
+            buf[40..44].copy_from_slice(&rkey.to_ne_bytes());
+        }
+        Remote::Ud { qpn, qkey, ah } => {
+            buf[32..36].copy_from_slice(&qpn.to_ne_bytes());
+            buf[36..40].copy_from_slice(&qkey.to_ne_bytes());
+            buf[40..44].copy_from_slice(&ah.to_ne_bytes());
+        }
+    }
+    for (i, s) in w.sges.iter().enumerate() {
+        let at = SEND_WQE_HEADER + i * SGE;
+        buf[at..at + 8].copy_from_slice(&s.addr.to_ne_bytes());
+        buf[at + 8..at + 12].copy_from_slice(&s.length.to_ne_bytes());
+        buf[at + 12..at + 16].copy_from_slice(&s.lkey.to_ne_bytes());
+    }
+    ring.write(index, &buf[..need]);
+    Ok(())
+}
+
+// The uapi layout `put_send` encodes, checked against the header.
+const _: () = {
+    use core::mem::offset_of;
+    type S = bindings::metaroce_send_wqe;
+    assert!(SEND_WQE_HEADER == 64 && RECV_WQE_HEADER == 16 && SGE == 16);
+    assert!(offset_of!(S, opcode) == 8 && offset_of!(S, send_flags) == 12);
+    assert!(offset_of!(S, num_sge) == 20 && offset_of!(S, ex) == 28 && offset_of!(S, wr) == 32);
+};
+
+/// A work completion, as the rings carry it (`struct ib_uverbs_wc`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Completion {
+    /// The work request's id.
+    pub(crate) wr_id: u64,
+    /// `IB_WC_*` status.
+    pub(crate) status: u32,
+    /// `IB_WC_*` opcode.
+    pub(crate) opcode: u32,
+    /// Bytes received (receives) or transferred.
+    pub(crate) byte_len: u32,
+    /// Immediate data (network order) or invalidated rkey.
+    pub(crate) ex: u32,
+    /// The local QP.
+    pub(crate) qp_num: u32,
+    /// The remote QP (UD).
+    pub(crate) src_qp: u32,
+    /// `IB_WC_*` flags (`ib_wc_flags`: GRH, WITH_IMM, WITH_INVALIDATE).
+    pub(crate) wc_flags: u32,
+}
+
+// The uapi layout the offsets below encode, checked against the header.
+const _: () = {
+    use core::mem::offset_of;
+    type W = bindings::ib_uverbs_wc;
+    assert!(core::mem::size_of::<W>() == CQE && CQE == 48);
+    assert!(offset_of!(W, status) == 8 && offset_of!(W, opcode) == 12);
+    assert!(offset_of!(W, byte_len) == 20 && offset_of!(W, ex) == 24);
+    assert!(offset_of!(W, qp_num) == 28 && offset_of!(W, src_qp) == 32);
+    assert!(offset_of!(W, wc_flags) == 36 && offset_of!(W, port_num) == 46);
+};
+
+impl Completion {
+    /// The completion in the uapi layout.
+    pub(crate) fn encode(&self, port: u8) -> [u8; CQE] {
+        let mut b = [0u8; CQE];
+        b[0..8].copy_from_slice(&self.wr_id.to_ne_bytes());
+        b[8..12].copy_from_slice(&self.status.to_ne_bytes());
+        b[12..16].copy_from_slice(&self.opcode.to_ne_bytes());
+        b[20..24].copy_from_slice(&self.byte_len.to_ne_bytes());
+        b[24..28].copy_from_slice(&self.ex.to_ne_bytes());
+        b[28..32].copy_from_slice(&self.qp_num.to_ne_bytes());
+        b[32..36].copy_from_slice(&self.src_qp.to_ne_bytes());
+        b[36..40].copy_from_slice(&self.wc_flags.to_ne_bytes());
+        b[46] = port;
+        b
+    }
+
+    /// Reads a completion back (kernel CQs: only the kernel writes them).
+    pub(crate) fn decode(b: &[u8; CQE]) -> Self {
+        Self {
+            wr_id: u64_at(b, 0),
+            status: u32_at(b, 8),
+            opcode: u32_at(b, 12),
+            byte_len: u32_at(b, 20),
+            ex: u32_at(b, 24),
+            qp_num: u32_at(b, 28),
+            src_qp: u32_at(b, 32),
+            wc_flags: u32_at(b, 36),
+        }
+    }
+}

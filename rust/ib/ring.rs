@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Rings in memory shared with user space (`struct metaroce_queue_buf`,
+//! include/uapi/rdma/metaroce-abi.h), and their mmap entries.
+//!
+//! The buffer comes from `vmalloc_user`. Once exposed, it belongs to its
+//! `rdma_user_mmap_entry`: dropping the ring removes the entry, and the
+//! buffer is freed in `mmap_free` when the last mapping is gone, so a
+//! process that still maps a destroyed queue never sees freed memory.
+
+use core::mem::offset_of;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use kernel::error::to_result;
+use kernel::prelude::*;
+
+use super::udata::Udata;
+use crate::sys::bindings;
+
+const PAGE_SIZE: usize = 1 << bindings::PAGE_SHIFT;
+const HEADER: usize = core::mem::size_of::<bindings::metaroce_queue_buf>();
+
+/// Where user space maps an exposed ring (the uapi `metaroce_mmap_info`).
+pub(crate) type MmapInfo = bindings::metaroce_mmap_info;
+
+/// The mmap entry a ring's buffer hangs on.
+#[repr(C)]
+struct RingMmapEntry {
+    rdma: bindings::rdma_user_mmap_entry,
+    buf: *mut u8,
+}
+
+/// A ring of `count` elements of `1 << elem_shift` bytes after the header.
+///
+/// # Invariants
+///
+/// `buf` is a live `vmalloc_user` block of `size` bytes holding the header
+/// and `count` elements; `count` is a power of two. If `entry` is set, it
+/// owns `buf` (freed in [`mmap_free`]), else the ring does.
+pub(crate) struct SharedRing {
+    buf: NonNull<u8>,
+    size: usize,
+    count: u32,
+    elem_shift: u32,
+    entry: Option<NonNull<RingMmapEntry>>,
+}
+
+// SAFETY: the buffer is plain shared memory accessed with atomics and
+// volatile copies; the handle is not tied to a thread.
+unsafe impl Send for SharedRing {}
+// SAFETY: `&SharedRing` only offers atomic index accesses and element
+// copies; callers serialise producers and consumers themselves.
+unsafe impl Sync for SharedRing {}
+
+impl SharedRing {
+    /// Allocates a zeroed ring; `count` and `elem_size` are powers of two.
+    pub(crate) fn new(count: u32, elem_size: u32) -> Result<Self> {
+        if !count.is_power_of_two() || !elem_size.is_power_of_two() {
+            return Err(EINVAL);
+        }
+        let bytes = (count as usize).checked_mul(elem_size as usize).ok_or(EINVAL)?;
+        let size = HEADER
+            .checked_add(bytes)
+            .and_then(|s| s.checked_next_multiple_of(PAGE_SIZE))
+            .ok_or(EINVAL)?;
+        // SAFETY: plain allocation; NULL on failure.
+        let buf = unsafe { bindings::metaroce_helper_vmalloc_user(size as _) };
+        let buf = NonNull::new(buf.cast::<u8>()).ok_or(ENOMEM)?;
+        let ring = Self { buf, size, count, elem_shift: elem_size.trailing_zeros(), entry: None };
+        let hdr = buf.as_ptr().cast::<bindings::metaroce_queue_buf>();
+        // SAFETY: the block is ours, zeroed and at least HEADER bytes.
+        unsafe {
+            (*hdr).log2_elem_size = ring.elem_shift;
+            (*hdr).index_mask = count - 1;
+        }
+        Ok(ring)
+    }
+
+    /// Number of elements.
+    pub(crate) fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Bytes per element.
+    pub(crate) fn elem_size(&self) -> usize {
+        1 << self.elem_shift
+    }
+
+    /// Makes the ring mappable by the process making the call `udata`
+    /// belongs to; returns where.
+    pub(crate) fn expose_for(&mut self, udata: &Udata<'_>) -> Result<MmapInfo> {
+        let ucontext = udata.ucontext_raw();
+        if self.entry.is_some() || ucontext.is_null() {
+            return Err(EINVAL);
+        }
+        let entry = KBox::new(
+            RingMmapEntry { rdma: Default::default(), buf: self.buf.as_ptr() },
+            GFP_KERNEL,
+        )?;
+        let entry = KBox::into_raw(entry);
+        // SAFETY: `entry` is a fresh allocation the core may keep until
+        // `mmap_free`; `ucontext` is the live context of the current call.
+        let ret = unsafe {
+            bindings::rdma_user_mmap_entry_insert(ucontext, core::ptr::addr_of_mut!((*entry).rdma), self.size)
+        };
+        if let Err(e) = to_result(ret) {
+            // SAFETY: not inserted, so still solely ours.
+            drop(unsafe { KBox::from_raw(entry) });
+            return Err(e);
+        }
+        // SAFETY: inserted above; the offset is fixed for its lifetime.
+        let offset = unsafe { bindings::metaroce_helper_mmap_offset(core::ptr::addr_of!((*entry).rdma)) };
+        self.entry = NonNull::new(entry);
+        Ok(MmapInfo { offset, size: self.size as u32, reserved: 0 })
+    }
+
+    fn index(&self, offset: usize) -> &AtomicU32 {
+        // SAFETY: `offset` is that of a 4-byte aligned u32 inside the live
+        // header (callers pass offset_of! values); shared with user space,
+        // so only ever accessed atomically.
+        unsafe { AtomicU32::from_ptr(self.buf.as_ptr().add(offset).cast()) }
+    }
+
+    /// The producer index, read with acquire (elements before it are visible).
+    pub(crate) fn producer(&self) -> u32 {
+        self.index(offset_of!(bindings::metaroce_queue_buf, producer_index)).load(Ordering::Acquire)
+    }
+
+    /// The consumer index, read with acquire.
+    pub(crate) fn consumer(&self) -> u32 {
+        self.index(offset_of!(bindings::metaroce_queue_buf, consumer_index)).load(Ordering::Acquire)
+    }
+
+    /// Publishes the producer index (release: written elements first).
+    pub(crate) fn set_producer(&self, value: u32) {
+        self.index(offset_of!(bindings::metaroce_queue_buf, producer_index)).store(value, Ordering::Release)
+    }
+
+    /// Publishes the consumer index (release: reads of the slot are done).
+    pub(crate) fn set_consumer(&self, value: u32) {
+        self.index(offset_of!(bindings::metaroce_queue_buf, consumer_index)).store(value, Ordering::Release)
+    }
+
+    fn slot(&self, index: u32) -> *mut u8 {
+        let at = ((index & (self.count - 1)) as usize) << self.elem_shift;
+        // SAFETY: the masked index is below `count`, so the element lies
+        // inside the block (invariant).
+        unsafe { self.buf.as_ptr().add(HEADER + at) }
+    }
+
+    /// Copies element `index` (masked) into `out`, up to the element size.
+    /// User space may write the slot concurrently: the copy is volatile and
+    /// callers validate what they read.
+    pub(crate) fn read(&self, index: u32, out: &mut [u8]) {
+        let src = self.slot(index);
+        for (i, b) in out.iter_mut().take(self.elem_size()).enumerate() {
+            // SAFETY: `i` is inside the element (bounded by `take`).
+            *b = unsafe { src.add(i).read_volatile() };
+        }
+    }
+
+    /// Writes `data` (up to the element size) into element `index` (masked).
+    pub(crate) fn write(&self, index: u32, data: &[u8]) {
+        let dst = self.slot(index);
+        for (i, b) in data.iter().take(self.elem_size()).enumerate() {
+            // SAFETY: `i` is inside the element (bounded by `take`).
+            unsafe { dst.add(i).write_volatile(*b) };
+        }
+    }
+}
+
+impl Drop for SharedRing {
+    fn drop(&mut self) {
+        match self.entry {
+            // SAFETY: inserted in `expose`; the core calls `mmap_free` (which
+            // frees the buffer) once no mapping is left.
+            Some(entry) => unsafe { bindings::rdma_user_mmap_entry_remove(core::ptr::addr_of_mut!((*entry.as_ptr()).rdma)) },
+            // SAFETY: never exposed, so the buffer is ours alone.
+            None => unsafe { bindings::vfree(self.buf.as_ptr().cast()) },
+        }
+    }
+}
+
+/// The device's `mmap` op: maps the ring behind the offset of `vma`.
+///
+/// # Safety
+///
+/// Called by the core with a live user context and VMA.
+pub(crate) unsafe extern "C" fn mmap(
+    ucontext: *mut bindings::ib_ucontext,
+    vma: *mut bindings::vm_area_struct,
+) -> kernel::ffi::c_int {
+    // SAFETY: the core's arguments; the lookup checks the VMA's size against
+    // the entry and takes a reference we drop below.
+    let rdma = unsafe { bindings::rdma_user_mmap_entry_get(ucontext, vma) };
+    if rdma.is_null() {
+        return EINVAL.to_errno();
+    }
+    let entry = rdma.cast::<RingMmapEntry>();
+    // SAFETY: every entry this driver inserts is a `RingMmapEntry` with
+    // `rdma` first; the buffer is a vmalloc_user block owned by the entry.
+    let ret = unsafe { bindings::remap_vmalloc_range(vma, (*entry).buf.cast(), 0) };
+    // SAFETY: drops the reference taken by the lookup.
+    unsafe { bindings::rdma_user_mmap_entry_put(rdma) };
+    ret
+}
+
+/// The device's `mmap_free` op: the last user of an entry is gone.
+///
+/// # Safety
+///
+/// Called by the core once per entry, after its refcount dropped to zero.
+pub(crate) unsafe extern "C" fn mmap_free(rdma: *mut bindings::rdma_user_mmap_entry) {
+    let entry = rdma.cast::<RingMmapEntry>();
+    // SAFETY: allocated by `KBox::new` in `expose` and given to the core,
+    // which hands it back exactly once, here; it owns the buffer.
+    let entry = unsafe { KBox::from_raw(entry) };
+    // SAFETY: the buffer's owner is this entry and no mapping is left.
+    unsafe { bindings::vfree(entry.buf.cast()) };
+}

@@ -1,0 +1,709 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Verbs objects: the containers behind `ib_ucontext`, `ib_pd`, `ib_ah`,
+//! `ib_cq`, `ib_srq`, `ib_qp` and `ib_mr`, and the `ib_device_ops` callbacks
+//! that turn [`IbDriver`] methods into C.
+//!
+//! The core allocates every object but the MR (zeroed, `size_ib_*` bytes)
+//! with its C struct first; the driver's data follows it in a
+//! [`Container`], is written in the create callback and dropped in the
+//! destroy callback. MRs are allocated here the same way, with `KBox`.
+
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+use kernel::error::from_result;
+use kernel::prelude::*;
+use kernel::types::Opaque;
+
+use super::device::{Device, IbDriver};
+use super::udata::Udata;
+use crate::sys::bindings;
+
+/// A core object `R` followed by the driver's data `D`.
+#[repr(C)]
+pub(crate) struct Container<R, D> {
+    raw: R,
+    data: D,
+}
+
+/// A live verbs object of type `R` whose driver data is a `D`.
+///
+/// # Invariants
+///
+/// The wrapped `R` is the `raw` field of a live `Container<R, D>` whose
+/// `data` is initialised, for the lifetime of every `&Obj`.
+#[repr(transparent)]
+pub(crate) struct Obj<R, D>(Opaque<R>, PhantomData<D>);
+
+impl<R, D> Obj<R, D> {
+    /// # Safety
+    ///
+    /// `ptr` is the `raw` field of a live `Container<R, D>` with initialised
+    /// data, for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(ptr: *mut R) -> &'a Self {
+        // SAFETY: transparent wrapper; the caller guarantees the rest.
+        unsafe { &*ptr.cast() }
+    }
+
+    pub(crate) fn as_raw(&self) -> *mut R {
+        self.0.get()
+    }
+
+    /// The driver data.
+    pub(crate) fn data(&self) -> &D {
+        // SAFETY: `raw` is at offset 0 of a live container with initialised
+        // data (invariant).
+        unsafe { &(*self.as_raw().cast::<Container<R, D>>()).data }
+    }
+}
+
+/// A protection domain.
+pub(crate) type Pd<D> = Obj<bindings::ib_pd, D>;
+/// An address handle.
+pub(crate) type Ah<D> = Obj<bindings::ib_ah, D>;
+/// A completion queue.
+pub(crate) type Cq<D> = Obj<bindings::ib_cq, D>;
+/// A shared receive queue.
+pub(crate) type Srq<D> = Obj<bindings::ib_srq, D>;
+/// A queue pair.
+pub(crate) type Qp<D> = Obj<bindings::ib_qp, D>;
+/// A memory region.
+pub(crate) type Mr<D> = Obj<bindings::ib_mr, D>;
+
+/// A reference to a verbs object that the core keeps alive for as long as
+/// the holder exists (a CQ or SRQ used by a QP: the core refuses to destroy
+/// it while its use count is held).
+///
+/// # Invariants
+///
+/// Points to a live `Obj<R, D>` for the lifetime of this value.
+pub(crate) struct ObjRef<R, D>(NonNull<R>, PhantomData<D>);
+
+// SAFETY: the referenced objects are `Sync` driver data behind core objects
+// the core keeps alive; the reference carries no thread affinity.
+unsafe impl<R, D: Send + Sync> Send for ObjRef<R, D> {}
+// SAFETY: as above.
+unsafe impl<R, D: Send + Sync> Sync for ObjRef<R, D> {}
+
+impl<R, D> ObjRef<R, D> {
+    /// # Safety
+    ///
+    /// `ptr` is a live `Obj<R, D>` that the core keeps alive until this
+    /// value is dropped.
+    unsafe fn new(ptr: *mut R) -> Option<Self> {
+        NonNull::new(ptr).map(|p| Self(p, PhantomData))
+    }
+}
+
+impl<R, D> core::ops::Deref for ObjRef<R, D> {
+    type Target = Obj<R, D>;
+
+    fn deref(&self) -> &Obj<R, D> {
+        // SAFETY: live for our lifetime (invariant).
+        unsafe { Obj::from_raw(self.0.as_ptr()) }
+    }
+}
+
+impl<D> Cq<D> {
+    /// Runs the consumer's completion handler (an armed CQ got an entry).
+    pub(crate) fn completion_event(&self) {
+        let cq = self.as_raw();
+        // SAFETY: the core sets `comp_handler` and `cq_context` before the CQ
+        // is used and keeps them for its lifetime.
+        unsafe {
+            if let Some(handler) = (*cq).comp_handler {
+                handler(cq, (*cq).cq_context);
+            }
+        }
+    }
+}
+
+impl<D> Qp<D> {
+    /// The QP number.
+    pub(crate) fn qp_num(&self) -> u32 {
+        // SAFETY: plain field of a live QP (invariant).
+        unsafe { (*self.as_raw()).qp_num }
+    }
+
+    /// The QP type (`IB_QPT_*`).
+    pub(crate) fn qp_type(&self) -> u32 {
+        // SAFETY: plain field of a live QP (invariant).
+        unsafe { (*self.as_raw()).qp_type }
+    }
+
+    /// The device the QP lives on (`DD`: the driver's device data type).
+    pub(crate) fn device<DD>(&self) -> &Device<DD> {
+        // SAFETY: a live QP's device outlives it; the core only creates our
+        // QPs on our devices, whose data type the driver names.
+        unsafe { Device::<DD>::from_raw_pub((*self.as_raw()).device) }
+    }
+
+    /// Whether the QP belongs to a user process (its rings are mapped).
+    pub(crate) fn is_user(&self) -> bool {
+        // SAFETY: plain field of a live QP (invariant).
+        unsafe { !(*self.as_raw()).uobject.is_null() }
+    }
+}
+
+/// What `create_qp` is given, with the core's object pointers checked.
+pub(crate) struct QpInit<'a, T: IbDriver> {
+    /// The attributes; the driver writes back the capabilities it granted.
+    pub(crate) attr: &'a mut bindings::ib_qp_init_attr,
+    /// Completions of sends.
+    pub(crate) send_cq: ObjRef<bindings::ib_cq, T::Cq>,
+    /// Completions of receives.
+    pub(crate) recv_cq: ObjRef<bindings::ib_cq, T::Cq>,
+    /// The SRQ receives come from, if any.
+    pub(crate) srq: Option<ObjRef<bindings::ib_srq, T::Srq>>,
+}
+
+/// Fills `ops` with this layer's callbacks and object sizes for `T`.
+pub(crate) fn fill_ops<T: IbDriver>(ops: &mut bindings::ib_device_ops) {
+    ops.size_ib_ucontext = core::mem::size_of::<Container<bindings::ib_ucontext, T::Ucontext>>();
+    ops.size_ib_pd = core::mem::size_of::<Container<bindings::ib_pd, T::Pd>>();
+    ops.size_ib_ah = core::mem::size_of::<Container<bindings::ib_ah, T::Ah>>();
+    ops.size_ib_cq = core::mem::size_of::<Container<bindings::ib_cq, T::Cq>>();
+    ops.size_ib_srq = core::mem::size_of::<Container<bindings::ib_srq, T::Srq>>();
+    ops.size_ib_qp = core::mem::size_of::<Container<bindings::ib_qp, T::Qp>>();
+    ops.alloc_ucontext = Some(alloc_ucontext::<T>);
+    ops.dealloc_ucontext = Some(dealloc_ucontext::<T>);
+    ops.mmap = Some(super::ring::mmap);
+    ops.mmap_free = Some(super::ring::mmap_free);
+    ops.alloc_pd = Some(alloc_pd::<T>);
+    ops.dealloc_pd = Some(dealloc_pd::<T>);
+    ops.create_ah = Some(create_ah::<T>);
+    ops.create_user_ah = Some(create_ah::<T>);
+    ops.destroy_ah = Some(destroy_ah::<T>);
+    ops.create_cq = Some(create_cq::<T>);
+    ops.destroy_cq = Some(destroy_cq::<T>);
+    ops.poll_cq = Some(poll_cq::<T>);
+    ops.req_notify_cq = Some(req_notify_cq::<T>);
+    ops.create_srq = Some(create_srq::<T>);
+    ops.modify_srq = Some(modify_srq::<T>);
+    ops.query_srq = Some(query_srq::<T>);
+    ops.destroy_srq = Some(destroy_srq::<T>);
+    ops.post_srq_recv = Some(post_srq_recv::<T>);
+    ops.create_qp = Some(create_qp::<T>);
+    ops.modify_qp = Some(modify_qp::<T>);
+    ops.query_qp = Some(query_qp::<T>);
+    ops.destroy_qp = Some(destroy_qp::<T>);
+    ops.post_send = Some(post_send::<T>);
+    ops.post_recv = Some(post_recv::<T>);
+    ops.get_dma_mr = Some(get_dma_mr::<T>);
+    ops.reg_user_mr = Some(reg_user_mr::<T>);
+    ops.dereg_mr = Some(dereg_mr::<T>);
+}
+
+/// Writes `data` into the container behind `raw`.
+///
+/// # Safety
+///
+/// `raw` is the `raw` field of a core-allocated, zeroed `Container<R, D>`
+/// whose data is not initialised yet.
+unsafe fn put<R, D>(raw: *mut R, data: D) {
+    // SAFETY: the container is ours to initialise (caller).
+    unsafe { core::ptr::addr_of_mut!((*raw.cast::<Container<R, D>>()).data).write(data) };
+}
+
+/// Drops the data of the container behind `raw`.
+///
+/// # Safety
+///
+/// `raw` is the `raw` field of a `Container<R, D>` with initialised data
+/// that nothing uses any more.
+unsafe fn drop_data<R, D>(raw: *mut R) {
+    // SAFETY: initialised and unused (caller).
+    unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*raw.cast::<Container<R, D>>()).data)) };
+}
+
+/// # Safety
+///
+/// `dev` is a device of driver `T` (its data is a `T::Data`).
+unsafe fn dev_of<'a, T: IbDriver>(dev: *mut bindings::ib_device) -> &'a Device<T::Data> {
+    // SAFETY: the core only calls our ops on our devices (caller).
+    unsafe { Device::<T::Data>::from_raw_pub(dev) }
+}
+
+unsafe extern "C" fn alloc_ucontext<T: IbDriver>(
+    uctx: *mut bindings::ib_ucontext,
+    udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: the core passes a zeroed container of our size, its device
+        // and the call's udata.
+        unsafe {
+            let udata = Udata::from_raw(udata).ok_or(EINVAL)?;
+            let data = T::alloc_ucontext(dev_of::<T>((*uctx).device), &udata)?;
+            put::<_, T::Ucontext>(uctx, data);
+        }
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn dealloc_ucontext<T: IbDriver>(uctx: *mut bindings::ib_ucontext) {
+    // SAFETY: created by `alloc_ucontext`; the core destroys it once.
+    unsafe { drop_data::<_, T::Ucontext>(uctx) };
+}
+
+unsafe extern "C" fn alloc_pd<T: IbDriver>(pd: *mut bindings::ib_pd, udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: zeroed container of our size, with its device set.
+        unsafe {
+            let data = T::alloc_pd(dev_of::<T>((*pd).device), Udata::from_raw(udata).as_ref())?;
+            put::<_, T::Pd>(pd, data);
+        }
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn dealloc_pd<T: IbDriver>(pd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+    // SAFETY: created by `alloc_pd`; the core destroys it once, unused.
+    unsafe { drop_data::<_, T::Pd>(pd) };
+    0
+}
+
+unsafe extern "C" fn create_ah<T: IbDriver>(
+    ah: *mut bindings::ib_ah,
+    init: *mut bindings::rdma_ah_init_attr,
+    udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: zeroed container with device set; `init` and its `ah_attr`
+        // are valid for the call.
+        unsafe {
+            let attr = (*init).ah_attr.as_ref().ok_or(EINVAL)?;
+            let data = T::create_ah(dev_of::<T>((*ah).device), attr, Udata::from_raw(udata).as_ref())?;
+            put::<_, T::Ah>(ah, data);
+        }
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn destroy_ah<T: IbDriver>(ah: *mut bindings::ib_ah, _flags: u32) -> kernel::ffi::c_int {
+    // SAFETY: created by `create_ah`; destroyed once.
+    unsafe {
+        T::destroy_ah(dev_of::<T>((*ah).device), Ah::<T::Ah>::from_raw(ah));
+        drop_data::<_, T::Ah>(ah);
+    }
+    0
+}
+
+unsafe extern "C" fn create_cq<T: IbDriver>(
+    cq: *mut bindings::ib_cq,
+    attr: *const bindings::ib_cq_init_attr,
+    attrs: *mut bindings::uverbs_attr_bundle,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: zeroed container with device set; `attr` valid for the
+        // call; `attrs` NULL for kernel CQs.
+        unsafe {
+            let udata = Udata::from_raw(bindings::metaroce_helper_attrs_udata(attrs));
+            let data = T::create_cq(dev_of::<T>((*cq).device), &*attr, udata.as_ref())?;
+            put::<_, T::Cq>(cq, data);
+            // The consumer may now see the size it asked for (or more).
+            (*cq).cqe = T::cq_capacity(Cq::<T::Cq>::from_raw(cq)) as i32;
+        }
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn destroy_cq<T: IbDriver>(cq: *mut bindings::ib_cq, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+    // SAFETY: created by `create_cq`; the core destroys it once, after every
+    // QP using it is gone.
+    unsafe { drop_data::<_, T::Cq>(cq) };
+    0
+}
+
+unsafe extern "C" fn poll_cq<T: IbDriver>(cq: *mut bindings::ib_cq, n: kernel::ffi::c_int, wc: *mut bindings::ib_wc) -> kernel::ffi::c_int {
+    let Ok(n) = usize::try_from(n) else {
+        return EINVAL.to_errno();
+    };
+    if n == 0 || wc.is_null() {
+        return 0;
+    }
+    // SAFETY: a live CQ of ours; `wc` has room for `n` entries (core API).
+    let (cq, wc) = unsafe { (Cq::<T::Cq>::from_raw(cq), core::slice::from_raw_parts_mut(wc, n)) };
+    T::poll_cq(cq, wc) as kernel::ffi::c_int
+}
+
+unsafe extern "C" fn req_notify_cq<T: IbDriver>(cq: *mut bindings::ib_cq, flags: bindings::ib_cq_notify_flags) -> kernel::ffi::c_int {
+    // SAFETY: a live CQ of ours.
+    match T::req_notify_cq(unsafe { Cq::<T::Cq>::from_raw(cq) }, flags) {
+        Ok(v) => v,
+        Err(e) => e.to_errno(),
+    }
+}
+
+unsafe extern "C" fn create_srq<T: IbDriver>(
+    srq: *mut bindings::ib_srq,
+    attr: *mut bindings::ib_srq_init_attr,
+    udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: zeroed container with device and pd set; `attr` valid.
+        unsafe {
+            let udata = Udata::from_raw(udata);
+            let data = T::create_srq(dev_of::<T>((*srq).device), &mut *attr, udata.as_ref())?;
+            put::<_, T::Srq>(srq, data);
+        }
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn modify_srq<T: IbDriver>(
+    srq: *mut bindings::ib_srq,
+    attr: *mut bindings::ib_srq_attr,
+    mask: bindings::ib_srq_attr_mask,
+    udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: a live SRQ of ours; `attr` valid for the call.
+        unsafe {
+            let udata = Udata::from_raw(udata);
+            T::modify_srq(Srq::<T::Srq>::from_raw(srq), &*attr, mask, udata.as_ref())?;
+        }
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn query_srq<T: IbDriver>(srq: *mut bindings::ib_srq, attr: *mut bindings::ib_srq_attr) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: a live SRQ of ours; `attr` valid for the call.
+        unsafe { T::query_srq(Srq::<T::Srq>::from_raw(srq), &mut *attr)? };
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn destroy_srq<T: IbDriver>(srq: *mut bindings::ib_srq, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+    // SAFETY: created by `create_srq`; destroyed once, unused by any QP.
+    unsafe {
+        T::destroy_srq(dev_of::<T>((*srq).device), Srq::<T::Srq>::from_raw(srq));
+        drop_data::<_, T::Srq>(srq);
+    }
+    0
+}
+
+unsafe extern "C" fn post_srq_recv<T: IbDriver>(
+    srq: *mut bindings::ib_srq,
+    mut wr: *const bindings::ib_recv_wr,
+    bad: *mut *const bindings::ib_recv_wr,
+) -> kernel::ffi::c_int {
+    // SAFETY: a live SRQ of ours; `wr` is a NULL-terminated list valid for
+    // the call, `bad` a valid out-pointer.
+    unsafe {
+        let srq = Srq::<T::Srq>::from_raw(srq);
+        while let Some(w) = wr.as_ref() {
+            if let Err(e) = T::post_srq_recv(srq, w) {
+                *bad = wr;
+                return e.to_errno();
+            }
+            wr = w.next;
+        }
+    }
+    0
+}
+
+unsafe extern "C" fn create_qp<T: IbDriver>(
+    qp: *mut bindings::ib_qp,
+    attr: *mut bindings::ib_qp_init_attr,
+    udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: zeroed container with device, pd, CQs, SRQ and type set by
+        // the core, which holds use counts on the CQs, SRQ and PD until the
+        // QP is destroyed (hence the `ObjRef`s); `attr` valid for the call.
+        unsafe {
+            let udata = Udata::from_raw(udata);
+            let attr = &mut *attr;
+            let init = QpInit::<T> {
+                send_cq: ObjRef::new(attr.send_cq).ok_or(EINVAL)?,
+                recv_cq: ObjRef::new(attr.recv_cq).ok_or(EINVAL)?,
+                srq: ObjRef::new(attr.srq),
+                attr,
+            };
+            let dev = dev_of::<T>((*qp).device);
+            let (qpn, data) = T::create_qp(dev, init, udata.as_ref())?;
+            (*qp).qp_num = qpn;
+            put::<_, T::Qp>(qp, data);
+        }
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn modify_qp<T: IbDriver>(
+    qp: *mut bindings::ib_qp,
+    attr: *mut bindings::ib_qp_attr,
+    mask: kernel::ffi::c_int,
+    udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: a live QP of ours; `attr` valid for the call.
+        unsafe {
+            let udata = Udata::from_raw(udata);
+            T::modify_qp(Qp::<T::Qp>::from_raw(qp), &*attr, mask as u32, udata.as_ref())?;
+        }
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn query_qp<T: IbDriver>(
+    qp: *mut bindings::ib_qp,
+    attr: *mut bindings::ib_qp_attr,
+    mask: kernel::ffi::c_int,
+    init: *mut bindings::ib_qp_init_attr,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: a live QP of ours; both out-structs valid for the call.
+        unsafe { T::query_qp(Qp::<T::Qp>::from_raw(qp), &mut *attr, mask as u32, &mut *init)? };
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn destroy_qp<T: IbDriver>(qp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+    // SAFETY: a live QP of ours, destroyed once.
+    unsafe {
+        T::destroy_qp(dev_of::<T>((*qp).device), Qp::<T::Qp>::from_raw(qp));
+        drop_data::<_, T::Qp>(qp);
+    }
+    0
+}
+
+unsafe extern "C" fn post_send<T: IbDriver>(
+    qp: *mut bindings::ib_qp,
+    mut wr: *const bindings::ib_send_wr,
+    bad: *mut *const bindings::ib_send_wr,
+) -> kernel::ffi::c_int {
+    // SAFETY: a live QP of ours; `wr` is NULL (a user doorbell) or a
+    // NULL-terminated list valid for the call; `bad` a valid out-pointer.
+    unsafe {
+        let qp = Qp::<T::Qp>::from_raw(qp);
+        if wr.is_null() {
+            return match T::post_send(qp, None) {
+                Ok(()) => 0,
+                Err(e) => e.to_errno(),
+            };
+        }
+        while let Some(w) = wr.as_ref() {
+            if let Err(e) = T::post_send(qp, Some(w)) {
+                *bad = wr;
+                return e.to_errno();
+            }
+            wr = w.next;
+        }
+    }
+    0
+}
+
+unsafe extern "C" fn post_recv<T: IbDriver>(
+    qp: *mut bindings::ib_qp,
+    mut wr: *const bindings::ib_recv_wr,
+    bad: *mut *const bindings::ib_recv_wr,
+) -> kernel::ffi::c_int {
+    // SAFETY: as for `post_send`.
+    unsafe {
+        let qp = Qp::<T::Qp>::from_raw(qp);
+        while let Some(w) = wr.as_ref() {
+            if let Err(e) = T::post_recv(qp, w) {
+                *bad = wr;
+                return e.to_errno();
+            }
+            wr = w.next;
+        }
+    }
+    0
+}
+
+/// Allocates an MR container for `data`, with its keys; the core fills in
+/// the rest of the `ib_mr` after we return it.
+fn new_mr<D>(keys: (u32, u32), data: D) -> Result<*mut bindings::ib_mr> {
+    let mr = KBox::new(
+        Container {
+            raw: bindings::ib_mr { lkey: keys.0, rkey: keys.1, ..Default::default() },
+            data,
+        },
+        GFP_KERNEL,
+    )?;
+    Ok(KBox::into_raw(mr).cast())
+}
+
+unsafe extern "C" fn get_dma_mr<T: IbDriver>(pd: *mut bindings::ib_pd, access: kernel::ffi::c_int) -> *mut bindings::ib_mr {
+    // SAFETY: a live PD of ours, on one of our devices.
+    let (dev, pd) = unsafe { (dev_of::<T>((*pd).device), Pd::<T::Pd>::from_raw(pd)) };
+    match T::get_dma_mr(dev, pd, access as u32).and_then(|(keys, data)| new_mr(keys, data)) {
+        Ok(mr) => mr,
+        Err(e) => e.to_ptr(),
+    }
+}
+
+unsafe extern "C" fn reg_user_mr<T: IbDriver>(
+    pd: *mut bindings::ib_pd,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: kernel::ffi::c_int,
+    udata: *mut bindings::ib_udata,
+) -> *mut bindings::ib_mr {
+    // SAFETY: a live PD of ours, on one of our devices; the call's udata.
+    let (dev, pd, udata) = unsafe { (dev_of::<T>((*pd).device), Pd::<T::Pd>::from_raw(pd), Udata::from_raw(udata)) };
+    let res = T::reg_user_mr(dev, pd, start, length, iova, access as u32, udata.as_ref())
+        .and_then(|(keys, data)| new_mr(keys, data));
+    match res {
+        Ok(mr) => {
+            // SAFETY: just allocated; the core reads these back.
+            unsafe {
+                (*mr).iova = iova;
+                (*mr).length = length;
+            }
+            mr
+        }
+        Err(e) => e.to_ptr(),
+    }
+}
+
+unsafe extern "C" fn dereg_mr<T: IbDriver>(mr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+    // SAFETY: allocated by `new_mr` as a `Container<ib_mr, T::Mr>`; the core
+    // deregisters it once and no longer uses it.
+    unsafe {
+        T::dereg_mr(dev_of::<T>((*mr).device), Mr::<T::Mr>::from_raw(mr));
+        drop(KBox::from_raw(mr.cast::<Container<bindings::ib_mr, T::Mr>>()));
+    }
+    0
+}
+
+/// Where an address handle or a connected QP sends to, as RoCE addresses it.
+#[derive(Clone, Copy, Default)]
+#[allow(dead_code)] // The data path addresses packets with it.
+pub(crate) struct AddressVector {
+    /// Destination GID (an IPv4-mapped or IPv6 address).
+    pub(crate) dgid: [u8; 16],
+    /// Source GID (the local address), from the GID table entry.
+    pub(crate) sgid: [u8; 16],
+    /// Index of the source GID in the port's table.
+    pub(crate) sgid_index: u8,
+    /// Destination MAC the core resolved, if any.
+    pub(crate) dmac: [u8; 6],
+    /// IP TTL / hop limit.
+    pub(crate) hop_limit: u8,
+    /// IP traffic class (DSCP + ECN bits).
+    pub(crate) traffic_class: u8,
+    /// IPv6 flow label.
+    pub(crate) flow_label: u32,
+    /// Port (plane) number.
+    pub(crate) port: u32,
+}
+
+impl AddressVector {
+    /// Reads the RoCE address out of an `rdma_ah_attr`.
+    pub(crate) fn from_attr(attr: &bindings::rdma_ah_attr) -> Self {
+        let grh = &attr.grh;
+        // SAFETY: `ib_gid` is a union of byte views of the same 16 bytes, and
+        // for RoCE attributes (ours: the port is RoCE) the `roce` member of
+        // the address union is the one the core fills. `sgid_attr` is NULL
+        // or a GID entry the core holds for the duration of the call.
+        unsafe {
+            let mut av = Self {
+                dgid: grh.dgid.raw,
+                sgid_index: grh.sgid_index,
+                dmac: attr.__bindgen_anon_1.roce.dmac,
+                hop_limit: grh.hop_limit,
+                traffic_class: grh.traffic_class,
+                flow_label: grh.flow_label,
+                port: attr.port_num,
+                ..Default::default()
+            };
+            if let Some(gid) = grh.sgid_attr.as_ref() {
+                av.sgid = gid.gid.raw;
+            }
+            av
+        }
+    }
+}
+
+/// Whether the core's QP state machine allows `cur -> next` for this QP type
+/// with the attributes in `mask`.
+pub(crate) fn modify_qp_is_ok(cur: u32, next: u32, qp_type: u32, mask: u32) -> bool {
+    // SAFETY: a pure table lookup in the core.
+    unsafe { bindings::ib_modify_qp_is_ok(cur, next, qp_type, mask) }
+}
+
+/// A kernel consumer's send work request, read out of the core's
+/// `ib_send_wr` and the opcode-specific struct around it.
+pub(crate) struct SendWr<'a, A> {
+    /// The consumer's id.
+    pub(crate) wr_id: u64,
+    /// `IB_WR_*`.
+    pub(crate) opcode: u32,
+    /// `IB_SEND_*`.
+    pub(crate) send_flags: u32,
+    /// Immediate data or the rkey to invalidate.
+    pub(crate) ex: u32,
+    /// Local data.
+    pub(crate) sges: &'a [bindings::ib_sge],
+    /// RDMA target (READ/WRITE): remote address and key.
+    pub(crate) rdma: Option<(u64, u32)>,
+    /// UD target: the AH, remote QPN and Q_Key.
+    pub(crate) ud: Option<(&'a Ah<A>, u32, u32)>,
+}
+
+/// Reads `wr` for a QP of type `qp_type`.
+///
+/// `A` must be the AH data type of the driver whose QP this is: the core
+/// only passes that driver's AHs to its QPs.
+pub(crate) fn send_wr<A>(wr: &bindings::ib_send_wr, qp_type: u32) -> Result<SendWr<'_, A>> {
+    let num = usize::try_from(wr.num_sge).map_err(|_| EINVAL)?;
+    if num > 0 && wr.sg_list.is_null() {
+        return Err(EINVAL);
+    }
+    let ud_type = qp_type == bindings::ib_qp_type_IB_QPT_UD || qp_type == bindings::ib_qp_type_IB_QPT_GSI;
+    // SAFETY: the core API: `sg_list` holds `num_sge` entries; `wr_id` is the
+    // union member consumers set (not `wr_cqe` users: they get their cqe
+    // pointer back as the same bits); RDMA opcodes come inside an
+    // `ib_rdma_wr` and sends on UD QPs inside an `ib_ud_wr` whose AH is one
+    // of this driver's, alive for the call.
+    unsafe {
+        let sges = if num == 0 { &[][..] } else { core::slice::from_raw_parts(wr.sg_list, num) };
+        let rdma = match wr.opcode {
+            bindings::ib_wr_opcode_IB_WR_RDMA_WRITE
+            | bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
+            | bindings::ib_wr_opcode_IB_WR_RDMA_READ => {
+                let r = &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_rdma_wr>();
+                Some((r.remote_addr, r.rkey))
+            }
+            _ => None,
+        };
+        let ud = if ud_type {
+            let u = &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_ud_wr>();
+            if u.ah.is_null() {
+                return Err(EINVAL);
+            }
+            let ah = Ah::<A>::from_raw(u.ah);
+            Some((ah, u.remote_qpn, u.remote_qkey))
+        } else {
+            None
+        };
+        Ok(SendWr {
+            wr_id: wr.__bindgen_anon_1.wr_id,
+            opcode: wr.opcode,
+            send_flags: wr.send_flags as u32,
+            ex: wr.ex.imm_data,
+            sges,
+            rdma,
+            ud,
+        })
+    }
+}
+
+/// A kernel consumer's receive work request: its id and SGEs.
+pub(crate) fn recv_wr(wr: &bindings::ib_recv_wr) -> Result<(u64, &[bindings::ib_sge])> {
+    let num = usize::try_from(wr.num_sge).map_err(|_| EINVAL)?;
+    if num > 0 && wr.sg_list.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: `sg_list` holds `num_sge` entries (core API); `wr_id` is the
+    // same bits whichever union member the consumer set.
+    unsafe {
+        let sges = if num == 0 { &[][..] } else { core::slice::from_raw_parts(wr.sg_list, num) };
+        Ok((wr.__bindgen_anon_1.wr_id, sges))
+    }
+}
