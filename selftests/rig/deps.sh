@@ -12,6 +12,7 @@ APT_PKGS=(
 )
 BINDGEN_VERSION=0.70.1
 VNG_VERSION=1.42
+MATPLOTLIB_VERSION=3.9.2 # the benchmark report's plots (selftests/bench)
 VENV=${METAROCE_VENV:-/opt/metaroce-venv}
 
 log() { printf 'deps: %s\n' "$*" >&2; }
@@ -41,5 +42,9 @@ if ! "$VENV/bin/vng" --version 2>/dev/null | grep -q "$VNG_VERSION"; then
 	log "pip: installing virtme-ng $VNG_VERSION into $VENV"
 	python3 -m venv "$VENV"
 	"$VENV/bin/pip" install -q "virtme-ng==$VNG_VERSION"
+fi
+if ! "$VENV/bin/python" -c "import matplotlib, sys; sys.exit(matplotlib.__version__ != '$MATPLOTLIB_VERSION')" 2>/dev/null; then
+	log "pip: installing matplotlib $MATPLOTLIB_VERSION into $VENV"
+	"$VENV/bin/pip" install -q "matplotlib==$MATPLOTLIB_VERSION"
 fi
 log "ok"

@@ -1,0 +1,209 @@
+# SPDX-License-Identifier: GPL-2.0
+# Benchmark helpers (sourced on host A by suite.sh, and on host B through
+# the peer channel for the tc helpers). Every sample goes to
+# $METAROCE_OUT/bench/samples.csv; every tool's raw output to
+# $METAROCE_OUT/bench/raw/.
+# shellcheck source=/dev/null
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BOUT=$METAROCE_OUT/bench
+CSV=$BOUT/samples.csv
+RAW=$BOUT/raw
+
+# ---------------------------------------------------------------- output
+csv_init() {
+	mkdir -p "$RAW"
+	[ -f "$CSV" ] || echo "transport,scenario,test,size,qps,planes,cond,rep,metric,value,note" > "$CSV"
+}
+# csv TRANSPORT SCENARIO TEST SIZE QPS PLANES COND REP METRIC VALUE [NOTE]
+csv() {
+	local note=${11:-}
+	note=${note//,/;}
+	note=${note//$'\n'/ }
+	echo "$1,$2,$3,$4,$5,$6,$7,$8,$9,${10},$note" >> "$CSV"
+}
+note() { echo "bench: $*"; echo "$(date +%T) $*" >> "$BOUT/log.txt"; }
+raw_name() { local n="$*"; echo "$RAW/$(date +%H%M%S)-${n//[^A-Za-z0-9_.%-]/_}"; }
+
+# ---------------------------------------------------------------- both hosts
+# on_both 'CMD': CMD (a bash string that may use these helpers and the rig's
+# PLANE* variables) on host A and on host B.
+on_both() {
+	bash -c ". $BENCH_DIR/lib.sh; $1" || return 1
+	peer ". $BENCH_DIR/lib.sh; $1"
+}
+plane_dev() { local v=PLANE${1}_DEV; echo "${!v}"; }
+plane_ip() { local v=PLANE${1}_IP; echo "${!v}"; }
+peer_plane_ip() { local v=PEER_PLANE${1}_IP; echo "${!v}"; }
+
+# Helpers for on_both (run on the host they are called on).
+tc_clear() { # all planes
+	local p
+	for ((p = 0; p < METAROCE_PLANES; p++)); do
+		tc qdisc del dev "$(plane_dev $p)" root 2> /dev/null
+	done
+	return 0
+}
+tc_loss_all() { # PERCENT: netem loss on every plane's egress
+	local p
+	for ((p = 0; p < METAROCE_PLANES; p++)); do
+		tc qdisc replace dev "$(plane_dev $p)" root netem loss "$1%" limit 10000 || return 1
+	done
+}
+tc_jitter() { # PLANE DELAY JITTER: netem delay with jitter (reorders) on one plane
+	tc qdisc replace dev "$(plane_dev "$1")" root netem delay "$2" "$3" limit 10000
+}
+# The queue holds 1 MiB: more than the 4 x 64 KiB that perftest -t 4 keeps
+# in flight, so a transport without congestion control (rxe) is limited by
+# the rate, not by tail drops it cannot recover from.
+tc_rate_all() { # KBIT: tbf on every plane's egress
+	local p burst limit=1048576
+	burst=$(($1 * 1000 / 8 / 50)) # 20 ms of tokens
+	((burst < 4096)) && burst=4096
+	for ((p = 0; p < METAROCE_PLANES; p++)); do
+		tc qdisc replace dev "$(plane_dev $p)" root tbf rate "${1}kbit" burst "$burst" limit "$limit" || return 1
+	done
+}
+# tc_ecn_bottleneck PLANE KBIT: tbf at KBIT with a RED/ECN queue under it.
+tc_ecn_bottleneck() {
+	local dev bps min max limit burst
+	dev=$(plane_dev "$1")
+	bps=$(($2 * 1000 / 8))
+	min=$((bps / 50)) # 20 ms
+	((min < 4500)) && min=4500
+	max=$((min * 3))
+	limit=$((max * 4))
+	burst=$(((2 * min + max) / 3000 + 1))
+	tc qdisc del dev "$dev" root 2> /dev/null
+	tc qdisc add dev "$dev" root handle 1: tbf rate "${2}kbit" burst 4096 limit "$limit" &&
+		tc qdisc add dev "$dev" parent 1:1 handle 10: red limit "$limit" min "$min" max "$max" \
+			avpkt 1000 burst "$burst" probability 0.1 bandwidth "${2}kbit" ecn
+}
+
+# ---------------------------------------------------------------- statistics
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+# ---------------------------------------------------------------- transports
+# tp_up NAME PLANES: bring transport NAME up on both hosts, using up to
+# PLANES planes. Sets TP_PLANES (planes it really uses), TP_CLI/TP_SRV
+# (perftest device arguments on A/B) and TP_TARGET (what the client
+# connects to). On failure returns 1 with the reason in TP_REASON.
+# NAME: rxe | siw | metaroce | tcp.
+TP_REASON=""
+wait_gid_a() { local i; for i in $(seq 50); do gid_index "$1" "$2" && return 0; sleep 0.2; done; return 1; }
+wait_gid_b() { peer ". $METAROCE_REPO/selftests/lib.sh; for i in \$(seq 50); do gid_index $1 $2 && exit 0; sleep 0.2; done; exit 1"; }
+
+tp_up() {
+	local name=$1 planes=$2 gid pgid out
+	TP_REASON="" TP_PLANES=1
+	case $name in
+	tcp) TP_PLANES=$planes; return 0 ;;
+	rxe)
+		out=$(modprobe rdma_rxe 2>&1 && rdma link add rxe0 type rxe netdev "$PLANE0_DEV" 2>&1) ||
+			{ TP_REASON="rxe on host A: $out"; return 1; }
+		out=$(peer "modprobe rdma_rxe && rdma link add rxe0 type rxe netdev \$PLANE0_DEV" 2>&1) ||
+			{ TP_REASON="rxe on host B: $out"; return 1; }
+		gid=$(wait_gid_a rxe0 "$PLANE0_IP") || { TP_REASON="rxe0: no RoCE v2 GID for $PLANE0_IP"; return 1; }
+		pgid=$(wait_gid_b rxe0 "$PEER_PLANE0_IP") || { TP_REASON="rxe0 on B: no RoCE v2 GID"; return 1; }
+		# Out-of-band exchange over the management link, so that netem and
+		# link-down on the planes never hit perftest's own TCP connection.
+		TP_CLI="-d rxe0 -x $gid" TP_SRV="-d rxe0 -x $pgid" TP_TARGET=$METAROCE_PEER_ADDR
+		;;
+	siw)
+		out=$(modprobe siw 2>&1 && rdma link add siw0 type siw netdev "$PLANE0_DEV" 2>&1) ||
+			{ TP_REASON="siw on host A: $out"; return 1; }
+		out=$(peer "modprobe siw && rdma link add siw0 type siw netdev \$PLANE0_DEV" 2>&1) ||
+			{ TP_REASON="siw on host B: $out"; return 1; }
+		# iWARP connects through rdma_cm only (-R), over the plane itself.
+		TP_CLI="-d siw0 -R" TP_SRV="-d siw0 -R" TP_TARGET=$PEER_PLANE0_IP
+		;;
+	metaroce) mr_up "$planes" || return 1 ;;
+	*) TP_REASON="unknown transport $name"; return 1 ;;
+	esac
+}
+
+tp_down() {
+	case $1 in
+	tcp) ;;
+	rxe) rdma link delete rxe0 2> /dev/null; peer "rdma link delete rxe0" > /dev/null 2>&1 ;;
+	siw) rdma link delete siw0 2> /dev/null; peer "rdma link delete siw0" > /dev/null 2>&1 ;;
+	metaroce) mr_down ;;
+	esac
+	return 0
+}
+
+# MetaRoCE. The ONE place that knows how a MetaRoCE device is made: today
+# `rdma link add mr0 type metaroce netdev PLANE0` (one plane per device).
+# When the device can span planes (issue #4 documents the command), put it
+# in mr_add_plane; everything else (scaling, failover) follows TP_PLANES.
+mr_add_plane() { # HOST(A|B) PLANE -> 0 if plane PLANE was added to mr0
+	return 1
+}
+mr_up() {
+	local planes=$1 out gid pgid p
+	out=$(rdma link add mr0 type metaroce netdev "$PLANE0_DEV" 2>&1) ||
+		{ TP_REASON="rdma link add mr0 type metaroce on host A: $out"; return 1; }
+	out=$(peer "rdma link add mr0 type metaroce netdev \$PLANE0_DEV" 2>&1) ||
+		{ TP_REASON="rdma link add mr0 type metaroce on host B: $out"; return 1; }
+	TP_PLANES=1
+	for ((p = 1; p < planes; p++)); do
+		mr_add_plane A "$p" && mr_add_plane B "$p" || break
+		TP_PLANES=$((p + 1))
+	done
+	ibv_devices 2> /dev/null | grep -qw mr0 ||
+		{ TP_REASON="the kernel device exists but libibverbs does not list mr0 (MetaRoCE provider not installed?)"; return 1; }
+	gid=$(wait_gid_a mr0 "$PLANE0_IP") || { TP_REASON="mr0 has no RoCE v2 GID for $PLANE0_IP"; return 1; }
+	pgid=$(wait_gid_b mr0 "$PEER_PLANE0_IP") || { TP_REASON="mr0 on host B has no RoCE v2 GID"; return 1; }
+	TP_CLI="-d mr0 -x $gid" TP_SRV="-d mr0 -x $pgid" TP_TARGET=$METAROCE_PEER_ADDR
+	# The gate: a short ib_write_bw must work, else MetaRoCE is "not available".
+	pt_run ib_write_bw 20 -s 65536 -D 3 -f 1 ||
+		{ TP_REASON="ib_write_bw -d mr0 fails: $(grep -vE '^ *$|^-+$' "$PT_OUT" | tail -3 | tr '\n' ' ')"; return 1; }
+	pt_bw 65536 > /dev/null || { TP_REASON="ib_write_bw -d mr0 printed no bandwidth"; return 1; }
+}
+mr_down() {
+	rdma link delete mr0 2> /dev/null
+	peer "rdma link delete mr0" > /dev/null 2>&1
+	return 0
+}
+
+# ---------------------------------------------------------------- perftest
+# pt_run TOOL TIMEOUT ARGS...: server on B, client on A, with the current
+# transport's device arguments. Client output in $PT_OUT (the server's is
+# appended). Returns the client's exit status.
+PT_PORT=18515
+pt_run() {
+	local tool=$1 tmo=$2 job rc=1 try
+	shift 2
+	PT_OUT=$(raw_name "$tool $*")
+	job=$(peer_spawn "timeout $tmo $tool $TP_SRV $* -p $PT_PORT -F 2>&1") ||
+		{ echo "peer_spawn failed: $job" > "$PT_OUT"; return 1; }
+	for try in 1 2 3 4 5 6 7 8; do
+		sleep 1
+		timeout "$tmo" "$tool" $TP_CLI "$@" -p "$PT_PORT" -F "$TP_TARGET" > "$PT_OUT" 2>&1
+		rc=$?
+		# Retry only while the server is not listening yet.
+		grep -qE "Couldn't connect|Unable to perform rdma_client|Failed to connect|Connection refused" "$PT_OUT" || break
+	done
+	{ echo "--- server (host B)"; peer_wait "$job" $((tmo + 15)); } >> "$PT_OUT" 2>&1
+	return $rc
+}
+pt_bw() { # SIZE -> BW average [MiB/s] of the client output
+	awk -v s="$1" '$1 == s && NF >= 5 && $4 ~ /^[0-9.]+$/ { print $4; f = 1; exit } END { exit !f }' "$PT_OUT"
+}
+pt_lat() { # SIZE -> "typical(median) p99" [usec]
+	awk -v s="$1" '$1 == s && NF >= 9 && $5 ~ /^[0-9.]+$/ { print $5, $8; f = 1; exit } END { exit !f }' "$PT_OUT"
+}
+pt_err() { grep -vE '^ *$|^-+$' "$PT_OUT" | grep -iE 'error|fail|couldn|unable|not supported|timed out' | head -2 | tr '\n' ' '; }
+
+# ---------------------------------------------------------------- iperf3
+# ip_run PLANE TIME PARALLEL [PORT]: one iperf3 TCP flow set A -> B on PLANE;
+# echoes MiB/s (receiver side, the same units as perftest's "MB/sec").
+ip_run() {
+	local p=$1 t=$2 par=$3 port=${4:-5201} job out
+	out=$(raw_name "iperf3 plane$p t$t P$par port$port")
+	job=$(peer_spawn "timeout $((t + 30)) iperf3 -s -1 -B $(peer_plane_ip "$p") -p $port 2>&1")
+	sleep 1
+	timeout $((t + 25)) iperf3 -c "$(peer_plane_ip "$p")" -B "$(plane_ip "$p")" -p "$port" -t "$t" -P "$par" -J > "$out" 2>&1
+	peer_wait "$job" $((t + 40)) > "$out.server" 2>&1
+	python3 -c 'import json,sys; print("%.3f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8 / 1048576))' "$out" 2> /dev/null
+}

@@ -1,0 +1,550 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Turn the suite's samples.csv into report.md and PNG plots (on the host).
+
+    report.py --dir OUT/bench [--command CMD] [--seconds N] [--rig-log FILE]
+
+Every number in the report comes from samples.csv; a transport that was not
+available shows "not available" with its reason, never a number.
+"""
+import argparse
+import csv
+import datetime
+import os
+import platform
+import re
+import statistics
+from collections import defaultdict
+
+TRANSPORTS = ["metaroce", "rxe", "siw", "tcp"]
+LABEL = {"metaroce": "MetaRoCE", "rxe": "rxe", "siw": "siw", "tcp": "TCP (iperf3)"}
+COLOR = {"metaroce": "tab:red", "rxe": "tab:blue", "siw": "tab:green", "tcp": "tab:gray"}
+
+
+def load(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def fnum(s):
+    try:
+        return float(s)
+    except (TypeError, ValueError):
+        return None
+
+
+def med(vals):
+    return statistics.median(vals) if vals else None
+
+
+def fmt(v, d=2):
+    if v is None:
+        return "n/a"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    if 0 < abs(v) < 0.1:
+        return f"{v:.2g}"
+    return f"{v:.{d}f}"
+
+
+def cell(vals, d=2):
+    """median [min-max] (n)"""
+    if not vals:
+        return None
+    if len(vals) == 1:
+        return f"{fmt(vals[0], d)} (n=1)"
+    return f"{fmt(med(vals), d)} [{fmt(min(vals), d)}–{fmt(max(vals), d)}] (n={len(vals)})"
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return "n/a"
+    return f"{a / b:.2f}×"
+
+
+class Data:
+    def __init__(self, rows):
+        self.rows = rows
+        self.transports = [t for t in TRANSPORTS if any(r["transport"] == t for r in rows)]
+        self.unavail = {}
+        self.avail_planes = {}
+        for r in rows:
+            if r["scenario"] == "availability":
+                if r["metric"] == "unavailable":
+                    self.unavail[r["transport"]] = r["note"]
+                else:
+                    self.avail_planes[r["transport"]] = r["planes"]
+
+    def vals(self, **kw):
+        out = []
+        for r in self.rows:
+            if all((r[k] == v) if not callable(v) else v(r[k]) for k, v in kw.items()):
+                x = fnum(r["value"])
+                if x is not None:
+                    out.append(x)
+        return out
+
+    def errors(self, **kw):
+        return [r for r in self.rows if r["metric"] in ("error", "unavailable")
+                and all(r[k] == v for k, v in kw.items())]
+
+    def missing(self, t, **kw):
+        """Why transport t has no numbers for this point: the reason text."""
+        if t in self.unavail:
+            return "not available: " + self.unavail[t]
+        errs = self.errors(transport=t, **kw)
+        if errs:
+            notes = sorted({e["note"] for e in errs if e["note"]})
+            return f"failed ({len(errs)}×): " + ("; ".join(notes)[:160] or "no output")
+        return None
+
+
+def bw_key(test, size, qps):
+    return dict(test=test, size=str(size), qps=str(qps))
+
+
+def tcp_equiv(test, size, qps):
+    if test == "ib_write_bw" and str(size) == "65536":
+        return dict(test="iperf3", qps=str(qps))
+    return None
+
+
+def point(d, t, scenario, test, size, qps, cond=None, metric="MiBps"):
+    kw = dict(transport=t, scenario=scenario, metric=metric)
+    if t == "tcp":
+        eq = tcp_equiv(test, size, qps)
+        if eq is None:
+            return None, "no TCP equivalent"
+        kw.update(eq)
+    else:
+        kw.update(bw_key(test, size, qps))
+    if cond is not None:
+        kw["cond"] = cond
+    v = d.vals(**kw)
+    if v:
+        return v, None
+    kw.pop("metric")
+    kw.pop("transport")
+    return None, d.missing(t, **kw) or "not measured"
+
+
+def lossless(d, t):
+    v, _ = point(d, t, "throughput", "ib_write_bw", 65536, 1, cond="loss=0")
+    return med(v) if v else None
+
+
+def cells_row(d, label, getter, ts, extra=None):
+    out = [label]
+    for t in ts:
+        v, why = getter(t)
+        out.append(cell(v) if v else f"— ({why})" if why else "—")
+    if extra:
+        out += extra
+    return out
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def failover_stats(d, t):
+    """Per rep: pre, during, after medians and recovery times (1 s samples)."""
+    reps = sorted({r["rep"] for r in d.rows if r["transport"] == t and r["scenario"] == "failover"
+                   and r["metric"] == "series_MiBps"})
+    res = []
+    for rep in reps:
+        ser = sorted((fnum(r["cond"][2:]), fnum(r["value"])) for r in d.rows
+                     if r["transport"] == t and r["scenario"] == "failover" and r["rep"] == rep
+                     and r["metric"] == "series_MiBps")
+        ev = {r["metric"]: fnum(r["value"]) for r in d.rows if r["transport"] == t
+              and r["scenario"] == "failover" and r["rep"] == rep and r["metric"] in ("down_s", "up_s", "run_s")}
+        planes = next((int(r["planes"]) for r in d.rows if r["transport"] == t
+                       and r["scenario"] == "failover" and r["rep"] == rep), 1)
+        down, up = ev.get("down_s"), ev.get("up_s")
+        if down is None or up is None:
+            continue
+        pre = med([v for ts, v in ser if 1.5 <= ts <= down])
+        during = med([v for ts, v in ser if down + 2 <= ts <= up])
+        after = med([v for ts, v in ser if ts >= up + 2])
+        degraded_target = pre * (planes - 1) / planes * 0.9 if pre else None
+        rec_down = None
+        if planes > 1 and degraded_target:
+            rec_down = next((ts - down for ts, v in ser if ts > down and v >= degraded_target and ts <= up), None)
+        rec_up = next((ts - up for ts, v in ser if ts > up and pre and v >= 0.9 * pre), None)
+        last = ser[-1][0] if ser else 0
+        res.append(dict(rep=rep, planes=planes, ser=ser, down=down, up=up, pre=pre, during=during,
+                        after=after, rec_down=rec_down, rec_up=rec_up, last=last, n=len(ser),
+                        run=ev.get("run_s")))
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--command", default="selftests/bench/run.sh")
+    ap.add_argument("--seconds", type=int, default=None)
+    ap.add_argument("--rig-log", default=None)
+    ap.add_argument("--rig-rc", default="0")
+    ap.add_argument("--quick", default="0")
+    a = ap.parse_args()
+    d = Data(load(os.path.join(a.dir, "samples.csv")))
+    env = {}
+    envf = os.path.join(a.dir, "env.txt")
+    if os.path.exists(envf):
+        for line in open(envf):
+            for m in re.finditer(r"(\S+?)=(.*?)(?= \S+=|$)", line.strip()):
+                env[m.group(1)] = m.group(2)
+    accel = "?"
+    if a.rig_log and os.path.exists(a.rig_log):
+        m = re.search(r"rig: kernel \S+, (\d+) planes, (\w+)", open(a.rig_log, errors="replace").read())
+        if m:
+            accel = m.group(2)
+    host_cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    host_mem = next((l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal")), "0")
+    ts = d.transports
+    rdma = [t for t in ts if t != "tcp"]
+    md = []
+    w = md.append
+    w("# MetaRoCE benchmark report\n")
+    w(f"- **Date:** {datetime.datetime.now().strftime('%Y-%m-%d %H:%M %Z').strip()}\n"
+      f"- **Command:** `{a.command}` (from the repository root)"
+      + (" — **quick subset** (BENCH_QUICK=1)" if a.quick == "1" else "") + "\n"
+      f"- **Machine:** {host_cpu}, {os.cpu_count()} CPUs, {int(host_mem) // 1024 // 1024} GiB, "
+      f"host kernel {platform.release()}\n"
+      f"- **Rig:** two QEMU guests ({accel.upper()}), {env.get('cpus', '?')} vCPU and {env.get('mem', '?')} each, "
+      f"{env.get('planes', '?')} plane links + a management link (QEMU UDP sockets on loopback); "
+      f"guest kernel {env.get('kernel', '?')}\n"
+      f"- **Tools:** perftest {env.get('perftest', '?')}, iperf3 {env.get('iperf3', '?')}, rdma-core {env.get('rdma-core', '?')}\n"
+      f"- **Settings:** {env.get('reps', '?')} repetitions per point, perftest `-D {env.get('dur', '?')} -f 1` "
+      f"(measures {int(env.get('dur', '4')) - 2} s), latency `-n {env.get('lat_n', '?')}`\n"
+      + (f"- **Duration:** {a.seconds} s for the rig run (boot, suite, shutdown)\n" if a.seconds else "")
+      + (f"- **Rig result:** FAILED (exit {a.rig_rc}; see the rig log: a test or a kernel report)\n" if a.rig_rc != "0" else ""))
+    w("\nUnits: MiB/s (perftest's \"MB/sec\" is 2^20 bytes/s; iperf3 converted to the same). "
+      "Cells are *median [min–max] (n = repetitions)*. Everything runs in emulated (TCG) "
+      "VMs on 2 host cores, so the absolute numbers are CPU-bound and tiny; compare columns, not "
+      "against hardware.\n")
+
+    # Availability
+    w("\n## Transports\n\n")
+    rows = []
+    for t in ts:
+        if t in d.unavail:
+            rows.append([LABEL[t], "**not available**", d.unavail[t]])
+        else:
+            p = d.avail_planes.get(t, "?")
+            desc = {"rxe": "soft-RoCE (rdma_rxe) on plane 0, GID-addressed",
+                    "siw": "soft-iWARP (siw) on plane 0, rdma_cm (-R)",
+                    "tcp": "kernel TCP, iperf3, the rig's ceiling",
+                    "metaroce": "metaroce.ko + provider"}[t]
+            rows.append([LABEL[t], f"available, {p} plane(s)", desc])
+    w(table(["transport", "status", "how"], rows))
+
+    # Throughput
+    w("\n## Throughput, lossless (MiB/s)\n\n")
+    tests = []
+    for r in d.rows:
+        if r["scenario"] == "throughput" and r["transport"] != "tcp":
+            k = (r["test"], r["size"], r["qps"])
+            if k not in tests:
+                tests.append(k)
+    if not tests:
+        tests = [("ib_write_bw", "65536", "1")]
+    rows = []
+    for test, size, qps in tests:
+        label = f"{test} {int(size) // 1024} KiB, {qps} QP"
+        getter = lambda t, test=test, size=size, qps=qps: point(d, t, "throughput", test, size, qps)
+        mr, _ = getter("metaroce")
+        rx, _ = getter("rxe")
+        rows.append(cells_row(d, label, getter, ts, [ratio(med(mr), med(rx))]))
+    w(table(["test"] + [LABEL[t] for t in ts] + ["MetaRoCE/rxe"], rows))
+    w("\nTCP rows: one iperf3 stream for 1 QP, `-P 8` for 8 QPs; TCP has no send/read/1 MiB equivalent.\n")
+
+    # Latency
+    lat_tests = []
+    for r in d.rows:
+        if r["scenario"] == "latency" and r["test"] != "-":
+            k = (r["test"], r["size"])
+            if k not in lat_tests:
+                lat_tests.append(k)
+    w("\n## Latency (µs; perftest t_typical = median, and the 99th percentile)\n\n")
+    rows = []
+    for test, size in lat_tests:
+        row = [f"{test} {size} B"]
+        mrm = rxm = None
+        for t in rdma:
+            m = d.vals(transport=t, scenario="latency", test=test, size=size, metric="median_us")
+            p = d.vals(transport=t, scenario="latency", test=test, size=size, metric="p99_us")
+            if m:
+                row.append(f"{fmt(med(m))} / {fmt(med(p))} [{fmt(min(m))}–{fmt(max(m))}] (n={len(m)})")
+            else:
+                row.append("— (" + (d.missing(t, scenario="latency", test=test, size=size) or "not measured") + ")")
+            if t == "metaroce":
+                mrm = med(m) if m else None
+            if t == "rxe":
+                rxm = med(m) if m else None
+        row.append(ratio(mrm, rxm))
+        rows.append(row)
+    w(table(["test"] + [LABEL[t] + " median / p99 [median range]" for t in rdma] + ["MetaRoCE/rxe (median)"], rows))
+
+    # Loss sweep
+    losses = sorted({fnum(r["cond"][5:]) for r in d.rows if r["scenario"] == "loss" and r["cond"].startswith("loss=")})
+    losses = [0.0] + [x for x in losses if x]
+    w("\n## Loss sweep: ib_write_bw 64 KiB, 1 QP, netem loss on every plane, both directions\n\n")
+    w("Cells: MiB/s median [range], and the share of the transport's own lossless median.\n\n")
+    rows = []
+    loss_series = defaultdict(list)
+    for L in losses:
+        row = [f"{L:g}%"]
+        mrv = rxv = None
+        for t in ts:
+            if L == 0:
+                v, why = point(d, t, "throughput", "ib_write_bw", 65536, 1, cond="loss=0")
+            else:
+                v, why = point(d, t, "loss", "ib_write_bw", 65536, 1, cond=f"loss={L:g}")
+            base = lossless(d, t)
+            if v:
+                share = f", {100 * med(v) / base:.0f}%" if base else ""
+                row.append(cell(v) + share)
+                loss_series[t].append((L, med(v), min(v), max(v), 100 * med(v) / base if base else None))
+            else:
+                row.append(f"— ({why})")
+            if t == "metaroce" and v:
+                mrv = med(v)
+            if t == "rxe" and v:
+                rxv = med(v)
+        mr0 = lossless(d, "metaroce")
+        row += [ratio(mrv, rxv), ratio(mrv, mr0)]
+        rows.append(row)
+    w(table(["loss"] + [LABEL[t] for t in ts] + ["MetaRoCE/rxe", "MetaRoCE/own lossless"], rows))
+
+    # Reordering
+    w("\n## Reordering: netem delay 2 ms ± 2 ms on plane 0, both directions\n\n")
+    w("netem's jitter reorders packets within the plane (packets are a fraction of a millisecond apart here), "
+      "so a one-plane transport sees heavy reordering on its only path.\n\n")
+    rows = []
+    for t in ts:
+        v, why = point(d, t, "reorder", "ib_write_bw", 65536, 1)
+        base = lossless(d, t)
+        rows.append([LABEL[t], cell(v) if v else f"— ({why})",
+                     f"{100 * med(v) / base:.0f}%" if v and base else "n/a"])
+    w(table(["transport", "MiB/s", "share of own lossless"], rows))
+
+    # Scaling
+    ceiling = d.vals(transport="all", scenario="scaling", metric="ceiling_MiBps")
+    rate = d.vals(transport="all", scenario="scaling", metric="plane_rate_kbit")
+    planes_set = sorted({int(r["planes"]) for r in d.rows if r["scenario"] == "scaling" and r["planes"].isdigit()})
+    w("\n## Plane scaling: ib_write_bw 64 KiB, 1 QP; every plane rate-limited with tbf\n\n")
+    if rate:
+        w(f"CPU ceiling (the slowest RDMA transport's lossless 64 KiB write): "
+          f"{fmt(ceiling[0]) if ceiling else 'unknown'} MiB/s; per-plane rate {rate[0]:.0f} kbit/s "
+          f"= {rate[0] * 1000 / 8 / 1048576:.3f} MiB/s (1/8 of the ceiling, so 4 planes stay at half of it); "
+          "tbf queue 1 MiB, perftest `-t 4` (4 × 64 KiB in flight, so rxe, which has no congestion control, "
+          "is limited by the rate and not by tail drops). "
+          "rxe and siw are bound to one netdev: they use plane 0 whatever the plane count. TCP: one "
+          "iperf3 flow per plane (the aggregate the planes can carry).\n\n")
+    rows = []
+    scale_series = defaultdict(list)
+    for t in ts:
+        one = None
+        row = [LABEL[t]]
+        for p in planes_set:
+            v = d.vals(transport=t, scenario="scaling", planes=str(p), metric="MiBps")
+            if v:
+                if p == 1:
+                    one = med(v)
+                row.append(cell(v) + (f", {med(v) / one:.2f}× one plane" if one and p > 1 else ""))
+                scale_series[t].append((p, med(v), min(v), max(v)))
+            else:
+                why = d.missing(t, scenario="scaling", planes=str(p)) or "not measured"
+                row.append(f"— ({why})")
+        rows.append(row)
+    w(table(["transport"] + [f"{p} plane(s)" for p in planes_set], rows))
+
+    # Failover
+    w("\n## Plane failure: ib_write_bw 64 KiB, 1 QP, 1 s samples; the transport's last plane goes down on host A, then comes back\n\n")
+    w("For a one-plane transport that plane is its only one. *degraded* = first sample after the "
+      "down at ≥ 90% of (P−1)/P of the pre-failure rate (only for P > 1); *recovered* = first "
+      "sample after the up at ≥ 90% of the pre-failure rate. perftest `--run_infinitely -D 1` prints "
+      "one line per period, which in TCG comes every 1–3 s; each sample is placed at the real time it was printed. "
+      "perftest counts send completions: siw completes a WRITE once TCP has taken the data, so it shows "
+      "throughput while the link is down until its socket buffer is full.\n\n")
+    rows = []
+    fo = {}
+    for t in ts:
+        st = failover_stats(d, t)
+        fo[t] = st
+        if not st:
+            why = d.missing(t, scenario="failover") or "not measured"
+            rows.append([LABEL[t], "—", f"— ({why})", "", "", "", "", ""])
+            continue
+        for s in st:
+            errs = d.errors(transport=t, scenario="failover", rep=s["rep"])
+            rows.append([LABEL[t], f"{s['planes']} (rep {s['rep']})", fmt(s["pre"]), fmt(s["during"]), fmt(s["after"]),
+                         f"{s['rec_down']:.1f} s" if s["rec_down"] is not None else ("n/a (1 plane)" if s["planes"] == 1 else "never"),
+                         f"{s['rec_up']:.1f} s" if s["rec_up"] is not None else "never",
+                         f"{s['n']} samples to t={s['last']:.0f} s of {s['run']:.0f} s"
+                         + ("; " + "; ".join(sorted({e['note'] for e in errs}))[:140] if errs else "")])
+    w(table(["transport", "planes", "before (MiB/s)", "plane down", "after up", "degraded after", "recovered after", "run"], rows))
+
+    # Congestion
+    w("\n## Congestion: two flows through one ECN-marking bottleneck (tbf + RED ecn on plane 0 of host A)\n\n")
+    rows = []
+    for t in ts:
+        f0 = d.vals(transport=t, scenario="congestion", metric="MiBps", cond=lambda c: c.startswith("flow0"))
+        f1 = d.vals(transport=t, scenario="congestion", metric="MiBps", cond=lambda c: c.startswith("flow1"))
+        if not f0 and not f1:
+            why = d.missing(t, scenario="congestion") or "not measured"
+            rows.append([LABEL[t], f"— ({why})", "", "", "", "", ""])
+            continue
+        reps = sorted({r["rep"] for r in d.rows if r["transport"] == t and r["scenario"] == "congestion" and r["metric"] == "MiBps"})
+        jain = []
+        for rep in reps:
+            x = d.vals(transport=t, scenario="congestion", metric="MiBps", rep=rep)
+            if len(x) == 2 and sum(x) > 0:
+                jain.append(sum(x) ** 2 / (2 * sum(v * v for v in x)))
+            elif len(x) < 2:
+                jain.append(0.5)  # one flow starved or failed
+        g = lambda m: d.vals(transport=t, scenario="congestion", metric=m)
+        rows.append([LABEL[t], cell(f0) or "failed", cell(f1) or "failed", fmt(med(jain), 3) if jain else "n/a",
+                     f"{fmt(med(g('queue_avg_pkts')), 1)} pkts / {fmt(med(g('queue_avg_bytes')) / 1024 if g('queue_avg_bytes') else None, 1)} KiB",
+                     f"{fmt(med(g('queue_max_bytes')) / 1024 if g('queue_max_bytes') else None, 1)} KiB",
+                     f"{fmt(med(g('marked')), 0)} / {fmt(med(g('early')), 0)} / {fmt(med(g('pdrop')), 0)}"])
+    w(table(["transport", "flow 1 MiB/s", "flow 2 MiB/s", "Jain fairness", "queue avg (when busy)", "queue max",
+             "ECN marked / early drop / tail drop (pkts)"], rows))
+    if rate:
+        w(f"\nBottleneck {rate[0]:.0f} kbit/s; RED min/max at 20/60 ms of queue, tx depth 4 per RDMA flow, probability 0.1, `ecn`. "
+          "TCP runs with net.ipv4.tcp_ecn=1. A transport that sends no ECT packets is dropped, not marked.\n")
+
+    # Targets
+    w("\n## Issue #5 targets\n\n")
+    mr_ok = "metaroce" in ts and "metaroce" not in d.unavail
+    tgt = []
+    mr0, rx0 = lossless(d, "metaroce"), lossless(d, "rxe")
+
+    def at_loss(t, L):
+        v, _ = point(d, t, "loss", "ib_write_bw", 65536, 1, cond=f"loss={L:g}")
+        return med(v) if v else None
+    why_na = "MetaRoCE not available: " + d.unavail.get("metaroce", "not run") if not mr_ok else None
+    def status(val, bar):
+        if why_na:
+            return why_na
+        return "n/a" if val is None else ("met" if val >= bar else "missed")
+    r = mr0 / rx0 if mr0 and rx0 else None
+    tgt.append(["lossless ib_write_bw ≥ 2× rxe", fmt(r) + "×" if r else "n/a", status(r, 2)])
+    for L, bar in ((1, 0.9), (10, 0.5)):
+        m, x = at_loss("metaroce", L), at_loss("rxe", L)
+        val = m / mr0 if m and mr0 else None
+        rxs = f" (rxe keeps {100 * x / rx0:.0f}%)" if x is not None and rx0 else ""
+        tgt.append([f"{L}% loss ≥ {int(bar * 100)}% of own lossless", (f"{100 * val:.0f}%" if val else "n/a") + rxs, status(val, bar)])
+    sm = {p: v for p, v, *_ in scale_series.get("metaroce", [])}
+    val = sm[4] / sm[1] if 1 in sm and 4 in sm else None
+    tgt.append(["4 rate-limited planes ≥ 3.6× one plane", f"{val:.2f}×" if val else "n/a", status(val, 3.6)])
+    st = fo.get("metaroce") or []
+    rd = [s["rec_down"] for s in st if s["rec_down"] is not None]
+    tgt.append(["plane down: no error, (P−1)/P within 1 s", f"{max(rd):.1f} s" if rd else "n/a",
+                why_na or ("met" if rd and max(rd) <= 1 and not d.errors(transport="metaroce", scenario="failover") else "missed")])
+    w(table(["target", "measured", "status"], tgt))
+
+    # Notes: skipped/failed points
+    notes = sorted({(r["transport"], r["scenario"], r["test"], r["note"]) for r in d.rows
+                    if r["metric"] == "error" and r["transport"] != "metaroce"})
+    w("\n## Failed or skipped points\n\n")
+    if notes:
+        for t, sc, test, n in notes:
+            w(f"- {LABEL.get(t, t)} {sc} {test}: {n or 'no output'}\n")
+    else:
+        w("- none\n")
+    for r in d.rows:
+        if r["metric"] == "skipped":
+            w(f"- {LABEL.get(r['transport'], r['transport'])} {r['scenario']}: {r['note']}\n")
+    w("\nEvery sample is in `samples.csv` (columns: transport, scenario, test, size, qps, planes, cond, rep, metric, value, note); "
+      "the raw tool outputs of the run are in the run directory's `raw/`.\n")
+    w("\n## Plots\n\n![throughput vs loss](loss.png)\n\n![throughput vs planes](scaling.png)\n\n![plane failure](failover.png)\n")
+
+    with open(os.path.join(a.dir, "report.md"), "w") as f:
+        f.write("".join(md))
+    plots(a.dir, ts, d, loss_series, scale_series, fo, rate)
+
+
+def plots(out, ts, d, loss_series, scale_series, fo, rate):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def unavailable_note(ax):
+        miss = [f"{LABEL[t]}: not available" for t in ts if t in d.unavail]
+        if miss:
+            ax.text(0.01, 0.01, "\n".join(miss), transform=ax.transAxes, fontsize=8, va="bottom", color="dimgray")
+
+    # Loss: absolute and share of own lossless.
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    xs_all = sorted({L for s in loss_series.values() for L, *_ in s})
+    pos = {L: i for i, L in enumerate(xs_all)}
+    for t, s in loss_series.items():
+        x = [pos[L] for L, *_ in s]
+        a1.errorbar(x, [m for _, m, *_ in s], yerr=[[m - lo for _, m, lo, _, _ in s], [hi - m for _, m, _, hi, _ in s]],
+                    marker="o", capsize=3, label=LABEL[t], color=COLOR[t])
+        a2.plot(x, [p for *_, p in s], marker="o", label=LABEL[t], color=COLOR[t])
+    for ax in (a1, a2):
+        ax.set_xticks(range(len(xs_all)), [f"{L:g}%" for L in xs_all])
+        ax.set_xlabel("netem loss on every plane, both directions")
+        ax.grid(alpha=0.3)
+    a1.set_yscale("log")
+    a1.set_ylabel("ib_write_bw 64 KiB, MiB/s (log)")
+    a1.set_title("Throughput vs loss")
+    a2.set_ylabel("% of own lossless")
+    a2.set_ylim(0, 110)
+    a2.set_title("Share of own lossless throughput")
+    a1.legend()
+    unavailable_note(a1)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "loss.png"), dpi=110)
+    plt.close(fig)
+
+    # Scaling.
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for t, s in scale_series.items():
+        ax.errorbar([p for p, *_ in s], [m for _, m, *_ in s],
+                    yerr=[[m - lo for _, m, lo, _ in s], [hi - m for _, m, _, hi in s]],
+                    marker="o", capsize=3, label=LABEL[t], color=COLOR[t])
+    if rate:
+        ps = sorted({p for s in scale_series.values() for p, *_ in s}) or [1, 2, 4]
+        ax.plot(ps, [p * rate[0] * 1000 / 8 / 1048576 for p in ps], "k--", lw=1, label="P × plane rate")
+    ax.set_xlabel("planes (each tbf rate-limited)")
+    ax.set_ylabel("MiB/s")
+    ax.set_xticks([1, 2, 4])
+    ax.set_title("Throughput vs plane count")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    unavailable_note(ax)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "scaling.png"), dpi=110)
+    plt.close(fig)
+
+    # Failover: every rep, one colour per transport.
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    ev = None
+    for t, st in fo.items():
+        for i, s in enumerate(st):
+            ax.plot([x for x, _ in s["ser"]], [v for _, v in s["ser"]], marker=".", color=COLOR[t],
+                    alpha=1 if i == 0 else 0.45, label=f"{LABEL[t]} ({s['planes']} plane{'s' if s['planes'] > 1 else ''})" if i == 0 else None)
+            ev = ev or (s["down"], s["up"])
+    if ev:
+        ax.axvspan(ev[0], ev[1], color="orange", alpha=0.15, label="plane down")
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel("MiB/s (1 s samples)")
+    ax.set_title("Plane failure: the transport's last plane down, then up")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    unavailable_note(ax)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "failover.png"), dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,314 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The benchmark suite (issue #5), run on host A of the rig by
+# selftests/bench/run.sh. Every transport gets the same scenarios on the
+# same two hosts; every sample lands in $METAROCE_OUT/bench/samples.csv,
+# which report.py turns into the report and plots on the build host.
+#
+# Environment: BENCH_QUICK=1 (the ~5 minute subset), BENCH_TRANSPORTS
+# (default "rxe siw metaroce tcp"), BENCH_REPS, BENCH_PLANE_RATE (kbit/s per
+# plane for the scaling and congestion runs; default measured).
+. "$(dirname "$0")/lib.sh"
+csv_init
+start_s=$(date +%s)
+quick=${BENCH_QUICK:-0}
+transports=${BENCH_TRANSPORTS:-rxe siw metaroce tcp}
+if [ "$quick" = 1 ]; then
+	reps=${BENCH_REPS:-1} dur=4 lat_n=200 fail_t=15 cong_t=6
+	bw_tests=("ib_write_bw 65536 1" "ib_write_bw 65536 8")
+	lat_tests=("ib_write_lat 2")
+	losses=(1 10) plane_set=(1 2)
+else
+	reps=${BENCH_REPS:-3} dur=4 lat_n=500 fail_t=30 cong_t=10
+	bw_tests=("ib_write_bw 65536 1" "ib_write_bw 1048576 1" "ib_write_bw 65536 8"
+		"ib_write_bw 1048576 8" "ib_send_bw 65536 1" "ib_read_bw 65536 1")
+	lat_tests=("ib_write_lat 2" "ib_write_lat 4096" "ib_send_lat 2" "ib_send_lat 4096")
+	losses=(0.1 1 5 10) plane_set=(1 2 4)
+fi
+((METAROCE_PLANES >= plane_set[-1])) || plane_set=(1 "$METAROCE_PLANES")
+# MetaRoCE's own configuration for the non-scaling runs: the rig's usual 2.
+main_planes=$((METAROCE_PLANES < 2 ? METAROCE_PLANES : 2))
+# perftest -D: measures D-2*margin seconds (margin -f 1).
+bw_args="-D $dur -f 1"
+tmo=$((dur + 25))
+
+{
+	echo "quick=$quick reps=$reps dur=$dur lat_n=$lat_n fail_t=$fail_t cong_t=$cong_t"
+	echo "transports=$transports planes=$METAROCE_PLANES main_planes=$main_planes"
+	echo "kernel=$(uname -r) cpus=$(nproc) mem=$(awk '/MemTotal/ {print $2" kB"}' /proc/meminfo)"
+	echo "cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+	echo "perftest=$(dpkg-query -W -f='${Version}' perftest 2> /dev/null) iperf3=$(dpkg-query -W -f='${Version}' iperf3 2> /dev/null)"
+	echo "rdma-core=$(dpkg-query -W -f='${Version}' rdma-core 2> /dev/null)"
+} > "$BOUT/env.txt"
+cat "$BOUT/env.txt"
+
+on_both tc_clear > /dev/null
+reset_rdma
+peer ". $METAROCE_REPO/selftests/lib.sh; reset_rdma" > /dev/null 2>&1
+declare -A avail reason planes_of
+
+# ---------------------------------------------------------------- one point
+# bw_point T SCENARIO TEST SIZE QPS PLANES COND REP: one throughput sample.
+bw_point() {
+	local t=$1 sc=$2 test=$3 size=$4 qps=$5 pl=$6 cond=$7 rep=$8 v
+	if [ "$t" = tcp ]; then
+		v=$(ip_run 0 $((dur - 2)) "$qps")
+		if [ -n "$v" ]; then csv tcp "$sc" iperf3 - "$qps" "$pl" "$cond" "$rep" MiBps "$v"; else csv tcp "$sc" iperf3 - "$qps" "$pl" "$cond" "$rep" error "" "iperf3 failed"; fi
+		note "tcp $sc iperf3 P=$qps planes=$pl $cond rep$rep: ${v:-error} MiB/s"
+		return
+	fi
+	if pt_run "$test" "$tmo" -s "$size" -q "$qps" $bw_args && v=$(pt_bw "$size"); then
+		csv "$t" "$sc" "$test" "$size" "$qps" "$pl" "$cond" "$rep" MiBps "$v"
+	else
+		v=""
+		csv "$t" "$sc" "$test" "$size" "$qps" "$pl" "$cond" "$rep" error "" "$(pt_err)"
+	fi
+	note "$t $sc $test size=$size qps=$qps planes=$pl $cond rep$rep: ${v:-error} MiB/s"
+}
+
+# ---------------------------------------------------------------- scenarios
+throughput_latency_loss() { # T: lossless throughput + latency, loss sweep, reordering
+	local t=$1 spec test size qps rep l lat loss
+	for spec in "${bw_tests[@]}"; do
+		read -r test size qps <<< "$spec"
+		[ "$t" = tcp ] && [ "$test" != ib_write_bw -o "$size" != 65536 ] && continue
+		for ((rep = 1; rep <= reps; rep++)); do
+			bw_point "$t" throughput "$test" "$size" "$qps" "${planes_of[$t]}" loss=0 "$rep"
+		done
+	done
+	if [ "$t" = tcp ]; then
+		csv tcp latency - - - - - - skipped "" "TCP is the throughput ceiling only"
+	else
+		for spec in "${lat_tests[@]}"; do
+			read -r test size <<< "$spec"
+			for ((rep = 1; rep <= reps; rep++)); do
+				if pt_run "$test" 60 -s "$size" -n "$lat_n" && l=$(pt_lat "$size"); then
+					read -r lat p99 <<< "$l"
+					csv "$t" latency "$test" "$size" 1 "${planes_of[$t]}" - "$rep" median_us "$lat"
+					csv "$t" latency "$test" "$size" 1 "${planes_of[$t]}" - "$rep" p99_us "$p99"
+				else
+					csv "$t" latency "$test" "$size" 1 "${planes_of[$t]}" - "$rep" error "" "$(pt_err)"
+				fi
+				note "$t latency $test size=$size rep$rep: ${l:-error} us (median p99)"
+			done
+		done
+	fi
+	for loss in "${losses[@]}"; do
+		on_both "tc_loss_all $loss" || { note "netem loss $loss failed"; continue; }
+		for ((rep = 1; rep <= reps; rep++)); do
+			bw_point "$t" loss ib_write_bw 65536 1 "${planes_of[$t]}" "loss=$loss" "$rep"
+		done
+	done
+	on_both tc_clear
+	# Reordering: 2 ms +- 2 ms on plane 0 (both directions), which every
+	# transport uses.
+	on_both "tc_jitter 0 2ms 2ms"
+	for ((rep = 1; rep <= reps; rep++)); do
+		bw_point "$t" reorder ib_write_bw 65536 1 "${planes_of[$t]}" "jitter=2ms+-2ms@plane0" "$rep"
+	done
+	on_both tc_clear
+}
+
+scaling() { # T RATE_KBIT
+	local t=$1 rate=$2 p rep v f sum i
+	for p in "${plane_set[@]}"; do
+		tp_up "$t" "$p" || { csv "$t" scaling ib_write_bw 65536 1 "$p" "rate=${rate}kbit" - unavailable "" "$TP_REASON"; tp_down "$t"; continue; }
+		on_both "tc_clear; tc_rate_all $rate"
+		for ((rep = 1; rep <= reps; rep++)); do
+			if [ "$t" = tcp ]; then
+				# One TCP flow per plane: what the planes carry in aggregate.
+				for ((i = 0; i < p; i++)); do ip_run "$i" $((dur - 2)) 1 $((5201 + i)) > "$BOUT/.ip$i" & done
+				wait
+				sum=0
+				for ((i = 0; i < p; i++)); do
+					f=$(cat "$BOUT/.ip$i")
+					[ -n "$f" ] || { sum=""; break; }
+					sum=$(awk -v a="$sum" -v b="$f" 'BEGIN { print a + b }')
+				done
+				if [ -n "$sum" ]; then csv tcp scaling iperf3 - 1 "$p" "rate=${rate}kbit" "$rep" MiBps "$sum" "$p flows, one per plane"; else csv tcp scaling iperf3 - 1 "$p" "rate=${rate}kbit" "$rep" error "" "iperf3 failed"; fi
+				note "tcp scaling planes=$p rep$rep: ${sum:-error}"
+			else
+				bw_args="-D $dur -f 1 -t 4" bw_point "$t" scaling ib_write_bw 65536 1 "$p" "rate=${rate}kbit;uses=$TP_PLANES;tx-depth=4" "$rep"
+			fi
+		done
+		on_both tc_clear
+		tp_down "$t"
+	done
+}
+
+# failover T: fail_t s of traffic at 1 s resolution; the last plane the
+# transport uses goes down on host A at fail_t/3 and comes back at
+# 2*fail_t/3. Time 0 is the end of the first 1 s sample (the tools take
+# seconds to set up in TCG, so the clock starts when data flows).
+failover() {
+	local t=$1 rep plane dev down_at up_at t0 tdown tup series cmd srv pid i pat
+	down_at=$((fail_t / 3)) up_at=$((2 * fail_t / 3))
+	for ((rep = 1; rep <= reps; rep++)); do
+		tp_up "$t" "$([ "$t" = tcp ] && echo 1 || echo "$main_planes")" || { csv "$t" failover - - - - - - unavailable "" "$TP_REASON"; tp_down "$t"; return; }
+		plane=$((TP_PLANES - 1))
+		[ "$t" = tcp ] && plane=0
+		dev=$(plane_dev $plane)
+		series=$(raw_name "$t failover rep$rep")
+		if [ "$t" = tcp ]; then
+			srv="iperf3 -s -1 -B $PEER_PLANE0_IP"
+			cmd="iperf3 -c $PEER_PLANE0_IP -B $PLANE0_IP -t $((fail_t + 30)) -i 1 -f k --forceflush"
+			pat='Kbits/sec'
+		else
+			srv="ib_write_bw $TP_SRV -s 65536 -D 1 --run_infinitely -p $PT_PORT -F"
+			cmd="stdbuf -oL ib_write_bw $TP_CLI -s 65536 -D 1 --run_infinitely -p $PT_PORT -F $TP_TARGET"
+			pat='^[0-9.]+ +65536 +[0-9]+ +[0-9.]+ +[0-9.]+'
+		fi
+		peer_spawn "echo \$\$ > /run/bench-failover.pid; exec timeout $((fail_t + 90)) $srv" > /dev/null
+		sleep 2
+		# Timestamps from $EPOCHREALTIME: a fork per line would lag in TCG.
+		# shellcheck disable=SC2086
+		timeout $((fail_t + 80)) $cmd > >(while IFS= read -r line; do echo "$EPOCHREALTIME $line"; done > "$series") 2>&1 &
+		pid=$!
+		for ((i = 0; i < 600; i++)); do
+			grep -qE "$pat" "$series" 2> /dev/null && break
+			kill -0 "$pid" 2> /dev/null || break
+			sleep 0.1
+		done
+		t0=$(grep -E "$pat" "$series" 2> /dev/null | head -1 | awk '{ printf "%.6f", $1 - 1 }')
+		if [ -z "$t0" ]; then
+			csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" error "" "no traffic: $(grep -iE 'error|fail|unable' "$series" | head -2 | cut -d' ' -f2- | tr '\n' ' ')"
+			kill "$pid" 2> /dev/null
+			peer 'kill $(cat /run/bench-failover.pid) 2> /dev/null' > /dev/null
+			tp_down "$t"
+			continue
+		fi
+		sleep_until() { local d; d=$(awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { d = a - b; print (d > 0) ? d : 0 }'); sleep "$d"; }
+		sleep_until "$(awk -v a="$t0" -v b="$down_at" 'BEGIN { printf "%.6f", a + b }')"
+		ip link set "$dev" down
+		tdown=$EPOCHREALTIME
+		sleep_until "$(awk -v a="$t0" -v b="$up_at" 'BEGIN { printf "%.6f", a + b }')"
+		ip link set "$dev" up
+		tup=$EPOCHREALTIME
+		sleep_until "$(awk -v a="$t0" -v b="$fail_t" 'BEGIN { printf "%.6f", a + b + 0.3 }')"
+		kill "$pid" 2> /dev/null
+		wait "$pid" 2> /dev/null
+		sleep 1
+		peer 'kill $(cat /run/bench-failover.pid) 2> /dev/null' > /dev/null
+		cp "$series" "$series.client"
+		# Samples: seconds since t0, MiB/s of the second that just ended.
+		if [ "$t" = tcp ]; then
+			awk -v t0="$t0" '$0 ~ /Kbits\/sec/ && $0 !~ /sender|receiver/ { for (i = 1; i < NF; i++) if ($(i + 1) == "Kbits/sec") printf "%.2f %.3f\n", $1 - t0, $i * 1000 / 8 / 1048576 }' "$series"
+		else
+			awk -v t0="$t0" '$2 == 65536 && NF >= 6 && $5 ~ /^[0-9.]+$/ { printf "%.2f %s\n", $1 - t0, $5 }' "$series"
+		fi > "$series.tsv"
+		while read -r ts v; do csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "t=$ts" "$rep" series_MiBps "$v"; done < "$series.tsv"
+		csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" down_s "$(awk -v a="$tdown" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')"
+		csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" up_s "$(awk -v a="$tup" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')"
+		csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" run_s "$fail_t"
+		grep -iqE 'error|fail' "$series" && csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" error "" "$(grep -iE 'error|fail' "$series" | head -2 | cut -d' ' -f2- | tr '\n' ' ')"
+		note "$t failover rep$rep: $(wc -l < "$series.tsv") samples, plane $plane down at ${down_at}s, up at ${up_at}s"
+		tp_down "$t"
+		sleep 1
+	done
+}
+
+# congestion T RATE_KBIT: two flows A -> B through one ECN-marking RED
+# bottleneck (tbf at RATE on plane 0 of host A); fairness and the queue.
+congestion() {
+	local t=$1 rate=$2 rep qlog a b i v pid flows
+	on_both "sysctl -qw net.ipv4.tcp_ecn=1"
+	for ((rep = 1; rep <= reps; rep++)); do
+		tp_up "$t" 1 || { csv "$t" congestion - - - - - - unavailable "" "$TP_REASON"; tp_down "$t"; break; }
+		tc_ecn_bottleneck 0 "$rate" || { csv "$t" congestion - - - - - - error "" "tc red ecn failed"; tp_down "$t"; break; }
+		qlog=$(raw_name "$t congestion qdisc rep$rep")
+		(while :; do tc -s -j qdisc show dev "$PLANE0_DEV"; echo; sleep 0.5; done > "$qlog") &
+		pid=$!
+		flows=()
+		for i in 0 1; do
+			if [ "$t" = tcp ]; then
+				ip_run 0 "$cong_t" 1 $((5201 + i)) > "$BOUT/.cg$i" &
+			else
+				(PT_PORT=$((18515 + i)) && pt_run ib_write_bw $((cong_t + 25)) -s 65536 -D "$cong_t" -f 1 -t 4 && pt_bw 65536 > "$BOUT/.cg$i" || : > "$BOUT/.cg$i") &
+			fi
+			flows+=($!)
+		done
+		wait "${flows[@]}"
+		sleep 0.2
+		kill "$pid" 2> /dev/null
+		wait "$pid" 2> /dev/null
+		tc -s -j qdisc show dev "$PLANE0_DEV" > "$qlog.final"
+		a=$(cat "$BOUT/.cg0") b=$(cat "$BOUT/.cg1")
+		for i in 0 1; do
+			v=$(cat "$BOUT/.cg$i")
+			if [ -n "$v" ]; then csv "$t" congestion ib_write_bw 65536 1 1 "flow$i;rate=${rate}kbit" "$rep" MiBps "$v"; else csv "$t" congestion ib_write_bw 65536 1 1 "flow$i;rate=${rate}kbit" "$rep" error "" "flow $i failed"; fi
+		done
+		python3 - "$qlog" "$qlog.final" << 'PY' | while read -r m v; do csv "$t" congestion red 65536 1 1 "rate=${rate}kbit" "$rep" "$m" "$v"; done
+import json, sys
+samples = []
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line:
+        continue
+    try:
+        for q in json.loads(line):
+            if q.get("kind") == "red":
+                samples.append((q.get("backlog", 0), q.get("qlen", 0)))
+    except ValueError:
+        pass
+fin = [q for q in json.load(open(sys.argv[2])) if q.get("kind") == "red"]
+busy = [s for s in samples if s[1] > 0] or samples or [(0, 0)]
+print("queue_avg_bytes", round(sum(s[0] for s in busy) / len(busy)))
+print("queue_max_bytes", max(s[0] for s in samples or [(0, 0)]))
+print("queue_avg_pkts", round(sum(s[1] for s in busy) / len(busy), 1))
+if fin:
+    x = fin[0].get("options", {})
+    st = fin[0]
+    for k in ("marked", "early", "pdrop", "other"):
+        v = st.get(k, x.get(k))
+        if v is not None:
+            print(k, v)
+    print("sent_pkts", st.get("packets", 0))
+    print("drops", st.get("drops", 0))
+PY
+		note "$t congestion rep$rep: flows ${a:-error} / ${b:-error} MiB/s"
+		tc qdisc del dev "$PLANE0_DEV" root 2> /dev/null
+		tp_down "$t"
+	done
+	on_both "sysctl -qw net.ipv4.tcp_ecn=2"
+}
+
+# ---------------------------------------------------------------- the run
+# Availability first: a transport that cannot come up is "not available"
+# with its reason in every table.
+for t in $transports; do
+	if tp_up "$t" "$([ "$t" = tcp ] && echo 1 || echo "$main_planes")"; then
+		avail[$t]=1 planes_of[$t]=$TP_PLANES
+		note "$t: available, $TP_PLANES plane(s)"
+		csv "$t" availability - - - "$TP_PLANES" - - available 1
+		throughput_latency_loss "$t"
+	else
+		reason[$t]=$TP_REASON
+		note "$t: NOT available: $TP_REASON"
+		csv "$t" availability - - - - - - unavailable "" "$TP_REASON"
+	fi
+	tp_down "$t"
+	on_both tc_clear
+done
+
+# The CPU ceiling: the slowest RDMA transport's lossless 64 KiB write. Each
+# plane is limited to 1/8 of it, well below the 1/4 that would let 4 planes
+# reach the CPU limit.
+ceiling=$(awk -F, '$2 == "throughput" && $3 == "ib_write_bw" && $4 == 65536 && $5 == 1 && $9 == "MiBps" && $1 != "tcp" { print $1, $10 }' "$CSV" |
+	sort -k1,1 | awk '{ v[$1] = v[$1] " " $2 } END { for (k in v) print v[k] }' |
+	while read -r line; do tr ' ' '\n' <<< "$line" | median; done | sort -g | head -1)
+rate=${BENCH_PLANE_RATE:-$(awk -v c="${ceiling:-1}" 'BEGIN { r = int(c * 1048576 * 8 / 1000 / 8); print (r < 256) ? 256 : r }')}
+note "CPU ceiling (slowest RDMA transport, lossless 64 KiB write): ${ceiling:-unknown} MiB/s; per-plane rate ${rate} kbit/s"
+csv all scaling - - - - "ceiling" - ceiling_MiBps "${ceiling:-}"
+csv all scaling - - - - "ceiling" - plane_rate_kbit "$rate"
+
+for t in $transports; do
+	[ -n "${avail[$t]:-}" ] || continue
+	scaling "$t" "$rate"
+	failover "$t"
+	congestion "$t" "$rate"
+	on_both tc_clear
+done
+
+note "suite finished in $(($(date +%s) - start_s)) s"
+csv all suite - - - - - - duration_s $(($(date +%s) - start_s))
+exit 0
