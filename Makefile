@@ -5,6 +5,8 @@
 #   make test       install deps, build the test kernel and module, run the
 #                   host checks and the selftests on two QEMU hosts
 #   make demo       boot two hosts and show the device and rxe side by side
+#   make bench      the benchmark suite on two QEMU hosts: report and plots
+#                   (BENCH_QUICK=1: the ~5 minute subset); see selftests/bench
 #   make check      host-side checks (rig self-check, cargo test, clippy, rustfmt)
 #   make kernel     build (or find) the cached test kernel
 #   make deps       install build and test dependencies (Debian 12)
@@ -20,7 +22,7 @@ LLVM ?= 1
 MAKEFLAGS += --no-print-directory
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all modules clean deps kernel check test demo selftests provider install
+.PHONY: all modules clean deps kernel check test demo selftests provider install bench
 
 all: modules
 
@@ -61,3 +63,7 @@ test: deps
 demo: kernel provider
 	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)
 	selftests/rig/run.sh demo
+
+bench: kernel provider
+	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)
+	BENCH_INVOCATION="make bench$(if $(BENCH_QUICK), BENCH_QUICK=$(BENCH_QUICK))" selftests/bench/run.sh
