@@ -516,7 +516,8 @@ def plots(out, ts, d, loss_series, scale_series, fo, rate):
         ax.plot(ps, [p * rate[0] * 1000 / 8 / 1048576 for p in ps], "k--", lw=1, label="P × plane rate")
     ax.set_xlabel("planes (each tbf rate-limited)")
     ax.set_ylabel("MiB/s")
-    ax.set_xticks([1, 2, 4])
+    ax.set_xticks(sorted({p for s in scale_series.values() for p, *_ in s}) or [1, 2, 4])
+    ax.set_ylim(bottom=0)
     ax.set_title("Throughput vs plane count")
     ax.grid(alpha=0.3)
     ax.legend()
@@ -525,22 +526,25 @@ def plots(out, ts, d, loss_series, scale_series, fo, rate):
     fig.savefig(os.path.join(out, "scaling.png"), dpi=110)
     plt.close(fig)
 
-    # Failover: every rep, one colour per transport.
-    fig, ax = plt.subplots(figsize=(9, 4.2))
-    ev = None
-    for t, st in fo.items():
-        for i, s in enumerate(st):
+    # Failover: one panel per transport (each has its own down/up times).
+    shown = [t for t in ts if fo.get(t)]
+    fig, axes = plt.subplots(max(1, len(shown)), 1, figsize=(9, 1.2 + 2.0 * max(1, len(shown))), sharex=True, squeeze=False)
+    for ax, t in zip(axes[:, 0], shown):
+        for i, s in enumerate(fo[t]):
             ax.plot([x for x, _ in s["ser"]], [v for _, v in s["ser"]], marker=".", color=COLOR[t],
-                    alpha=1 if i == 0 else 0.45, label=f"{LABEL[t]} ({s['planes']} plane{'s' if s['planes'] > 1 else ''})" if i == 0 else None)
-            ev = ev or (s["down"], s["up"])
-    if ev:
-        ax.axvspan(ev[0], ev[1], color="orange", alpha=0.15, label="plane down")
-    ax.set_xlabel("seconds since start")
-    ax.set_ylabel("MiB/s (1 s samples)")
-    ax.set_title("Plane failure: the transport's last plane down, then up")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    unavailable_note(ax)
+                    alpha=1 if i == 0 else 0.45, label=f"rep {s['rep']}")
+            ax.axvspan(s["down"], s["up"], color="orange", alpha=0.12 if i else 0.2,
+                       label="plane down" if i == 0 else None)
+        p = fo[t][0]["planes"]
+        ax.set_title(f"{LABEL[t]}, {p} plane{'s' if p > 1 else ''}: its plane {p - 1} down, then up", fontsize=10)
+        ax.set_ylabel("MiB/s")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right")
+    if not shown:
+        axes[0, 0].text(0.5, 0.5, "no failover data", ha="center", transform=axes[0, 0].transAxes)
+    axes[-1, 0].set_xlabel("seconds since data started (one sample per perftest/iperf3 report line)")
+    unavailable_note(axes[-1, 0])
     fig.tight_layout()
     fig.savefig(os.path.join(out, "failover.png"), dpi=110)
     plt.close(fig)
