@@ -63,6 +63,7 @@ struct MetaRoceModule {
 
 impl kernel::Module for MetaRoceModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
+        ib::udp::init()?;
         let events = NetdevNotifier::register()?;
         let link = LinkRegistration::register()?;
         pr_info!("loaded\n");

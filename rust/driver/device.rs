@@ -17,6 +17,11 @@ use super::srq::SrqState;
 use crate::ib::device::{Device, DeviceAttr, IbDriver, PortAttr, PortImmutable};
 use crate::ib::udata::Udata;
 use crate::ib::verbs::{Ah, Cq, Mr, Pd, Qp, QpInit, Srq};
+use super::net::{log_last_drop, DropRecord, NetRx};
+use super::stats::{Counters, NAMES};
+use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
+use crate::ib::stats::StatDesc;
+use crate::ib::udp::TunnelRef;
 use crate::sys::bindings;
 
 /// The uverbs ABI version of `include/uapi/rdma/metaroce-abi.h`.
@@ -50,10 +55,18 @@ pub(crate) struct DeviceState {
     /// Varies the low byte of memory keys, so a stale key of a freed region
     /// does not name the next region that reuses its index.
     key_generation: AtomicU32,
+    /// Packet counters (`rdma statistic`), updated from any context.
+    pub(crate) counters: Counters,
+    /// The last malformed packet received, logged when counters are read.
+    #[pin]
+    pub(crate) last_drop: SpinLockBh<Option<DropRecord>>,
+    /// This device's share of the UDP tunnel socket (port 4792).
+    pub(crate) tunnel: TunnelRef,
 }
 
 impl DeviceState {
-    /// The initialiser for a new device's state.
+    /// The initialiser for a new device's state. Process context (it may
+    /// open the UDP socket).
     pub(crate) fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             qpns <- new_spinlock!(IdPool::new(MAX_QP)?),
@@ -61,6 +74,9 @@ impl DeviceState {
             srq_nums <- new_spinlock!(IdPool::new(MAX_SRQ)?),
             ah_nums <- new_spinlock!(IdPool::new(MAX_AH)?),
             key_generation: AtomicU32::new(0),
+            counters: Counters::new(),
+            last_drop <- new_spinlock_bh!(None, "metaroce_last_drop"),
+            tunnel: TunnelRef::get::<NetRx>()?,
         })
     }
 
@@ -326,5 +342,13 @@ impl IbDriver for MetaRoceDevice {
 
     fn dereg_mr(dev: &MetaRoceIbDevice, mr: &Mr<MrState>) {
         mr.data().release(dev);
+    }
+
+    const PORT_STATS: &'static [StatDesc] = &NAMES;
+
+    fn port_stats(dev: &MetaRoceIbDevice, _port: u32, values: &mut [u64]) {
+        // One plane per device so far: the device counters are the port's.
+        dev.data().counters.read(values);
+        log_last_drop(dev);
     }
 }

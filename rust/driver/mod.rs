@@ -13,6 +13,8 @@ pub(crate) mod ids;
 pub(crate) mod limits;
 pub(crate) mod link;
 pub(crate) mod mr;
+pub(crate) mod net;
 pub(crate) mod qp;
 pub(crate) mod srq;
+pub(crate) mod stats;
 pub(crate) mod wqe;

@@ -133,6 +133,11 @@ pub(crate) trait IbDriver: Sized {
     ) -> Result<((u32, u32), Self::Mr)>;
     /// The region is about to be freed (its data is dropped right after).
     fn dereg_mr(dev: &Device<Self::Data>, mr: &Mr<Self::Mr>);
+
+    /// The per-port counters of `rdma statistic` (none by default).
+    const PORT_STATS: &'static [super::stats::StatDesc] = &[];
+    /// Fills `values`, one per [`IbDriver::PORT_STATS`] entry, for `port`.
+    fn port_stats(_dev: &Device<Self::Data>, _port: u32, _values: &mut [u64]) {}
 }
 
 /// The allocation behind every device of this driver: the core's
@@ -159,7 +164,7 @@ impl<D> Device<D> {
     ///
     /// `ptr` must be a live `ib_device` for the lifetime `'a`, allocated by
     /// [`NewDevice::new`] with data type `D`, whose data is initialised.
-    unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
+    pub(super) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
         // SAFETY: transparent wrapper; the caller guarantees the rest.
         unsafe { &*ptr.cast() }
     }
@@ -366,6 +371,8 @@ impl<T: IbDriver> NewDevice<T> {
             get_link_layer: Some(get_link_layer),
             query_pkey: Some(query_pkey::<T>),
             dealloc_driver: Some(dealloc_driver::<T>),
+            alloc_hw_port_stats: (!T::PORT_STATS.is_empty()).then_some(super::stats::alloc_hw_port_stats::<T>),
+            get_hw_stats: (!T::PORT_STATS.is_empty()).then_some(super::stats::get_hw_stats::<T>),
             ..Default::default()
         };
         let mut ops = ops;

@@ -6,9 +6,13 @@
 
 pub(crate) mod device;
 pub(crate) mod link;
+pub(crate) mod lock;
 pub(crate) mod netdev;
 pub(crate) mod ring;
+pub(crate) mod skb;
+pub(crate) mod stats;
 pub(crate) mod udata;
+pub(crate) mod udp;
 pub(crate) mod umem;
 pub(crate) mod verbs;
 

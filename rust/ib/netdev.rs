@@ -49,6 +49,12 @@ impl NetDevice {
         unsafe { u32::from((*self.as_raw()).type_) == bindings::ARPHRD_ETHER }
     }
 
+    /// The interface index.
+    pub(crate) fn ifindex(&self) -> i32 {
+        // SAFETY: reading a plain field of a live net_device (type invariant).
+        unsafe { (*self.as_raw()).ifindex }
+    }
+
     /// The MTU in bytes.
     pub(crate) fn mtu(&self) -> u32 {
         // SAFETY: reading a plain field of a live net_device (type invariant).

@@ -14,4 +14,8 @@
 #include <linux/scatterlist.h>
 #include <rdma/rdma_netlink.h>
 #include <rdma/metaroce-abi.h>
+#include <linux/skbuff.h>
+#include <net/ip.h>
+#include <net/route.h>
+#include <net/udp_tunnel.h>
 #include "helpers.h"

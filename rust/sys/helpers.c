@@ -66,3 +66,73 @@ void metaroce_helper_kunmap_local(void *addr)
 {
 	kunmap_local(addr);
 }
+
+struct sk_buff *metaroce_helper_alloc_skb_atomic(unsigned int size)
+{
+	return alloc_skb(size, GFP_ATOMIC);
+}
+
+void metaroce_helper_kfree_skb(struct sk_buff *skb)
+{
+	kfree_skb(skb);
+}
+
+void metaroce_helper_skb_reserve(struct sk_buff *skb, int len)
+{
+	skb_reserve(skb, len);
+}
+
+unsigned int metaroce_helper_skb_tailroom(const struct sk_buff *skb)
+{
+	return skb_tailroom(skb);
+}
+
+bool metaroce_helper_pskb_may_pull(struct sk_buff *skb, unsigned int len)
+{
+	return pskb_may_pull(skb, len);
+}
+
+struct net_device *metaroce_helper_skb_dev(const struct sk_buff *skb)
+{
+	return skb->dev;
+}
+
+unsigned char metaroce_helper_skb_pkt_type(const struct sk_buff *skb)
+{
+	return skb->pkt_type;
+}
+
+unsigned char *metaroce_helper_skb_network_header(const struct sk_buff *skb)
+{
+	return skb_network_header(skb);
+}
+
+unsigned char *metaroce_helper_skb_transport_header(const struct sk_buff *skb)
+{
+	return skb_transport_header(skb);
+}
+
+unsigned int metaroce_helper_ll_reserved_space(const struct net_device *dev)
+{
+	return LL_RESERVED_SPACE(dev);
+}
+
+void metaroce_helper_ip_rt_put(struct rtable *rt)
+{
+	ip_rt_put(rt);
+}
+
+int metaroce_helper_ip4_dst_hoplimit(const struct rtable *rt)
+{
+	return ip4_dst_hoplimit(&rt->dst);
+}
+
+void metaroce_helper_spin_lock_bh(spinlock_t *lock)
+{
+	spin_lock_bh(lock);
+}
+
+void metaroce_helper_spin_unlock_bh(spinlock_t *lock)
+{
+	spin_unlock_bh(lock);
+}

@@ -9,6 +9,9 @@
 #include <linux/netdevice.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
+#include <linux/skbuff.h>
+#include <linux/spinlock.h>
+#include <net/route.h>
 
 void metaroce_helper_dev_put(struct net_device *ndev);
 bool metaroce_helper_netif_running(const struct net_device *ndev);
@@ -23,5 +26,23 @@ u64 metaroce_helper_mmap_offset(const struct rdma_user_mmap_entry *entry);
 struct page *metaroce_helper_sg_page_iter_page(struct sg_page_iter *iter);
 void *metaroce_helper_kmap_local_page(struct page *page);
 void metaroce_helper_kunmap_local(void *addr);
+
+/* Socket buffers and routes (rust/ib/skb.rs, rust/ib/udp.rs). */
+struct sk_buff *metaroce_helper_alloc_skb_atomic(unsigned int size);
+void metaroce_helper_kfree_skb(struct sk_buff *skb);
+void metaroce_helper_skb_reserve(struct sk_buff *skb, int len);
+unsigned int metaroce_helper_skb_tailroom(const struct sk_buff *skb);
+bool metaroce_helper_pskb_may_pull(struct sk_buff *skb, unsigned int len);
+struct net_device *metaroce_helper_skb_dev(const struct sk_buff *skb);
+unsigned char metaroce_helper_skb_pkt_type(const struct sk_buff *skb);
+unsigned char *metaroce_helper_skb_network_header(const struct sk_buff *skb);
+unsigned char *metaroce_helper_skb_transport_header(const struct sk_buff *skb);
+unsigned int metaroce_helper_ll_reserved_space(const struct net_device *dev);
+void metaroce_helper_ip_rt_put(struct rtable *rt);
+int metaroce_helper_ip4_dst_hoplimit(const struct rtable *rt);
+
+/* The bh-safe spinlock (rust/ib/lock.rs). */
+void metaroce_helper_spin_lock_bh(spinlock_t *lock);
+void metaroce_helper_spin_unlock_bh(spinlock_t *lock);
 
 #endif

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The packet dispatch: every packet received on UDP port 4792 is parsed
+//! and checked (`engine::wire::parse_packet`, ICRC included), counted on the
+//! device of its ingress netdev, and then answered (PROBE) or handed to the
+//! QP layer ([`deliver`]). Runs in softirq: nothing here sleeps or
+//! allocates with `GFP_KERNEL`, and every skb is consumed or freed.
+
+use kernel::prelude::*;
+
+use super::device::{DeviceState, MetaRoceDevice, MetaRoceIbDevice};
+use super::stats::Counter;
+use crate::engine::wire::{self, Packet, Probe, WireError};
+use crate::ib::device::device_by_netdev;
+use crate::ib::netdev::NetDevice;
+use crate::ib::skb::{Ecn, Ipv4Addr, SkBuff};
+use crate::ib::udp::{RxHandler, TunnelSock, TxSkb, TxV4};
+
+/// Where a received packet came from, for the QP layer and for replies.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RxMeta {
+    /// The peer's address.
+    pub(crate) src: Ipv4Addr,
+    /// Our address the packet was sent to (the source of replies).
+    pub(crate) dst: Ipv4Addr,
+    /// The peer's UDP source port: the path entropy, reused by ACKs and
+    /// probe replies as their source port.
+    pub(crate) src_port: u16,
+    /// The IP ECN field as received (`Ecn::Ce`: marked by a switch).
+    pub(crate) ecn: Ecn,
+}
+
+impl RxMeta {
+    /// The destination of a reply on the same path (section 3.4): back to
+    /// the sender, from the packet's source port, ECT(0).
+    pub(crate) fn reply_to(&self) -> TxV4 {
+        TxV4 { src: self.dst, dst: self.src, src_port: self.src_port, ecn: Ecn::Ect0 }
+    }
+}
+
+/// The last malformed packet of a device, logged when counters are read.
+#[derive(Clone, Copy)]
+pub(crate) struct DropRecord {
+    reason: WireError,
+    from: Ipv4Addr,
+    port: u16,
+    len: usize,
+}
+
+/// The tunnel's receive handler.
+pub(crate) struct NetRx;
+
+impl RxHandler for NetRx {
+    fn receive(sock: &TunnelSock, ndev: &NetDevice, mut skb: SkBuff) {
+        let Some(dev) = device_by_netdev::<MetaRoceDevice>(ndev) else {
+            // Not one of our planes: dropped (freed with the skb).
+            return;
+        };
+        let st = dev.data();
+        st.counters.inc(Counter::RxPackets);
+        st.counters.add(Counter::RxBytes, skb.len().saturating_sub(8) as u64);
+
+        let to_host = skb.is_to_host();
+        let (Some(ip), Some(src_port)) = (skb.ipv4(), skb.udp_src_port()) else {
+            st.counters.inc(Counter::RxMalformed);
+            return;
+        };
+        let meta = RxMeta { src: ip.src, dst: ip.dst, src_port, ecn: ip.ecn };
+        if meta.ecn == Ecn::Ce {
+            st.counters.inc(Counter::EcnMarks);
+        }
+        let Ok(payload) = skb.udp_payload() else {
+            st.counters.inc(Counter::RxMalformed);
+            return;
+        };
+        match wire::parse_packet(payload) {
+            Err(reason) => {
+                st.counters.inc(Counter::RxMalformed);
+                let rec = DropRecord { reason, from: meta.src, port: src_port, len: payload.len() };
+                *st.last_drop.lock() = Some(rec);
+            }
+            // Only a probe sent to this host is answered (never one that
+            // reached us as a link-layer broadcast or multicast).
+            Ok(Packet::Probe(probe)) if to_host => answer_probe(&dev, st, sock, ndev, &probe, &meta),
+            Ok(Packet::Probe(_)) => st.counters.inc(Counter::RxNoQp),
+            Ok(pkt) => {
+                if !deliver(&dev, st, ndev, &pkt, &meta) {
+                    st.counters.inc(Counter::RxNoQp);
+                }
+            }
+        }
+    }
+}
+
+/// Hands a valid data, ACK, NAK or PROBE_REPLY packet to its QP. Returns
+/// whether a QP took it. Softirq context; `pkt` borrows the skb (data
+/// payloads are placed from it before it is freed).
+///
+/// The QP layer fills this in (look up `dst_qpn` on `dev`, feed the engine,
+/// send ACKs with [`send`] on `ndev` to `meta.reply_to()`); until then no
+/// packet has a QP.
+fn deliver(
+    _dev: &MetaRoceIbDevice,
+    _st: &DeviceState,
+    _ndev: &NetDevice,
+    _pkt: &Packet<'_>,
+    _meta: &RxMeta,
+) -> bool {
+    false
+}
+
+/// The QPN to put in the reply to a probe for local QP `qpn`: the QP's
+/// remote QPN. Filled in by the QP layer; until then (or for an unknown
+/// QP) 0, which no MetaRoCE QP uses, so the prober's QP lookup drops it
+/// while the reply still proves the path works.
+fn probe_reply_qpn(_dev: &MetaRoceIbDevice, _qpn: u32) -> u32 {
+    0
+}
+
+fn answer_probe(
+    dev: &MetaRoceIbDevice,
+    st: &DeviceState,
+    sock: &TunnelSock,
+    ndev: &NetDevice,
+    probe: &Probe,
+    meta: &RxMeta,
+) {
+    let reply = Probe { dst_qpn: probe_reply_qpn(dev, probe.dst_qpn), ..*probe };
+    let sent = send(st, sock, ndev, &meta.reply_to(), wire::PROBE_LEN + wire::ICRC_LEN, |buf| {
+        reply.encode(true, buf).map_err(|_| EINVAL)
+    });
+    if sent.is_ok() {
+        st.counters.inc(Counter::ProbesAnswered);
+    }
+}
+
+/// Sends one MetaRoCE packet of at most `len` bytes on plane `ndev` to `to`:
+/// `fill` encodes it into the buffer and returns the length used. Counts
+/// `tx_packets`/`tx_bytes` or `tx_errors`. Any context (softirq included).
+pub(crate) fn send(
+    st: &DeviceState,
+    sock: &TunnelSock,
+    ndev: &NetDevice,
+    to: &TxV4,
+    len: usize,
+    fill: impl FnOnce(&mut [u8]) -> Result<usize>,
+) -> Result {
+    let res = (|| {
+        let mut skb = TxSkb::alloc(ndev, len)?;
+        let n = fill(skb.put(len)?)?;
+        if n != len {
+            return Err(EINVAL);
+        }
+        sock.xmit_v4(ndev, skb, to)?;
+        Ok(n)
+    })();
+    match res {
+        Ok(n) => {
+            st.counters.inc(Counter::TxPackets);
+            st.counters.add(Counter::TxBytes, n as u64);
+            Ok(())
+        }
+        Err(e) => {
+            st.counters.inc(Counter::TxErrors);
+            Err(e)
+        }
+    }
+}
+
+/// Logs the last malformed packet once (called from process context when
+/// the counters are read).
+pub(crate) fn log_last_drop(dev: &MetaRoceIbDevice) {
+    let Some(rec) = dev.data().last_drop.lock().take() else {
+        return;
+    };
+    pr_info!(
+        "{}: dropped malformed packet from {}:{} ({} bytes): {:?}\n",
+        dev.name(),
+        rec.from,
+        rec.port,
+        rec.len,
+        rec.reason
+    );
+}

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Per-device packet counters, shown by `rdma statistic show link DEV/1`.
+//! Atomic (relaxed) so that softirq and process context update them without
+//! a lock.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use kernel::c_str;
+
+use crate::ib::stats::StatDesc;
+
+/// A counter; its value is the index into [`NAMES`].
+#[derive(Clone, Copy)]
+pub(crate) enum Counter {
+    /// MetaRoCE packets received on the device's planes (any validity).
+    RxPackets,
+    /// Their UDP payload bytes.
+    RxBytes,
+    /// Packets sent.
+    TxPackets,
+    /// Their UDP payload bytes.
+    TxBytes,
+    /// Received packets that failed `engine::wire::parse_packet` (or were
+    /// not IPv4 / could not be read).
+    RxMalformed,
+    /// Valid packets for which no QP took delivery.
+    RxNoQp,
+    /// PROBEs answered with a PROBE_REPLY.
+    ProbesAnswered,
+    /// Packets that could not be sent (no route out of the plane, no memory).
+    TxErrors,
+    /// Received packets carrying ECN-CE.
+    EcnMarks,
+    /// Packets retransmitted (QP data path).
+    #[allow(dead_code, reason = "counted by the QP data path")]
+    Retransmissions,
+    /// Losses detected by SACK (QP data path).
+    #[allow(dead_code, reason = "counted by the QP data path")]
+    SackLosses,
+    /// Paths replaced after unanswered probes (QP data path).
+    PathFailures,
+}
+
+/// Number of counters.
+const COUNT: usize = 12;
+
+/// The counter names, in [`Counter`] order.
+pub(crate) static NAMES: [StatDesc; COUNT] = [
+    StatDesc::new(c_str!("rx_packets")),
+    StatDesc::new(c_str!("rx_bytes")),
+    StatDesc::new(c_str!("tx_packets")),
+    StatDesc::new(c_str!("tx_bytes")),
+    StatDesc::new(c_str!("rx_malformed")),
+    StatDesc::new(c_str!("rx_no_qp")),
+    StatDesc::new(c_str!("probes_answered")),
+    StatDesc::new(c_str!("tx_errors")),
+    StatDesc::new(c_str!("ecn_marks")),
+    StatDesc::new(c_str!("retransmissions")),
+    StatDesc::new(c_str!("sack_losses")),
+    StatDesc::new(c_str!("path_failures")),
+];
+
+/// The counters of one device.
+pub(crate) struct Counters([AtomicU64; COUNT]);
+
+impl Counters {
+    /// All zero.
+    pub(crate) const fn new() -> Self {
+        Self([const { AtomicU64::new(0) }; COUNT])
+    }
+
+    /// Adds `n` to `c`.
+    pub(crate) fn add(&self, c: Counter, n: u64) {
+        if let Some(v) = self.0.get(c as usize) {
+            v.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds one to `c`.
+    pub(crate) fn inc(&self, c: Counter) {
+        self.add(c, 1);
+    }
+
+    /// Copies the values into `out` (in [`NAMES`] order).
+    pub(crate) fn read(&self, out: &mut [u64]) {
+        for (o, v) in out.iter_mut().zip(self.0.iter()) {
+            *o = v.load(Ordering::Relaxed);
+        }
+    }
+}
+
+// Every counter has a name.
+const _: () = assert!(Counter::PathFailures as usize + 1 == COUNT);

@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Owned socket buffers (`struct sk_buff`): the received packets the UDP
+//! tunnel hands us and the packets we build for transmission.
+//!
+//! Every method here is usable in softirq context: nothing sleeps and
+//! allocations are `GFP_ATOMIC`.
+
+use core::ptr::NonNull;
+
+use kernel::prelude::*;
+
+use crate::sys::bindings;
+
+/// Length of the UDP header.
+pub(crate) const UDP_HEADER_LEN: usize = 8;
+/// Length of an IPv4 header without options.
+const IPV4_HEADER_LEN: usize = 20;
+/// Length of an IPv6 header.
+const IPV6_HEADER_LEN: usize = 40;
+
+/// An IPv4 address in network byte order, as on the wire.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub(crate) struct Ipv4Addr(pub(crate) [u8; 4]);
+
+impl Ipv4Addr {
+    /// The address as the kernel's `__be32` (bytes in memory order).
+    pub(crate) fn to_be32(self) -> u32 {
+        u32::from_ne_bytes(self.0)
+    }
+}
+
+impl core::fmt::Display for Ipv4Addr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let [a, b, c, d] = self.0;
+        write!(f, "{a}.{b}.{c}.{d}")
+    }
+}
+
+/// The ECN codepoint of the IP header (RFC 3168).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Ecn {
+    /// Not ECN-capable transport.
+    NotEct,
+    /// ECN-capable, ECT(1).
+    Ect1,
+    /// ECN-capable, ECT(0): what MetaRoCE sends so switches can mark.
+    Ect0,
+    /// Congestion experienced, marked by a switch.
+    Ce,
+}
+
+impl Ecn {
+    fn from_tos(tos: u8) -> Self {
+        match tos & 3 {
+            0 => Self::NotEct,
+            1 => Self::Ect1,
+            2 => Self::Ect0,
+            _ => Self::Ce,
+        }
+    }
+
+    /// The two low bits of the IPv4 TOS / IPv6 traffic class.
+    pub(crate) fn bits(self) -> u8 {
+        match self {
+            Self::NotEct => 0,
+            Self::Ect1 => 1,
+            Self::Ect0 => bindings::INET_ECN_ECT_0 as u8,
+            Self::Ce => bindings::INET_ECN_CE as u8,
+        }
+    }
+}
+
+/// What the IPv4 header of a received packet says.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ipv4Info {
+    /// Source address (the peer).
+    pub(crate) src: Ipv4Addr,
+    /// Destination address (one of ours).
+    pub(crate) dst: Ipv4Addr,
+    /// ECN codepoint.
+    pub(crate) ecn: Ecn,
+}
+
+/// An owned socket buffer, freed (`kfree_skb`, counted as a drop) when
+/// dropped unless handed on with [`SkBuff::into_raw`].
+///
+/// # Invariants
+///
+/// `ptr` is a valid `sk_buff` owned by this object (no one else frees it).
+pub(crate) struct SkBuff {
+    ptr: NonNull<bindings::sk_buff>,
+}
+
+// SAFETY: an owned skb may be freed or used from any CPU and context.
+unsafe impl Send for SkBuff {}
+
+impl SkBuff {
+    /// Takes ownership of `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be a valid skb whose ownership the caller gives up.
+    pub(crate) unsafe fn from_raw(ptr: NonNull<bindings::sk_buff>) -> Self {
+        Self { ptr }
+    }
+
+    /// Gives up ownership (the receiver of the pointer frees it).
+    pub(crate) fn into_raw(self) -> *mut bindings::sk_buff {
+        let ptr = self.ptr.as_ptr();
+        core::mem::forget(self);
+        ptr
+    }
+
+    pub(super) fn as_raw(&self) -> *mut bindings::sk_buff {
+        self.ptr.as_ptr()
+    }
+
+    /// Bytes from the current data pointer to the end of the packet.
+    pub(crate) fn len(&self) -> usize {
+        // SAFETY: reading a plain field of a valid skb (type invariant).
+        unsafe { (*self.as_raw()).len as usize }
+    }
+
+    /// The whole packet from the data pointer on, as one linear slice (made
+    /// linear first if it is paged; fails only if that allocation fails).
+    pub(crate) fn linear_data(&mut self) -> Result<&[u8]> {
+        let len = self.len();
+        let len_c = u32::try_from(len).map_err(|_| EINVAL)?;
+        // SAFETY: valid skb that we own; `pskb_may_pull` pulls `len` bytes
+        // into the linear area (GFP_ATOMIC), so the whole packet becomes
+        // linear.
+        if !unsafe { bindings::metaroce_helper_pskb_may_pull(self.as_raw(), len_c) } {
+            return Err(ENOMEM);
+        }
+        // SAFETY: after a successful pull, `data..data + len` is the linear
+        // area of the skb, borrowed as long as `self` is (and not modified:
+        // every mutation needs `&mut self`).
+        Ok(unsafe { core::slice::from_raw_parts((*self.as_raw()).data, len) })
+    }
+
+    /// Whether the link layer addressed the packet to this host (not a
+    /// broadcast, multicast or another host's frame seen promiscuously).
+    pub(crate) fn is_to_host(&self) -> bool {
+        // SAFETY: valid skb; reads a bitfield through the helper.
+        u32::from(unsafe { bindings::metaroce_helper_skb_pkt_type(self.as_raw()) }) == bindings::PACKET_HOST
+    }
+
+    /// The IPv4 header of a received packet, or `None` if it is not IPv4.
+    pub(crate) fn ipv4(&self) -> Option<Ipv4Info> {
+        // SAFETY: a received skb has its network header set and in the
+        // linear area, before `data` (the IP layer pulled it).
+        let hdr = unsafe { bindings::metaroce_helper_skb_network_header(self.as_raw()) };
+        if hdr.is_null() {
+            return None;
+        }
+        // SAFETY: both pointers are into the skb's head buffer.
+        let head_room = unsafe { (*self.as_raw()).data.offset_from(hdr) };
+        if head_room < IPV4_HEADER_LEN as isize {
+            return None;
+        }
+        // SAFETY: at least IPV4_HEADER_LEN bytes from `hdr` are in the
+        // linear area (checked just above).
+        let ip = unsafe { core::slice::from_raw_parts(hdr, IPV4_HEADER_LEN) };
+        if ip[0] >> 4 != 4 {
+            return None;
+        }
+        Some(Ipv4Info {
+            src: Ipv4Addr([ip[12], ip[13], ip[14], ip[15]]),
+            dst: Ipv4Addr([ip[16], ip[17], ip[18], ip[19]]),
+            ecn: Ecn::from_tos(ip[1]),
+        })
+    }
+
+    /// The UDP source port of a received packet (the sender's path entropy).
+    pub(crate) fn udp_src_port(&self) -> Option<u16> {
+        // SAFETY: a skb delivered by the UDP layer has its transport header
+        // set and the UDP header pulled into the linear area.
+        let hdr = unsafe { bindings::metaroce_helper_skb_transport_header(self.as_raw()) };
+        if hdr.is_null() {
+            return None;
+        }
+        // SAFETY: both pointers are into the skb's head buffer; `len` and
+        // `data_len` are plain fields (linear bytes = len - data_len).
+        let (before, linear) = unsafe {
+            let skb = self.as_raw();
+            ((*skb).data.offset_from(hdr), (*skb).len.saturating_sub((*skb).data_len) as isize)
+        };
+        if before < 0 || before + linear < 2 {
+            return None;
+        }
+        // SAFETY: two bytes of a linear UDP header (checked above).
+        let port = unsafe { core::slice::from_raw_parts(hdr, 2) };
+        Some(u16::from_be_bytes([port[0], port[1]]))
+    }
+
+    /// Allocates a packet for transmission on `ndev`, with headroom for the
+    /// link layer, IP (v4 or v6) and UDP headers and `len` bytes of tailroom
+    /// for the MetaRoCE packet. GFP_ATOMIC: callable from softirq.
+    pub(crate) fn alloc_tx(ndev: &super::netdev::NetDevice, len: usize) -> Result<Self> {
+        // SAFETY: reads fields of a live netdev (the caller's borrow).
+        let ll = unsafe { bindings::metaroce_helper_ll_reserved_space(ndev.as_raw()) } as usize;
+        let headroom = ll + IPV6_HEADER_LEN + UDP_HEADER_LEN;
+        let size = u32::try_from(headroom + len).map_err(|_| EINVAL)?;
+        // SAFETY: plain allocation, no preconditions.
+        let ptr = NonNull::new(unsafe { bindings::metaroce_helper_alloc_skb_atomic(size) }).ok_or(ENOMEM)?;
+        let this = Self { ptr };
+        // SAFETY: a new, empty skb with `size` bytes of tailroom.
+        unsafe { bindings::metaroce_helper_skb_reserve(this.as_raw(), headroom as i32) };
+        Ok(this)
+    }
+
+    /// Appends `len` bytes at the tail and returns them (zeroed) for the
+    /// caller to fill. Fails if there is not enough tailroom.
+    pub(crate) fn put(&mut self, len: usize) -> Result<&mut [u8]> {
+        let raw = self.as_raw();
+        // SAFETY: valid skb; tail/end are offsets (or pointers) into `head`.
+        let room = unsafe { bindings::metaroce_helper_skb_tailroom(raw) } as usize;
+        if len > room {
+            return Err(ENOSPC);
+        }
+        // SAFETY: enough tailroom (checked), so `skb_put` does not panic.
+        let p = unsafe { bindings::skb_put(raw, len as u32) }.cast::<u8>();
+        // SAFETY: `skb_put` returned `len` bytes of our buffer; zero them so
+        // the slice is initialised. Borrowed as long as `self` is.
+        unsafe {
+            core::ptr::write_bytes(p, 0, len);
+            Ok(core::slice::from_raw_parts_mut(p, len))
+        }
+    }
+}
+
+impl Drop for SkBuff {
+    fn drop(&mut self) {
+        // SAFETY: we own the skb (type invariant) and free it once.
+        unsafe { bindings::metaroce_helper_kfree_skb(self.as_raw()) };
+    }
+}
