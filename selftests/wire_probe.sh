@@ -1,0 +1,78 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The kernel datapath end to end: host B sends MetaRoCE PROBEs, built by
+# metaroce_pkt.py from the spec (independently of rust/engine), over plane 0
+# to host A's device; A answers a good probe with a PROBE_REPLY (same path:
+# B's source port, ECT(0)) and counts it; a truncated and a bad-ICRC probe are
+# counted as rx_malformed and not answered. The UDP socket on 4792 exists
+# only while a device does; rmmod leaves nothing behind.
+. "$(dirname "$0")/lib.sh"
+pkt="/usr/bin/python3 $METAROCE_REPO/selftests/metaroce_pkt.py"
+trap reset_rdma EXIT
+reset_rdma
+# B answers nothing itself: no MetaRoCE socket there, the script listens.
+peer rmmod metaroce > /dev/null 2>&1
+
+# 4792 = 0x12B8 in /proc/net/udp (kernel sockets are listed too).
+port_open() { grep -qi ':12B8 ' /proc/net/udp; }
+
+# stat NAME: the value of counter NAME of mr0/1.
+stat() {
+	rdma statistic show link mr0/1 | tr -s ' ' '\n' | awk -v n="$1" 'p { print; exit } $0 == n { p = 1 }'
+}
+expect_stat() { # NAME WANT
+	local got
+	got=$(stat "$1")
+	[ "$got" = "$2" ] || fail "$1 is '$got', want $2 ($(rdma statistic show link mr0/1))"
+	log "ok: $1 = $2"
+}
+
+expect_ok $pkt check
+expect_ok modprobe metaroce
+port_open && fail "UDP 4792 open with no device"
+expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
+port_open || fail "UDP 4792 not open with mr0"
+expect_dmesg "UDP port 4792 open"
+log "$(rdma statistic show link mr0/1)"
+for c in rx_packets rx_bytes tx_packets tx_bytes rx_malformed rx_no_qp probes_answered; do
+	expect_stat $c 0
+done
+
+out=$(peer $pkt probe --dst "$PLANE0_IP" --src "$PEER_PLANE0_IP" --sport 50123 --seq 7) ||
+	fail "good probe: $out"
+log "$out"
+expect_stat rx_packets 1
+expect_stat rx_bytes 28
+expect_stat probes_answered 1
+expect_stat tx_packets 1
+expect_stat tx_bytes 28
+expect_stat rx_malformed 0
+
+out=$(peer $pkt probe --dst "$PLANE0_IP" --src "$PEER_PLANE0_IP" --sport 50124 --mode truncated --timeout 2) ||
+	fail "truncated probe: $out"
+log "$out"
+expect_stat rx_malformed 1
+expect_dmesg "mr0: dropped malformed packet from $PEER_PLANE0_IP:50124 (23 bytes): Truncated"
+
+out=$(peer $pkt probe --dst "$PLANE0_IP" --src "$PEER_PLANE0_IP" --sport 50125 --mode badcrc --timeout 2) ||
+	fail "bad-ICRC probe: $out"
+log "$out"
+expect_stat rx_malformed 2
+expect_dmesg "mr0: dropped malformed packet from $PEER_PLANE0_IP:50125 (28 bytes): IcrcMismatch"
+expect_stat rx_packets 3
+expect_stat probes_answered 1
+expect_stat tx_packets 1
+
+# A second device shares the socket; it closes with the last one.
+expect_ok rdma link add mr1 type metaroce netdev "$PLANE1_DEV"
+expect_ok rdma link delete mr0
+port_open || fail "UDP 4792 closed while mr1 exists"
+expect_ok rdma link delete mr1
+port_open && fail "UDP 4792 still open after the last device went"
+expect_dmesg "UDP port 4792 closed"
+
+# rmmod with a device present closes it too.
+expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
+expect_ok rmmod metaroce
+port_open && fail "UDP 4792 still open after rmmod"
+log "ok: rmmod closed UDP 4792"
