@@ -5,6 +5,12 @@ of rust/engine (so a selftest that uses it cross-checks spec and code).
 
   metaroce_pkt.py check
       offline self-test: the CRC check value and a probe round trip
+  metaroce_pkt.py send --dst IP --kind data|ack|nak|reply [--src IP]
+      send one valid packet of that kind (SEND with payload, ACK, NAK,
+      PROBE_REPLY) to IP:4792; nothing is expected back
+  metaroce_pkt.py burst --dst IP [--src IP] [--count N]
+      send N PROBEs (one path each) and report how many replies came back
+      and their round-trip times
   metaroce_pkt.py probe --dst IP [--src IP] [--sport N] [--seq N]
                         [--mode good|truncated|badcrc] [--timeout S]
       send a PROBE to IP:4792 from UDP port N and wait for the PROBE_REPLY
@@ -46,6 +52,39 @@ def probe(opcode, dst_qpn, path_id, seq, timestamp) -> bytes:
     """Section 1.6 (prefix of 1.1: version, opcode, flags 0, dst_qpn)."""
     body = struct.pack(">BBHIHHIQ", VERSION, opcode, 0, dst_qpn, path_id, 0, seq, timestamp)
     assert len(body) == PROBE_LEN
+    return seal(body)
+
+
+OP_SEND = 0x01
+OP_ACK = 0x10
+OP_NAK = 0x11
+
+
+def data(opcode, flags, dst_qpn, path_id, floor_delta, psn, msn, offset, msg_len,
+         payload, remote_va=0, rkey=0, imm=0, timestamp=0) -> bytes:
+    """Section 1.3: the 56-byte data header, payload, ICRC."""
+    body = struct.pack(">BBHIHHIIIIHHQIIQ", VERSION, opcode, flags, dst_qpn, path_id,
+                       floor_delta, psn, msn, offset, msg_len, len(payload), 0,
+                       remote_va, rkey, imm, timestamp)
+    assert len(body) == 56
+    return seal(body + payload)
+
+
+def ack(dst_qpn, path_id, ce, cum_psn, sack_bits, ts_echo, cum_msn, rate_hint):
+    """Section 1.4: SACK bit i is byte 16 + i/8, mask 1 << (i mod 8)."""
+    sack = bytearray(32)
+    for i in sack_bits:
+        sack[i // 8] |= 1 << (i % 8)
+    body = struct.pack(">BBHIHHI", VERSION, OP_ACK, 1 if ce else 0, dst_qpn, path_id, 0, cum_psn)
+    body += bytes(sack) + struct.pack(">QII", ts_echo, cum_msn, rate_hint)
+    assert len(body) == 64
+    return seal(body)
+
+
+def nak(dst_qpn, path_id, syndrome, psn, msn):
+    """Section 1.5."""
+    body = struct.pack(">BBHIHBBIII", VERSION, OP_NAK, 0, dst_qpn, path_id, syndrome, 0, psn, msn, 0)
+    assert len(body) == 24
     return seal(body)
 
 
@@ -132,6 +171,57 @@ def send_probe(a):
         return 0
 
 
+def open_tx(a, sport):
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx.bind((a.src or "0.0.0.0", sport))
+    return tx
+
+
+def send_kind(a):
+    pkts = {
+        "data": data(OP_SEND, 0, 0x12, (2 << 6) | 1, 0, 5, 0, 0, 16, bytes(range(16)), timestamp=99),
+        "ack": ack(0x12, (2 << 6) | 1, True, 6, [0, 9, 255], 99, 1, 25000),
+        "nak": nak(0x12, (2 << 6) | 1, 1, 5, 0),
+        "reply": probe(OP_PROBE_REPLY, 0x12, (2 << 6) | 1, 3, 99),
+    }
+    pkt = pkts[a.kind]
+    open_tx(a, a.sport).sendto(pkt, (a.dst, UDP_PORT))
+    print(f"sent {a.kind} ({len(pkt)} bytes) to {a.dst}:{UDP_PORT}")
+    return 0
+
+
+def burst(a):
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    rx.bind(("0.0.0.0", UDP_PORT))
+    sent = {}
+    tx = open_tx(a, 0)
+    start = time.monotonic()
+    for seq in range(a.count):
+        ts = time.monotonic_ns()
+        sent[seq] = ts
+        tx.sendto(probe(OP_PROBE, 0x12, seq % 64, seq, ts), (a.dst, UDP_PORT))
+    rtts, bad = [], 0
+    deadline = time.monotonic() + a.timeout
+    while len(rtts) + bad < a.count:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([rx], [], [], left)[0]:
+            break
+        pkt, (ip, _) = rx.recvfrom(2048)
+        try:
+            r = parse_probe(pkt)
+            rtts.append(time.monotonic_ns() - sent[r["seq"]])
+        except (ValueError, KeyError):
+            bad += 1
+    took = time.monotonic() - start
+    rtts.sort()
+    med = rtts[len(rtts) // 2] / 1000 if rtts else 0
+    print(f"burst: sent {a.count}, replies {len(rtts)}, bad {bad}, {took:.2f} s, "
+          f"rtt median {med:.0f} us")
+    return 0 if bad == 0 and rtts else 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -143,10 +233,24 @@ def main():
     p.add_argument("--seq", type=int, default=1)
     p.add_argument("--mode", choices=["good", "truncated", "badcrc"], default="good")
     p.add_argument("--timeout", type=float, default=5.0)
+    p = sub.add_parser("send")
+    p.add_argument("--dst", required=True)
+    p.add_argument("--src")
+    p.add_argument("--sport", type=int, default=50200)
+    p.add_argument("--kind", choices=["data", "ack", "nak", "reply"], required=True)
+    p = sub.add_parser("burst")
+    p.add_argument("--dst", required=True)
+    p.add_argument("--src")
+    p.add_argument("--count", type=int, default=200)
+    p.add_argument("--timeout", type=float, default=10.0)
     a = ap.parse_args()
     if a.cmd == "check":
         check()
         return 0
+    if a.cmd == "send":
+        return send_kind(a)
+    if a.cmd == "burst":
+        return burst(a)
     return send_probe(a)
 
 

@@ -63,6 +63,28 @@ expect_stat rx_packets 3
 expect_stat probes_answered 1
 expect_stat tx_packets 1
 
+# Valid packets of every other kind parse (spec and engine agree on their
+# layouts) and, with no QP yet, count as rx_no_qp.
+for kind in data ack nak reply; do
+	out=$(peer $pkt send --dst "$PLANE0_IP" --src "$PEER_PLANE0_IP" --kind $kind) || fail "send $kind: $out"
+	log "$out"
+done
+for _ in $(seq 20); do [ "$(stat rx_no_qp)" = 4 ] && break; sleep 0.1; done
+expect_stat rx_no_qp 4
+expect_stat rx_malformed 2
+expect_stat ecn_marks 0
+
+# A burst: every probe that arrived was answered and sent.
+rx0=$(stat rx_packets) ans0=$(stat probes_answered) tx0=$(stat tx_packets)
+out=$(peer $pkt burst --dst "$PLANE0_IP" --src "$PEER_PLANE0_IP" --count 500) || fail "burst: $out"
+log "$out"
+sleep 1
+rx=$(( $(stat rx_packets) - rx0 )) ans=$(( $(stat probes_answered) - ans0 )) tx=$(( $(stat tx_packets) - tx0 ))
+log "burst on A: rx_packets +$rx, probes_answered +$ans, tx_packets +$tx"
+[ "$rx" -gt 0 ] && [ "$rx" = "$ans" ] && [ "$ans" = "$tx" ] || fail "burst counters disagree"
+expect_stat rx_malformed 2
+expect_stat tx_errors 0
+
 # A second device shares the socket; it closes with the last one.
 expect_ok rdma link add mr1 type metaroce netdev "$PLANE1_DEV"
 expect_ok rdma link delete mr0
