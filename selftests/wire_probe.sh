@@ -76,12 +76,19 @@ expect_stat ecn_marks 0
 
 # A burst: every probe that arrived was answered and sent.
 rx0=$(stat rx_packets) ans0=$(stat probes_answered) tx0=$(stat tx_packets)
+ndev_tx() { cat "/sys/class/net/$PLANE0_DEV/statistics/tx_packets"; }
+peer_rx() { peer cat "/sys/class/net/\$PLANE0_DEV/statistics/rx_packets"; }
+ntx0=$(ndev_tx) nrx0=$(peer_rx)
+# Room on B for the whole burst of replies in the script's socket.
+peer sysctl -qw net.core.rmem_max=16777216 || fail "sysctl on B"
 out=$(peer $pkt burst --dst "$PLANE0_IP" --src "$PEER_PLANE0_IP" --count 500) || fail "burst: $out"
 log "$out"
 sleep 1
 rx=$(( $(stat rx_packets) - rx0 )) ans=$(( $(stat probes_answered) - ans0 )) tx=$(( $(stat tx_packets) - tx0 ))
-log "burst on A: rx_packets +$rx, probes_answered +$ans, tx_packets +$tx"
+ntx=$(( $(ndev_tx) - ntx0 )) nrx=$(( $(peer_rx) - nrx0 ))
+log "burst on A: rx_packets +$rx, probes_answered +$ans, tx_packets +$tx; $PLANE0_DEV sent +$ntx, B's received +$nrx"
 [ "$rx" -gt 0 ] && [ "$rx" = "$ans" ] && [ "$ans" = "$tx" ] || fail "burst counters disagree"
+[ "$ntx" -ge "$tx" ] || fail "$PLANE0_DEV sent $ntx packets, fewer than the $tx replies"
 expect_stat rx_malformed 2
 expect_stat tx_errors 0
 
