@@ -202,7 +202,8 @@ unsafe extern "C" fn alloc_context(
                 cmd_fd,
                 size_of::<Context>(),
                 core::ptr::null_mut(),
-                sys::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
+                // The ioctl header must carry the id the kernel device reports.
+                sys::METAROCE_DRIVER_ID,
             )
         }
         .cast::<Context>();
