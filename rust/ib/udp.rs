@@ -131,6 +131,11 @@ impl TunnelSock {
         }
         // SAFETY: `rt` is a valid route.
         let ttl = unsafe { bindings::metaroce_helper_ip4_dst_hoplimit(rt) } as u8;
+        // The tunnel transmit path counts its recursion depth per CPU and
+        // runs the qdisc: bottom halves must be off, as they are in softirq
+        // and in ndo_start_xmit. Nesting is fine.
+        // SAFETY: paired with the enable below, on the same CPU path.
+        unsafe { bindings::metaroce_helper_local_bh_disable() };
         // SAFETY: `udp_tunnel_xmit_skb` consumes the route reference and the
         // skb. The skb's `dev` is NULL (made by `TxSkb::alloc`), so the
         // tunnel code does not count it on a netdev that has no tunnel
@@ -152,6 +157,8 @@ impl TunnelSock {
                 false,
             )
         };
+        // SAFETY: disabled above.
+        unsafe { bindings::metaroce_helper_local_bh_enable() };
         Ok(())
     }
 }

@@ -127,6 +127,16 @@ int metaroce_helper_ip4_dst_hoplimit(const struct rtable *rt)
 	return ip4_dst_hoplimit(&rt->dst);
 }
 
+void metaroce_helper_local_bh_disable(void)
+{
+	local_bh_disable();
+}
+
+void metaroce_helper_local_bh_enable(void)
+{
+	local_bh_enable();
+}
+
 void metaroce_helper_spin_lock_bh(spinlock_t *lock)
 {
 	spin_lock_bh(lock);

@@ -40,6 +40,8 @@ unsigned char *metaroce_helper_skb_transport_header(const struct sk_buff *skb);
 unsigned int metaroce_helper_ll_reserved_space(const struct net_device *dev);
 void metaroce_helper_ip_rt_put(struct rtable *rt);
 int metaroce_helper_ip4_dst_hoplimit(const struct rtable *rt);
+void metaroce_helper_local_bh_disable(void);
+void metaroce_helper_local_bh_enable(void);
 
 /* The bh-safe spinlock (rust/ib/lock.rs). */
 void metaroce_helper_spin_lock_bh(spinlock_t *lock);
