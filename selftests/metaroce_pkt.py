@@ -61,10 +61,12 @@ OP_NAK = 0x11
 
 
 def data(opcode, flags, dst_qpn, path_id, floor_delta, psn, msn, offset, msg_len,
-         payload, remote_va=0, rkey=0, imm=0, timestamp=0) -> bytes:
-    """Section 1.3: the 56-byte data header, payload, ICRC."""
+         payload, remote_va=0, rkey=0, imm=0, timestamp=0, rsn=0) -> bytes:
+    """Section 1.3: the 56-byte data header, payload, ICRC. rsn (offset 30)
+    numbers SEND/SEND_IMM/WRITE_IMM among receive-consuming messages (the
+    first is 0); it must be 0 for every other opcode."""
     body = struct.pack(">BBHIHHIIIIHHQIIQ", VERSION, opcode, flags, dst_qpn, path_id,
-                       floor_delta, psn, msn, offset, msg_len, len(payload), 0,
+                       floor_delta, psn, msn, offset, msg_len, len(payload), rsn,
                        remote_va, rkey, imm, timestamp)
     assert len(body) == 56
     return seal(body + payload)

@@ -39,6 +39,10 @@ pub struct RxCompletion {
     pub remote_va: u64,
     /// Remote key (WRITE / READ_REQ).
     pub rkey: u32,
+    /// Receive sequence number (SEND, SEND_IMM, WRITE_IMM): the receive
+    /// buffer this message consumed is the `rsn`-th (mod 2^16) posted one;
+    /// 0 for other opcodes.
+    pub rsn: u16,
     /// Outcome.
     pub status: CompletionStatus,
 }

@@ -22,7 +22,7 @@ pub struct Placement {
     /// Operation of the message.
     pub opcode: Opcode,
     /// Byte offset inside the message (WRITE: add to `remote_va`; SEND:
-    /// offset inside the receive buffer bound to `msn`).
+    /// offset inside the receive buffer bound to `rsn`).
     pub offset: u32,
     /// Payload bytes to copy.
     pub len: u32,
@@ -32,6 +32,10 @@ pub struct Placement {
     pub remote_va: u64,
     /// Remote key (WRITE).
     pub rkey: u32,
+    /// Receive sequence number (SEND, SEND_IMM, WRITE_IMM): the payload
+    /// belongs in the `rsn`-th (mod 2^16) receive buffer posted on this QP
+    /// direction, known from any one packet of the message; 0 otherwise.
+    pub rsn: u16,
 }
 
 /// Why a packet was dropped without acknowledgement.
@@ -45,7 +49,7 @@ pub enum DropReason {
     BadSegmentation,
     /// Message too far ahead of the completion point.
     MessageOutOfWindow,
-    /// Opcode or length differ from earlier packets of the message.
+    /// Opcode, length or `rsn` differ from earlier packets of the message.
     Inconsistent,
     /// PSN too far ahead on its path.
     PathOutOfWindow,
@@ -110,6 +114,7 @@ struct RxMsg {
     imm: u32,
     remote_va: u64,
     rkey: u32,
+    rsn: u16,
 }
 
 impl RxMsg {
@@ -126,6 +131,7 @@ impl RxMsg {
         imm: 0,
         remote_va: 0,
         rkey: 0,
+        rsn: 0,
     };
 }
 
@@ -250,7 +256,10 @@ impl Receiver {
         let slot = h.msn as usize % MSG_WINDOW;
         if ahead >= 0 {
             if let Some(m) = self.msgs.get(slot) {
-                if m.live && m.msn == h.msn && (m.opcode != h.opcode || m.len != h.msg_len) {
+                if m.live
+                    && m.msn == h.msn
+                    && (m.opcode != h.opcode || m.len != h.msg_len || m.rsn != h.rsn)
+                {
                     return self.drop(DropReason::Inconsistent);
                 }
             }
@@ -300,6 +309,7 @@ impl Receiver {
                 imm: h.imm,
                 remote_va: h.remote_va,
                 rkey: h.rkey,
+                rsn: h.rsn,
                 ..RxMsg::EMPTY
             };
         }
@@ -331,6 +341,7 @@ impl Receiver {
             msg_len: h.msg_len,
             remote_va: h.remote_va,
             rkey: h.rkey,
+            rsn: h.rsn,
         };
         self.advance_cum();
         self.stats.placed += 1;
@@ -425,6 +436,7 @@ impl Receiver {
             },
             remote_va: m.remote_va,
             rkey: m.rkey,
+            rsn: m.rsn,
             status: match m.failed {
                 Some(s) => CompletionStatus::Failed(s),
                 None => CompletionStatus::Success,
@@ -468,6 +480,7 @@ mod tests {
             offset,
             msg_len,
             payload_len: msg_len.saturating_sub(offset).min(100) as u16,
+            rsn: msn as u16,
             remote_va: 0,
             rkey: 0,
             imm: 0xAB,
@@ -541,6 +554,31 @@ mod tests {
         far.floor_delta = 256;
         assert!(matches!(r.on_data(&far, false, 0), RxVerdict::Place(_)));
         assert_eq!(r.ack_for(0).unwrap().cum_psn, 44);
+    }
+
+    #[test]
+    fn rsn_is_carried_checked_and_completed() {
+        let mut r = rx();
+        let mut h = hdr(0, 100, 150, 0);
+        h.rsn = 7;
+        assert!(matches!(r.on_data(&h, false, 0), RxVerdict::Place(p) if p.rsn == 7));
+        let mut other = hdr(0, 0, 150, 1);
+        other.rsn = 8;
+        assert_eq!(
+            r.on_data(&other, false, 0),
+            RxVerdict::Drop(DropReason::Inconsistent)
+        );
+        other.rsn = 7;
+        assert!(matches!(r.on_data(&other, false, 0), RxVerdict::Place(p) if p.rsn == 7));
+        assert_eq!(r.pop_completion().map(|c| (c.msn, c.rsn)), Some((0, 7)));
+        let mut w = hdr(1, 0, 10, 2);
+        w.opcode = Opcode::Write;
+        w.flags = 0;
+        w.rsn = 1;
+        assert_eq!(
+            r.on_data(&w, false, 0),
+            RxVerdict::Drop(DropReason::Malformed)
+        );
     }
 
     #[test]

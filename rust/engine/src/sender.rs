@@ -24,6 +24,12 @@ pub struct Message {
     pub rkey: u32,
     /// Immediate data (*_IMM) or requester MSN (READ_RESP).
     pub imm: u32,
+    /// Receive sequence number, copied into every packet of the message.
+    /// For SEND, SEND_IMM and WRITE_IMM the caller (the driver) numbers the
+    /// messages that consume a receive buffer: 0 for the first such message
+    /// of the QP direction, then +1 each (wrapping). Must be 0 for every
+    /// other opcode. The sender does not assign it.
+    pub rsn: u16,
 }
 
 /// Why `post` refused a message.
@@ -35,6 +41,9 @@ pub enum PostError {
     TooLong,
     /// Not a reliable data opcode.
     BadOpcode,
+    /// Non-zero `rsn` on an opcode that does not consume a receive
+    /// (see [`Opcode::has_rsn`]).
+    BadRsn,
 }
 
 /// What `next_packet` produced.
@@ -123,6 +132,7 @@ struct TxMsg {
     remote_va: u64,
     rkey: u32,
     imm: u32,
+    rsn: u16,
     failed: Option<super::wire::Syndrome>,
     last_loss_slot: usize,
 }
@@ -142,6 +152,7 @@ impl TxMsg {
         remote_va: 0,
         rkey: 0,
         imm: 0,
+        rsn: 0,
         failed: None,
         last_loss_slot: usize::MAX,
     };
@@ -391,6 +402,9 @@ impl<C: CongestionControl> Sender<C> {
         if !msg.opcode.is_reliable_data() {
             return Err(PostError::BadOpcode);
         }
+        if msg.rsn != 0 && !msg.opcode.has_rsn() {
+            return Err(PostError::BadRsn);
+        }
         let npkts = packets_for(msg.opcode, msg.len, self.cfg.mtu);
         if npkts as usize > MAX_MSG_PKTS {
             return Err(PostError::TooLong);
@@ -412,6 +426,7 @@ impl<C: CongestionControl> Sender<C> {
             remote_va: msg.remote_va,
             rkey: msg.rkey,
             imm: msg.imm,
+            rsn: msg.rsn,
             ..TxMsg::EMPTY
         };
         self.tail = self.tail.wrapping_add(1);
@@ -1020,7 +1035,8 @@ impl<C: CongestionControl> Sender<C> {
             self.stats.retransmit_bytes += u64::from(payload_len);
         }
         self.stats.data_packets += 1;
-        let (opcode, msg_len, remote_va, rkey, imm) = (m.opcode, m.len, m.remote_va, m.rkey, m.imm);
+        let (opcode, msg_len, remote_va, rkey, imm, rsn) =
+            (m.opcode, m.len, m.remote_va, m.rkey, m.imm, m.rsn);
         let rto = self
             .paths
             .get(slot)
@@ -1054,6 +1070,7 @@ impl<C: CongestionControl> Sender<C> {
                     offset,
                     msg_len,
                     payload_len: payload_len as u16,
+                    rsn,
                     remote_va,
                     rkey,
                     imm: if opcode.has_imm() || opcode == Opcode::ReadResp {
@@ -1098,6 +1115,7 @@ mod tests {
             remote_va: 0x1000,
             rkey: 1,
             imm: 0,
+            rsn: 0,
         }
     }
 
@@ -1148,6 +1166,7 @@ mod tests {
                 remote_va: 0xBEEF,
                 rkey: 42,
                 imm: 0,
+                rsn: 0,
             })
             .unwrap();
         pump(&mut a_tx, &mut b_rx, 1);
@@ -1163,6 +1182,7 @@ mod tests {
             remote_va: 0,
             rkey: 0,
             imm: req.msn,
+            rsn: 0,
         })
         .unwrap();
         let mut placed = 0;
@@ -1375,5 +1395,17 @@ mod tests {
             Err(PostError::BadOpcode)
         );
         assert_eq!(tx.post(&write(MTU * 1025)), Err(PostError::TooLong));
+        assert_eq!(
+            tx.post(&Message { rsn: 1, ..write(1) }),
+            Err(PostError::BadRsn)
+        );
+        assert_eq!(
+            tx.post(&Message {
+                opcode: Opcode::Send,
+                rsn: 1,
+                ..write(1)
+            }),
+            Ok(2)
+        );
     }
 }

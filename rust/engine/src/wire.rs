@@ -102,6 +102,13 @@ impl Opcode {
         matches!(self, Self::SendImm | Self::WriteImm)
     }
 
+    /// True for opcodes that carry a receive sequence number (`rsn`): the
+    /// reliable messages that consume a posted receive buffer (SEND,
+    /// SEND_IMM, WRITE_IMM). Every other opcode sends `rsn = 0`.
+    pub fn has_rsn(self) -> bool {
+        matches!(self, Self::Send | Self::SendImm | Self::WriteImm)
+    }
+
     /// True for reliable data opcodes (sequenced, acknowledged, retransmitted).
     pub fn is_reliable_data(self) -> bool {
         self.is_data() && self != Self::UdSend
@@ -125,6 +132,8 @@ pub enum WireError {
     BadFlags,
     /// A reserved field is non-zero.
     ReservedNonZero,
+    /// Non-zero `rsn` on an opcode that does not consume a receive.
+    BadRsn,
     /// Payload / offset / message length inconsistent.
     BadLength,
     /// Payload longer than `MAX_PAYLOAD`.
@@ -233,6 +242,11 @@ pub struct DataHeader {
     pub msg_len: u32,
     /// Payload bytes in this packet.
     pub payload_len: u16,
+    /// Receive sequence number (SEND, SEND_IMM, WRITE_IMM): the number,
+    /// mod 2^16, of this message among the QP direction's messages that
+    /// consume a receive buffer (the first is 0), so the receiver binds the
+    /// right buffer whatever order packets arrive in. 0 for other opcodes.
+    pub rsn: u16,
     /// Remote virtual address of the message start (WRITE/READ_REQ), else 0.
     pub remote_va: u64,
     /// Remote key (WRITE/READ_REQ), or Q_Key for UD, else 0.
@@ -265,14 +279,12 @@ impl DataHeader {
             offset: rd_u32(buf, 20)?,
             msg_len: rd_u32(buf, 24)?,
             payload_len: rd_u16(buf, 28)?,
+            rsn: rd_u16(buf, 30)?,
             remote_va: rd_u64(buf, 32)?,
             rkey: rd_u32(buf, 40)?,
             imm: rd_u32(buf, 44)?,
             timestamp: rd_u64(buf, 48)?,
         };
-        if rd_u16(buf, 30)? != 0 {
-            return Err(WireError::ReservedNonZero);
-        }
         h.validate()?;
         Ok(h)
     }
@@ -293,6 +305,9 @@ impl DataHeader {
         }
         if self.floor_delta as usize > SACK_BITS {
             return Err(WireError::BadLength);
+        }
+        if self.rsn != 0 && !self.opcode.has_rsn() {
+            return Err(WireError::BadRsn);
         }
         match self.opcode {
             Opcode::ReadReq => {
@@ -336,7 +351,7 @@ impl DataHeader {
         wr(out, 20, &self.offset.to_be_bytes())?;
         wr(out, 24, &self.msg_len.to_be_bytes())?;
         wr(out, 28, &self.payload_len.to_be_bytes())?;
-        wr(out, 30, &[0, 0])?;
+        wr(out, 30, &self.rsn.to_be_bytes())?;
         wr(out, 32, &self.remote_va.to_be_bytes())?;
         wr(out, 40, &self.rkey.to_be_bytes())?;
         wr(out, 44, &self.imm.to_be_bytes())?;
@@ -620,6 +635,7 @@ mod tests {
             offset: 4096,
             msg_len: 10000,
             payload_len: 16,
+            rsn: 0xFFFF,
             remote_va: 0xDEAD_0000,
             rkey: 0x42,
             imm: 0xABCD,
@@ -698,6 +714,20 @@ mod tests {
         let mut h = sample();
         h.offset = u32::MAX;
         assert_eq!(h.validate(), Err(WireError::BadLength));
+        // rsn only on receive-consuming opcodes, on the wire too.
+        let mut h = sample();
+        h.opcode = Opcode::Write;
+        h.flags = 0;
+        assert_eq!(h.validate(), Err(WireError::BadRsn));
+        let mut buf = [0u8; 128];
+        assert_eq!(
+            encode_data_packet(&h, &[0; 16], &mut buf),
+            Err(WireError::BadRsn)
+        );
+        h.rsn = 0;
+        let n = encode_data_packet(&h, &[0; 16], &mut buf).unwrap();
+        buf[31] = 1;
+        assert_eq!(parse_packet(&buf[..n]), Err(WireError::BadRsn));
         assert_eq!(parse_packet(&[2, 1]), Err(WireError::BadVersion(2)));
         assert_eq!(parse_packet(&[1, 0x99]), Err(WireError::BadOpcode(0x99)));
         assert_eq!(parse_packet(&[]), Err(WireError::Truncated));

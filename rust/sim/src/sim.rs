@@ -241,6 +241,9 @@ impl Ord for Item {
 struct MsgSpec {
     opcode: Opcode,
     len: u32,
+    /// Receive sequence number, assigned like a driver does: the count of
+    /// earlier receive-consuming messages (SEND*, WRITE_IMM), wrapping.
+    rsn: u16,
 }
 
 struct Host {
@@ -289,9 +292,10 @@ pub fn run(sc: &Scenario) -> Outcome {
             cfg.planes = sc.planes as u8;
             cfg.dst_qpn = 100 + s as u32;
             cfg.entropy_seed = rng.next_u64() as u32;
+            let mut next_rsn = 0u16;
             let msgs = (0..sc.msgs_per_sender)
                 .map(|_| {
-                    if sc.random_msgs {
+                    let mut m = if sc.random_msgs {
                         let ops = [
                             Opcode::Send,
                             Opcode::SendImm,
@@ -301,13 +305,20 @@ pub fn run(sc: &Scenario) -> Outcome {
                         MsgSpec {
                             opcode: ops[rng.below(4) as usize],
                             len: rng.below(sc.msg_bytes as u64 + 1) as u32,
+                            rsn: 0,
                         }
                     } else {
                         MsgSpec {
                             opcode: Opcode::Write,
                             len: sc.msg_bytes,
+                            rsn: 0,
                         }
+                    };
+                    if m.opcode.has_rsn() {
+                        m.rsn = next_rsn;
+                        next_rsn = next_rsn.wrapping_add(1);
                     }
+                    m
                 })
                 .collect();
             let mut rx = Box::new(
@@ -377,6 +388,7 @@ pub fn run(sc: &Scenario) -> Outcome {
                 remote_va: 0x1000_0000,
                 rkey: 7,
                 imm: h.posted as u32,
+                rsn: m.rsn,
             };
             if h.tx.post(&msg).is_err() {
                 break;
@@ -575,6 +587,9 @@ pub fn run(sc: &Scenario) -> Outcome {
                         if m.opcode.has_imm() && c.imm != Some(idx as u32) {
                             out.errors.push(format!("sender {s} msn {idx}: wrong imm"));
                         }
+                        if c.rsn != m.rsn {
+                            out.errors.push(format!("sender {s} msn {idx}: wrong rsn"));
+                        }
                         out.payload_bytes += m.len as u64;
                     } else {
                         out.errors
@@ -727,6 +742,11 @@ fn rx_data(
 ) -> Option<Vec<u8>> {
     match h.rx.on_data(header, ce, now) {
         RxVerdict::Place(p) => {
+            // A driver binds the receive buffer by rsn, from any packet.
+            if h.msgs.get(p.msn as usize).is_none_or(|m| m.rsn != p.rsn) {
+                out.errors
+                    .push(format!("sender {s} msn {}: placement rsn {}", p.msn, p.rsn));
+            }
             if let Some(b) = out.bins.get_mut((now / bin_ns.max(1)) as usize) {
                 *b += p.len as u64;
             }

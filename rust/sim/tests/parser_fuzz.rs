@@ -18,6 +18,7 @@ fn valid_packets() -> Vec<Vec<u8>> {
         offset: 256,
         msg_len: 1000,
         payload_len: 200,
+        rsn: 0x1234,
         remote_va: 0xAB00,
         rkey: 3,
         imm: 99,
@@ -33,6 +34,7 @@ fn valid_packets() -> Vec<Vec<u8>> {
         payload_len: 0,
         msg_len: 1 << 20,
         imm: 0,
+        rsn: 0,
         ..h
     };
     let n = encode_data_packet(&rr, &[], &mut buf).unwrap();

@@ -63,6 +63,11 @@ fn random_header(rng: &mut Rng) -> DataHeader {
         offset: small(rng),
         msg_len: small(rng),
         payload_len: rng.below(9000) as u16,
+        rsn: if rng.chance(0.5) {
+            0
+        } else {
+            rng.next_u64() as u16
+        },
         remote_va: rng.next_u64(),
         rkey: rng.next_u64() as u32,
         imm: rng.next_u64() as u32,
@@ -95,6 +100,7 @@ fn engine_survives_hostile_input() {
             remote_va: 0,
             rkey: 1,
             imm: 0,
+            rsn: 0,
         });
     }
     let mut placed = 0u64;
@@ -107,6 +113,7 @@ fn engine_survives_hostile_input() {
             let pkts = len.div_ceil(1024);
             h.opcode = Opcode::Write;
             h.flags = 0;
+            h.rsn = 0;
             h.msg_len = len;
             h.offset = rng.below(pkts as u64) as u32 * 1024;
             h.payload_len = (len - h.offset).min(1024) as u16;
@@ -204,6 +211,7 @@ fn engine_survives_hostile_input() {
                 remote_va: 0,
                 rkey: 0,
                 imm: 1,
+                rsn: rng.next_u64() as u16,
             });
         }
         assert!(tx.outstanding() as usize <= metaroce_engine::config::MSG_WINDOW);
