@@ -11,6 +11,10 @@ of rust/engine (so a selftest that uses it cross-checks spec and code).
   metaroce_pkt.py burst --dst IP [--src IP] [--count N]
       send N PROBEs (one path each) and report how many replies came back
       and their round-trip times
+  metaroce_pkt.py fuzz --dst IP [--src IP] [--count N] [--seed S]
+      send N invalid packets (random bytes, valid packets with one bit
+      flipped, truncated or extended), none of which a v1 receiver may
+      accept; exit 0 if none of them was answered
   metaroce_pkt.py probe --dst IP [--src IP] [--sport N] [--seq N]
                         [--mode good|truncated|badcrc] [--timeout S]
       send a PROBE to IP:4792 from UDP port N and wait for the PROBE_REPLY
@@ -224,6 +228,41 @@ def burst(a):
     return 0 if bad == 0 and rtts else 1
 
 
+def fuzz(a):
+    import random
+    rnd = random.Random(a.seed)
+    valid = [
+        probe(OP_PROBE, 1, 2, 3, 4),
+        data(OP_SEND, 0, 0x12, 65, 0, 5, 0, 0, 100, bytes(100)),
+        ack(0x12, 65, False, 6, [1, 2], 7, 1, 0),
+        nak(0x12, 65, 2, 5, 0),
+    ]
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    rx.bind(("0.0.0.0", UDP_PORT))
+    tx = open_tx(a, 0)
+    for i in range(a.count):
+        kind = i % 4
+        if kind == 0:
+            pkt = bytes(rnd.getrandbits(8) for _ in range(rnd.randrange(0, 200)))
+        elif kind == 1:
+            b = bytearray(rnd.choice(valid))
+            bit = rnd.randrange(len(b) * 8)
+            b[bit // 8] ^= 1 << (bit % 8)
+            pkt = bytes(b)
+        elif kind == 2:
+            v = rnd.choice(valid)
+            pkt = v[:rnd.randrange(0, len(v))]
+        else:
+            pkt = rnd.choice(valid) + bytes(rnd.randrange(1, 16))
+        tx.sendto(pkt, (a.dst, UDP_PORT))
+    if select.select([rx], [], [], 2.0)[0]:
+        print(f"FAIL: an invalid packet was answered: {rx.recv(2048).hex()}")
+        return 1
+    print(f"fuzz: sent {a.count} invalid packets (seed {a.seed}), no reply")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -245,12 +284,19 @@ def main():
     p.add_argument("--src")
     p.add_argument("--count", type=int, default=200)
     p.add_argument("--timeout", type=float, default=10.0)
+    p = sub.add_parser("fuzz")
+    p.add_argument("--dst", required=True)
+    p.add_argument("--src")
+    p.add_argument("--count", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     if a.cmd == "check":
         check()
         return 0
     if a.cmd == "send":
         return send_kind(a)
+    if a.cmd == "fuzz":
+        return fuzz(a)
     if a.cmd == "burst":
         return burst(a)
     return send_probe(a)

@@ -92,6 +92,17 @@ log "burst on A: rx_packets +$rx, probes_answered +$ans, tx_packets +$tx; $PLANE
 expect_stat rx_malformed 2
 expect_stat tx_errors 0
 
+# Fuzz: random, bit-flipped, truncated and extended packets are all
+# counted as malformed, none answered, no oops (the rig checks dmesg).
+rx0=$(stat rx_packets) bad0=$(stat rx_malformed) ans0=$(stat probes_answered)
+out=$(peer $pkt fuzz --dst "$PLANE0_IP" --src "$PEER_PLANE0_IP" --count 2000) || fail "fuzz: $out"
+log "$out"
+sleep 1
+rx=$(( $(stat rx_packets) - rx0 )) bad=$(( $(stat rx_malformed) - bad0 ))
+log "fuzz on A: rx_packets +$rx, rx_malformed +$bad"
+[ "$rx" -gt 0 ] && [ "$rx" = "$bad" ] || fail "fuzz: $rx received but $bad malformed"
+expect_stat probes_answered "$ans0"
+
 # A second device shares the socket; it closes with the last one.
 expect_ok rdma link add mr1 type metaroce netdev "$PLANE1_DEV"
 expect_ok rdma link delete mr0
