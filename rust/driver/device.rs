@@ -11,7 +11,9 @@ use super::ah::AhState;
 use super::cq::CqState;
 use super::ids::IdPool;
 use super::limits::*;
-use super::mr::MrState;
+use super::mr::{MrState, MrTable};
+use super::transport::Transport;
+use kernel::sync::Arc;
 use super::qp::QpState;
 use super::srq::SrqState;
 use crate::ib::device::{Device, DeviceAttr, IbDriver, PortAttr, PortImmutable};
@@ -62,6 +64,44 @@ pub(crate) struct DeviceState {
     pub(crate) last_drop: SpinLockBh<Option<DropRecord>>,
     /// This device's share of the UDP tunnel socket (port 4792).
     pub(crate) tunnel: TunnelRef,
+    /// Registered memory by key, for the data path.
+    #[pin]
+    pub(crate) mrs: SpinLockBh<MrTable>,
+    /// Connected QPs by number, for the receive path.
+    #[pin]
+    pub(crate) qps: SpinLockBh<QpTable>,
+}
+
+/// The data paths of a device's QPs, by QP number.
+pub(crate) struct QpTable {
+    slots: KVec<Option<Arc<Transport>>>,
+}
+
+impl QpTable {
+    fn new() -> Result<Self> {
+        let mut slots = KVec::with_capacity(MAX_QP as usize, GFP_KERNEL)?;
+        for _ in 0..MAX_QP {
+            slots.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self { slots })
+    }
+
+    /// The data path of QP `qpn`, if it has one.
+    pub(crate) fn get(&self, qpn: u32) -> Option<&Arc<Transport>> {
+        self.slots.get(qpn.checked_sub(FIRST_QPN)? as usize)?.as_ref()
+    }
+
+    /// Makes QP `qpn` reachable by the receive path.
+    pub(crate) fn insert(&mut self, qpn: u32, t: Arc<Transport>) {
+        if let Some(slot) = qpn.checked_sub(FIRST_QPN).and_then(|i| self.slots.get_mut(i as usize)) {
+            *slot = Some(t);
+        }
+    }
+
+    /// Takes QP `qpn` out of the receive path.
+    pub(crate) fn remove(&mut self, qpn: u32) -> Option<Arc<Transport>> {
+        qpn.checked_sub(FIRST_QPN).and_then(|i| self.slots.get_mut(i as usize)).and_then(Option::take)
+    }
 }
 
 impl DeviceState {
@@ -77,6 +117,8 @@ impl DeviceState {
             counters: Counters::new(),
             last_drop <- new_spinlock_bh!(None, "metaroce_last_drop"),
             tunnel: TunnelRef::get::<NetRx>()?,
+            mrs <- new_spinlock_bh!(MrTable::new()?, "metaroce_mrs"),
+            qps <- new_spinlock_bh!(QpTable::new()?, "metaroce_qps"),
         })
     }
 
@@ -313,9 +355,10 @@ impl IbDriver for MetaRoceDevice {
     }
 
     fn post_send(qp: &Qp<QpState>, wr: Option<&bindings::ib_send_wr>) -> Result {
+        let dev = qp.device::<DeviceState>();
         match wr {
-            Some(wr) => qp.data().post_send(wr),
-            None if qp.is_user() => qp.data().doorbell(),
+            Some(wr) => qp.data().post_send(dev, wr),
+            None if qp.is_user() => qp.data().doorbell(dev),
             None => Err(EINVAL),
         }
     }
@@ -324,20 +367,20 @@ impl IbDriver for MetaRoceDevice {
         qp.data().post_recv(wr)
     }
 
-    fn get_dma_mr(dev: &MetaRoceIbDevice, _pd: &Pd<()>, access: u32) -> Result<((u32, u32), MrState)> {
-        MrState::register_dma(dev, access)
+    fn get_dma_mr(dev: &MetaRoceIbDevice, pd: &Pd<()>, access: u32) -> Result<((u32, u32), MrState)> {
+        MrState::register_dma(dev, pd.as_raw() as usize, access)
     }
 
     fn reg_user_mr(
         dev: &MetaRoceIbDevice,
-        _pd: &Pd<()>,
+        pd: &Pd<()>,
         start: u64,
         length: u64,
         iova: u64,
         access: u32,
         _udata: Option<&Udata<'_>>,
     ) -> Result<((u32, u32), MrState)> {
-        MrState::register_user(dev, start, length, iova, access)
+        MrState::register_user(dev, pd.as_raw() as usize, start, length, iova, access)
     }
 
     fn dereg_mr(dev: &MetaRoceIbDevice, mr: &Mr<MrState>) {

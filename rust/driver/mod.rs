@@ -16,5 +16,6 @@ pub(crate) mod mr;
 pub(crate) mod net;
 pub(crate) mod qp;
 pub(crate) mod srq;
+pub(crate) mod transport;
 pub(crate) mod stats;
 pub(crate) mod wqe;

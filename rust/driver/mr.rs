@@ -1,44 +1,139 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Memory regions: user memory pinned for direct placement, and the DMA
-//! region kernel consumers use.
+//! Memory regions: user memory pinned for direct placement, the device's
+//! table the data path finds them in by key, and the access checks.
 
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 use super::device::MetaRoceIbDevice;
-use super::limits::MAX_MR_SIZE;
+use super::limits::{MAX_MR, MAX_MR_SIZE};
+use crate::engine::wire::Syndrome;
 use crate::ib::umem::{PinnedPage, Umem, PAGE_SIZE};
 use crate::sys::bindings as b;
 
-/// What a region covers.
-pub(crate) enum Region {
-    /// All kernel memory (`get_dma_mr`): addresses are kernel virtual.
-    #[allow(dead_code)] // The data path reads kernel consumers' buffers.
-    Dma,
-    /// Pinned user pages; byte `iova + i` of the region is byte
-    /// `first_offset + i` of the page list.
-    User {
-        /// Keeps the pages pinned.
-        _umem: Umem,
-        /// The pages, in order.
-        pages: KVec<PinnedPage>,
-        /// The region's first address as the peer names it.
-        iova: u64,
-        /// Bytes.
-        length: u64,
-        /// Offset of the region's start in its first page.
-        first_offset: usize,
-    },
+/// Pinned user pages; byte `iova + i` of the region is byte
+/// `first_offset + i` of the page list.
+pub(crate) struct UserPages {
+    /// Keeps the pages pinned.
+    _umem: Umem,
+    pages: KVec<PinnedPage>,
+    iova: u64,
+    length: u64,
+    first_offset: usize,
 }
 
-/// Driver state of an MR.
+/// A registered region as the data path sees it.
+pub(crate) struct Region {
+    key: u32,
+    /// `IB_ACCESS_*`.
+    access: u32,
+    /// The protection domain (address of its `ib_pd`).
+    pd: usize,
+    /// `None`: the all-memory DMA region of kernel consumers, which the data
+    /// path does not serve yet (their QPs get no transport).
+    pages: Option<UserPages>,
+}
+
+impl Region {
+    /// Copies from the region at `iova` into `buf`, page by page; `EFAULT`
+    /// outside the region.
+    fn copy_out(&self, iova: u64, buf: &mut [u8]) -> Result {
+        let p = self.pages.as_ref().ok_or(EINVAL)?;
+        let off = iova.checked_sub(p.iova).ok_or(EFAULT)?;
+        let end = off.checked_add(buf.len() as u64).ok_or(EFAULT)?;
+        if end > p.length {
+            return Err(EFAULT);
+        }
+        let mut at = p.first_offset + off as usize;
+        let mut done = 0;
+        while done < buf.len() {
+            let page = p.pages.get(at / PAGE_SIZE).ok_or(EFAULT)?;
+            let in_page = at % PAGE_SIZE;
+            let n = (buf.len() - done).min(PAGE_SIZE - in_page);
+            page.read(in_page, &mut buf[done..done + n])?;
+            done += n;
+            at += n;
+        }
+        Ok(())
+    }
+}
+
+/// The regions of a device by key index. Lookups happen under the device's
+/// bh-safe lock of this table, so a region is never unpinned while the data
+/// path copies through it (unregistration removes it under the same lock).
+pub(crate) struct MrTable {
+    slots: KVec<Option<Arc<Region>>>,
+}
+
+impl MrTable {
+    /// An empty table.
+    pub(crate) fn new() -> Result<Self> {
+        let mut slots = KVec::with_capacity(MAX_MR as usize, GFP_KERNEL)?;
+        for _ in 0..MAX_MR {
+            slots.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self { slots })
+    }
+
+    fn find(&self, key: u32, pd: usize) -> Option<&Region> {
+        let r = self.slots.get((key >> 8) as usize)?.as_deref()?;
+        (r.key == key && r.pd == pd).then_some(r)
+    }
+
+    /// The peer writes (RDMA WRITE): needs REMOTE_WRITE.
+    pub(crate) fn write_remote(&self, rkey: u32, pd: usize, va: u64, offset: u64, data: &[u8]) -> core::result::Result<(), Syndrome> {
+        let r = self.find(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
+        if r.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 {
+            return Err(Syndrome::RemoteAccess);
+        }
+        let iova = va.checked_add(offset).ok_or(Syndrome::RemoteAccess)?;
+        r.copy_in(iova, data).map_err(|_| Syndrome::RemoteAccess)
+    }
+
+    /// The receive path fills a posted buffer: needs LOCAL_WRITE.
+    pub(crate) fn write_local(&self, lkey: u32, pd: usize, va: u64, data: &[u8]) -> Result {
+        let r = self.find(lkey, pd).ok_or(EACCES)?;
+        if r.access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0 {
+            return Err(EACCES);
+        }
+        r.copy_in(va, data)
+    }
+
+    /// The send path reads a local buffer (any registered region).
+    pub(crate) fn read_local(&self, lkey: u32, pd: usize, va: u64, out: &mut [u8]) -> Result {
+        let r = self.find(lkey, pd).ok_or(EACCES)?;
+        r.copy_out(va, out)
+    }
+}
+
+impl Region {
+    /// Copies `data` into the region at `iova`, page by page.
+    fn copy_in(&self, iova: u64, data: &[u8]) -> Result {
+        let p = self.pages.as_ref().ok_or(EINVAL)?;
+        let off = iova.checked_sub(p.iova).ok_or(EFAULT)?;
+        let end = off.checked_add(data.len() as u64).ok_or(EFAULT)?;
+        if end > p.length {
+            return Err(EFAULT);
+        }
+        let mut at = p.first_offset + off as usize;
+        let mut rest = data;
+        while !rest.is_empty() {
+            let page = p.pages.get(at / PAGE_SIZE).ok_or(EFAULT)?;
+            let in_page = at % PAGE_SIZE;
+            let n = rest.len().min(PAGE_SIZE - in_page);
+            page.write(in_page, &rest[..n])?;
+            rest = &rest[n..];
+            at += n;
+        }
+        Ok(())
+    }
+}
+
+/// Driver state of an MR: its slot in the device table.
 pub(crate) struct MrState {
     index: u32,
-    /// `IB_ACCESS_*`.
-    #[allow(dead_code)] // The data path checks access rights.
-    access: u32,
-    #[allow(dead_code)] // The data path places and gathers through it.
-    region: Region,
+    _region: Arc<Region>,
 }
 
 /// Access flags this device implements.
@@ -49,9 +144,25 @@ const SUPPORTED_ACCESS: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE
     | b::ib_access_flags_IB_ACCESS_RELAXED_ORDERING;
 
 impl MrState {
+    fn insert(dev: &MetaRoceIbDevice, pd: usize, access: u32, pages: Option<UserPages>) -> Result<((u32, u32), Self)> {
+        let (index, key) = dev.data().take_mr_key()?;
+        let region = match Arc::new(Region { key, access, pd, pages }, GFP_KERNEL) {
+            Ok(r) => r,
+            Err(e) => {
+                dev.data().give_back_mr_key(index);
+                return Err(e.into());
+            }
+        };
+        if let Some(slot) = dev.data().mrs.lock().slots.get_mut(index as usize) {
+            *slot = Some(region.clone());
+        }
+        Ok(((key, key), Self { index, _region: region }))
+    }
+
     /// Registers `[start, start + length)` of the calling process.
     pub(crate) fn register_user(
         dev: &MetaRoceIbDevice,
+        pd: usize,
         start: u64,
         length: u64,
         iova: u64,
@@ -67,46 +178,24 @@ impl MrState {
         if (pages.len() * PAGE_SIZE) < first_offset + length as usize {
             return Err(EFAULT);
         }
-        let (index, key) = dev.data().take_mr_key()?;
-        let region = Region::User { _umem: umem, pages, iova, length, first_offset };
-        Ok(((key, key), Self { index, access, region }))
+        let user = UserPages { _umem: umem, pages, iova, length, first_offset };
+        Self::insert(dev, pd, access, Some(user))
     }
 
     /// The region of all memory, for kernel consumers.
-    pub(crate) fn register_dma(dev: &MetaRoceIbDevice, access: u32) -> Result<((u32, u32), Self)> {
+    pub(crate) fn register_dma(dev: &MetaRoceIbDevice, pd: usize, access: u32) -> Result<((u32, u32), Self)> {
         if access & !SUPPORTED_ACCESS != 0 {
             return Err(EINVAL);
         }
-        let (index, key) = dev.data().take_mr_key()?;
-        Ok(((key, key), Self { index, access, region: Region::Dma }))
+        Self::insert(dev, pd, access, None)
     }
 
-    /// Gives the key back.
+    /// Removes the region from the table (the data path no longer finds it)
+    /// and gives the key back; the pages are unpinned when `self` drops.
     pub(crate) fn release(&self, dev: &MetaRoceIbDevice) {
+        if let Some(slot) = dev.data().mrs.lock().slots.get_mut(self.index as usize) {
+            *slot = None;
+        }
         dev.data().give_back_mr_key(self.index);
-    }
-
-    /// Copies `data` to `iova` of a user region, page by page.
-    #[allow(dead_code)] // The receive path places payload with it.
-    pub(crate) fn write(&self, iova: u64, data: &[u8]) -> Result {
-        let Region::User { pages, iova: base, length, first_offset, .. } = &self.region else {
-            return Err(EINVAL);
-        };
-        let off = iova.checked_sub(*base).ok_or(EFAULT)?;
-        let end = off.checked_add(data.len() as u64).ok_or(EFAULT)?;
-        if end > *length {
-            return Err(EFAULT);
-        }
-        let mut at = *first_offset + off as usize;
-        let mut rest = data;
-        while !rest.is_empty() {
-            let page = pages.get(at / PAGE_SIZE).ok_or(EFAULT)?;
-            let in_page = at % PAGE_SIZE;
-            let n = rest.len().min(PAGE_SIZE - in_page);
-            page.write(in_page, &rest[..n])?;
-            rest = &rest[n..];
-            at += n;
-        }
-        Ok(())
     }
 }

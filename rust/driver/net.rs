@@ -84,7 +84,7 @@ impl RxHandler for NetRx {
             Ok(Packet::Probe(probe)) if to_host => answer_probe(&dev, st, sock, ndev, &probe, &meta),
             Ok(Packet::Probe(_)) => st.counters.inc(Counter::RxNoQp),
             Ok(pkt) => {
-                if !deliver(&dev, st, ndev, &pkt, &meta) {
+                if !deliver(&dev, st, sock, ndev, &pkt, &meta) {
                     st.counters.inc(Counter::RxNoQp);
                 }
             }
@@ -96,17 +96,16 @@ impl RxHandler for NetRx {
 /// whether a QP took it. Softirq context; `pkt` borrows the skb (data
 /// payloads are placed from it before it is freed).
 ///
-/// The QP layer fills this in (look up `dst_qpn` on `dev`, feed the engine,
-/// send ACKs with [`send`] on `ndev` to `meta.reply_to()`); until then no
-/// packet has a QP.
 fn deliver(
-    _dev: &MetaRoceIbDevice,
-    _st: &DeviceState,
-    _ndev: &NetDevice,
-    _pkt: &Packet<'_>,
-    _meta: &RxMeta,
+    dev: &MetaRoceIbDevice,
+    st: &DeviceState,
+    sock: &TunnelSock,
+    ndev: &NetDevice,
+    pkt: &Packet<'_>,
+    meta: &RxMeta,
 ) -> bool {
-    false
+    let tx = super::transport::TxCtx { st, sock, ndev };
+    super::transport::deliver(dev, &tx, pkt, meta)
 }
 
 /// The QPN to put in the reply to a probe for local QP `qpn`: the QP's

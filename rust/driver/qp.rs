@@ -6,16 +6,17 @@
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, new_spinlock, Mutex, SpinLock};
 
+use kernel::sync::Arc;
+
 use super::ah::AhState;
-use super::cq::CqState;
 use super::device::{active_mtu, MetaRoceDevice, MetaRoceIbDevice, FIRST_PORT};
+use super::transport::{gid_ipv4, Peer, Transport, TxCtx};
 use super::limits::{MAX_INLINE, MAX_QP_WR, MAX_RD_ATOMIC, MAX_SGE};
-use super::srq::SrqState;
 use super::wqe::{self, geometry, Remote, SendWqe, Sge};
 use crate::ib::ring::SharedRing;
 use crate::ib::eopnotsupp;
 use crate::ib::udata::Udata;
-use crate::ib::verbs::{self, AddressVector, ObjRef, Qp, QpInit};
+use crate::ib::verbs::{self, AddressVector, Qp, QpInit};
 use crate::sys::bindings as b;
 
 /// Attributes set through `modify_qp`.
@@ -55,13 +56,9 @@ pub(crate) struct QpAttrs {
 pub(crate) struct QpState {
     /// `IB_QPT_*`.
     qp_type: u32,
-    /// Send work requests (written by the consumer, executed by the driver).
-    sq: SharedRing,
-    /// Receive work requests, unless the QP takes them from an SRQ.
-    rq: Option<SharedRing>,
-    srq: Option<ObjRef<b::ib_srq, SrqState>>,
-    send_cq: ObjRef<b::ib_cq, CqState>,
-    recv_cq: ObjRef<b::ib_cq, CqState>,
+    qpn: u32,
+    /// The rings, the CQs and (RC) the engine.
+    transport: Arc<Transport>,
     /// Capabilities granted at creation.
     cap: b::ib_qp_cap,
     /// Completions for every send, not only signalled ones.
@@ -135,15 +132,23 @@ impl QpState {
             udata.respond(&b::metaroce_create_qp_resp { rq_mi, sq_mi })?;
         }
 
-        let state = Self {
-            qp_type: attr.qp_type,
+        let sq_sig_all = attr.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR;
+        let transport = Transport::new(
+            qpn,
+            init.qp_addr,
+            init.pd_addr,
             sq,
             rq,
-            srq: init.srq,
-            send_cq: init.send_cq,
-            recv_cq: init.recv_cq,
+            init.srq,
+            (init.send_cq, init.recv_cq),
+            sq_sig_all,
+        )?;
+        let state = Self {
+            qp_type: attr.qp_type,
+            qpn,
+            transport,
             cap: *cap,
-            sq_sig_all: attr.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
+            sq_sig_all,
             user: udata.is_some(),
             sq_lock: KBox::pin_init(new_spinlock!(()), GFP_KERNEL)?,
             rq_lock: KBox::pin_init(new_spinlock!(()), GFP_KERNEL)?,
@@ -153,8 +158,9 @@ impl QpState {
         Ok((qpn, state))
     }
 
-    /// Returns the QP number to the pool.
+    /// Takes the QP off the receive path and returns its number.
     pub(crate) fn release(dev: &MetaRoceIbDevice, qp: &Qp<QpState>) {
+        drop(dev.data().qps.lock().remove(qp.qp_num()));
         if qp.qp_type() != b::ib_qp_type_IB_QPT_GSI {
             dev.data().give_back_qpn(qp.qp_num());
         }
@@ -228,12 +234,25 @@ impl QpState {
             n.rnr_retry = attr.rnr_retry;
         }
         n.state = next;
-        if next == b::ib_qp_state_IB_QPS_RESET && !self.user {
-            // Kernel rings start over; a process resets its own indices.
-            for ring in Iterator::chain(core::iter::once(&self.sq), self.rq.as_ref()) {
-                ring.set_consumer(0);
-                ring.set_producer(0);
+        let t = &self.transport;
+        if next == b::ib_qp_state_IB_QPS_RESET {
+            drop(dev.data().qps.lock().remove(self.qpn));
+            if !self.user {
+                // Kernel rings start over; a process resets its own indices.
+                for ring in Iterator::chain(core::iter::once(t.sq()), t.rq()) {
+                    ring.set_consumer(0);
+                    ring.set_producer(0);
+                }
             }
+        }
+        if next == b::ib_qp_state_IB_QPS_RTR && a.state != b::ib_qp_state_IB_QPS_RTR && self.qp_type == b::ib_qp_type_IB_QPT_RC {
+            let (Some(local), Some(remote)) = (gid_ipv4(&n.av.sgid), gid_ipv4(&n.av.dgid)) else {
+                // v1 carries RC over IPv4 only.
+                return Err(EINVAL);
+            };
+            let mtu = 256u32 << n.path_mtu.saturating_sub(b::ib_mtu_IB_MTU_256).min(4);
+            t.connect(Peer { local, remote, qpn: n.dest_qp_num }, mtu)?;
+            dev.data().qps.lock().insert(self.qpn, t.clone());
         }
         *a = n;
         Ok(())
@@ -273,7 +292,7 @@ impl QpState {
     /// Queues a kernel consumer's receive request.
     pub(crate) fn post_recv(&self, wr: &b::ib_recv_wr) -> Result {
         let (wr_id, sges) = verbs::recv_wr(wr)?;
-        let rq = self.rq.as_ref().ok_or(EINVAL)?;
+        let rq = self.transport.rq().ok_or(EINVAL)?;
         if self.state() == b::ib_qp_state_IB_QPS_RESET || sges.len() > self.cap.max_recv_sge as usize {
             return Err(EINVAL);
         }
@@ -291,8 +310,8 @@ impl QpState {
         Ok(())
     }
 
-    /// Queues a kernel consumer's send request.
-    pub(crate) fn post_send(&self, wr: &b::ib_send_wr) -> Result {
+    /// Queues a kernel consumer's send request and sends it.
+    pub(crate) fn post_send(&self, dev: &MetaRoceIbDevice, wr: &b::ib_send_wr) -> Result {
         let w = verbs::send_wr::<AhState>(wr, self.qp_type)?;
         let state = self.state();
         if state != b::ib_qp_state_IB_QPS_RTS && state != b::ib_qp_state_IB_QPS_SQD {
@@ -318,35 +337,38 @@ impl QpState {
             remote,
             sges: &s[..w.sges.len()],
         };
-        let _guard = self.sq_lock.lock();
-        let prod = self.sq.producer();
-        if prod.wrapping_sub(self.sq.consumer()) >= self.sq.count() {
-            return Err(ENOMEM);
+        {
+            let sq = self.transport.sq();
+            let _guard = self.sq_lock.lock();
+            let prod = sq.producer();
+            if prod.wrapping_sub(sq.consumer()) >= sq.count() {
+                return Err(ENOMEM);
+            }
+            wqe::put_send(sq, prod, &wqe)?;
+            sq.set_producer(prod.wrapping_add(1));
         }
-        wqe::put_send(&self.sq, prod, &wqe)?;
-        self.sq.set_producer(prod.wrapping_add(1));
-        Ok(())
+        self.kick(dev)
     }
 
     /// A process rang the doorbell: its send ring has new requests.
-    pub(crate) fn doorbell(&self) -> Result {
+    pub(crate) fn doorbell(&self, dev: &MetaRoceIbDevice) -> Result {
         let state = self.state();
         if state != b::ib_qp_state_IB_QPS_RTS && state != b::ib_qp_state_IB_QPS_SQD {
             return Err(EINVAL);
         }
+        self.kick(dev)
+    }
+
+    fn kick(&self, dev: &MetaRoceIbDevice) -> Result {
+        if self.qp_type != b::ib_qp_type_IB_QPT_RC {
+            // Datagrams (UD/GSI) are not carried yet: they stay queued.
+            return Ok(());
+        }
+        let ndev = dev.netdev(FIRST_PORT).ok_or(ENODEV)?;
+        let st = dev.data();
+        let tx = TxCtx { st, sock: &st.tunnel, ndev: &ndev };
+        self.transport.kick(&tx);
         Ok(())
-    }
-
-    /// The CQs, for the data path.
-    #[allow(dead_code)] // The data path completes work requests.
-    pub(crate) fn cqs(&self) -> (&CqState, &CqState) {
-        (self.send_cq.data(), self.recv_cq.data())
-    }
-
-    /// The SRQ receives come from, if any.
-    #[allow(dead_code)] // The data path consumes receive requests.
-    pub(crate) fn srq(&self) -> Option<&SrqState> {
-        self.srq.as_ref().map(|s| s.data())
     }
 }
 

@@ -58,6 +58,11 @@ impl SrqState {
         })
     }
 
+    /// The ring of receive requests.
+    pub(crate) fn ring(&self) -> &SharedRing {
+        &self.ring
+    }
+
     /// Gives the SRQ number back.
     pub(crate) fn release(&self, dev: &MetaRoceIbDevice) {
         dev.data().give_back_srq_num(self.srq_num);

@@ -260,3 +260,81 @@ impl Completion {
         }
     }
 }
+
+/// A send work request read back from a send ring (validated).
+pub(crate) struct SendReq {
+    /// The consumer's id.
+    pub(crate) wr_id: u64,
+    /// `IB_WR_*` opcode.
+    pub(crate) opcode: u32,
+    /// `IB_SEND_*` flags.
+    pub(crate) send_flags: u32,
+    /// Immediate data (network order) or rkey to invalidate.
+    pub(crate) ex: u32,
+    /// RDMA target address (READ/WRITE).
+    pub(crate) remote_addr: u64,
+    /// RDMA target key (READ/WRITE).
+    pub(crate) rkey: u32,
+    /// Local data, unless inline.
+    pub(crate) sges: [Sge; MAX_SGE as usize],
+    /// SGEs in use.
+    pub(crate) num_sge: usize,
+    /// Inline payload, if `inline_len > 0` or the INLINE flag is set.
+    pub(crate) inline: [u8; MAX_INLINE as usize],
+    /// Inline bytes.
+    pub(crate) inline_len: usize,
+    /// Whether the payload is inline.
+    pub(crate) is_inline: bool,
+}
+
+impl SendReq {
+    /// Total bytes of the message.
+    pub(crate) fn len(&self) -> u64 {
+        if self.is_inline {
+            self.inline_len as u64
+        } else {
+            self.sges[..self.num_sge].iter().map(|s| u64::from(s.length)).sum()
+        }
+    }
+}
+
+/// Reads and validates the send WQE in element `index` of `ring`.
+pub(crate) fn get_send(ring: &SharedRing, index: u32) -> Result<SendReq> {
+    let mut buf = [0u8; MAX_ELEM];
+    let len = ring.elem_size().min(MAX_ELEM);
+    ring.read(index, &mut buf[..len]);
+    let wqe_flags = u32_at(&buf, 16);
+    let num = u32_at(&buf, 20) as usize;
+    let inline_len = u32_at(&buf, 24) as usize;
+    let is_inline = wqe_flags & bindings::metaroce_wqe_flags_METAROCE_WQE_INLINE != 0;
+    let mut req = SendReq {
+        wr_id: u64_at(&buf, 0),
+        opcode: u32_at(&buf, 8),
+        send_flags: u32_at(&buf, 12),
+        ex: u32_at(&buf, 28),
+        remote_addr: u64_at(&buf, 32),
+        rkey: u32_at(&buf, 40),
+        sges: [Sge::default(); MAX_SGE as usize],
+        num_sge: 0,
+        inline: [0u8; MAX_INLINE as usize],
+        inline_len: 0,
+        is_inline,
+    };
+    if is_inline {
+        if inline_len > MAX_INLINE as usize || SEND_WQE_HEADER + inline_len > len {
+            return Err(EINVAL);
+        }
+        req.inline[..inline_len].copy_from_slice(&buf[SEND_WQE_HEADER..SEND_WQE_HEADER + inline_len]);
+        req.inline_len = inline_len;
+    } else {
+        if num > MAX_SGE as usize || SEND_WQE_HEADER + num * SGE > len {
+            return Err(EINVAL);
+        }
+        for (i, s) in req.sges.iter_mut().take(num).enumerate() {
+            let at = SEND_WQE_HEADER + i * SGE;
+            *s = Sge { addr: u64_at(&buf, at), length: u32_at(&buf, at + 8), lkey: u32_at(&buf, at + 12) };
+        }
+        req.num_sge = num;
+    }
+    Ok(req)
+}

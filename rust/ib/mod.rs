@@ -5,6 +5,7 @@
 //! module holds `unsafe` code; `crate::driver` above it has none.
 
 pub(crate) mod device;
+pub(crate) mod heap;
 pub(crate) mod link;
 pub(crate) mod lock;
 pub(crate) mod netdev;

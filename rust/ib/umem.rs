@@ -46,6 +46,22 @@ impl PinnedPage {
     }
 }
 
+impl PinnedPage {
+    /// Copies from the page at `offset` into `dst`; the range must fit.
+    pub(crate) fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
+        if offset.checked_add(dst.len()).is_none_or(|end| end > PAGE_SIZE) {
+            return Err(EINVAL);
+        }
+        // SAFETY: as in `write`.
+        unsafe {
+            let va = bindings::metaroce_helper_kmap_local_page(self.0.as_ptr()).cast::<u8>();
+            core::ptr::copy_nonoverlapping(va.add(offset), dst.as_mut_ptr(), dst.len());
+            bindings::metaroce_helper_kunmap_local(va.cast());
+        }
+        Ok(())
+    }
+}
+
 /// User memory pinned for a memory region; unpinned on drop.
 ///
 /// # Invariants

@@ -156,6 +156,10 @@ pub(crate) struct QpInit<'a, T: IbDriver> {
     pub(crate) recv_cq: ObjRef<bindings::ib_cq, T::Cq>,
     /// The SRQ receives come from, if any.
     pub(crate) srq: Option<ObjRef<bindings::ib_srq, T::Srq>>,
+    /// Address of the `ib_qp` (reported in kernel consumers' completions).
+    pub(crate) qp_addr: u64,
+    /// Address of the QP's `ib_pd` (identifies its protection domain).
+    pub(crate) pd_addr: usize,
 }
 
 /// Fills `ops` with this layer's callbacks and object sizes for `T`.
@@ -420,6 +424,8 @@ unsafe extern "C" fn create_qp<T: IbDriver>(
                 send_cq: ObjRef::new(attr.send_cq).ok_or(EINVAL)?,
                 recv_cq: ObjRef::new(attr.recv_cq).ok_or(EINVAL)?,
                 srq: ObjRef::new(attr.srq),
+                qp_addr: qp as u64,
+                pd_addr: (*qp).pd as usize,
                 attr,
             };
             let dev = dev_of::<T>((*qp).device);

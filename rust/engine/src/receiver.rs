@@ -135,7 +135,8 @@ impl RxMsg {
     };
 }
 
-/// The receiving side of one QP.
+/// The receiving side of one QP. Plain data (`Copy`), like [`Sender`](super::sender::Sender).
+#[derive(Clone, Copy)]
 pub struct Receiver {
     cfg: ReceiverConfig,
     paths: [RxPath; MAX_PATHS],

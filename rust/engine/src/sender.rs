@@ -202,6 +202,10 @@ pub fn packets_for(opcode: Opcode, len: u32, mtu: u32) -> u32 {
 }
 
 /// The sending side of one QP, generic over the congestion control.
+///
+/// Plain data (`Copy`): a caller that must not build one on its stack (the
+/// kernel: ~160 KiB) copies an [`Sender::empty`] value into heap memory.
+#[derive(Clone, Copy)]
 pub struct Sender<C: CongestionControl = Aimd> {
     cfg: SenderConfig,
     ccp: CcParams,
