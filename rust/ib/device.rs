@@ -387,6 +387,11 @@ impl<T: IbDriver> NewDevice<T> {
             (*dev).num_comp_vectors = cfg.num_comp_vectors as i32;
             (*dev).node_guid = cfg.node_guid.to_be();
             (*dev).local_dma_lkey = 0;
+            // Legacy write commands the provider uses: POST_SEND (with no
+            // work requests) is its doorbell, REQ_NOTIFY_CQ arms CQs for
+            // completion channels. The core enables neither by default.
+            (*dev).uverbs_cmd_mask |= (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+                | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
             let desc = &mut (*dev).node_desc;
             let n = cfg.node_desc.len().min(desc.len() - 1);
             for (d, s) in desc.iter_mut().zip(&cfg.node_desc[..n]) {
