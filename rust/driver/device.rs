@@ -12,7 +12,8 @@ use super::cq::CqState;
 use super::ids::IdPool;
 use super::limits::*;
 use super::mr::{MrState, MrTable};
-use super::transport::Transport;
+use super::transport::{Transport, TxCtx};
+use crate::ib::timer::{Tick, Ticker};
 use kernel::sync::Arc;
 use super::qp::QpState;
 use super::srq::SrqState;
@@ -46,6 +47,10 @@ pub(crate) struct MetaRoceDevice;
 /// Per-device driver state, after the core's `ib_device` in one allocation.
 #[pin_data]
 pub(crate) struct DeviceState {
+    /// Drives the QPs' engine timers. First field: dropped (shut down)
+    /// before everything its callback uses.
+    #[pin]
+    pub(crate) ticker: Ticker<DeviceState>,
     #[pin]
     qpns: SpinLock<IdPool>,
     #[pin]
@@ -70,6 +75,20 @@ pub(crate) struct DeviceState {
     /// Connected QPs by number, for the receive path.
     #[pin]
     pub(crate) qps: SpinLockBh<QpTable>,
+}
+
+/// Period of the engine tick, in jiffies (1 ms at HZ=1000): the granularity
+/// of retransmission timeouts and path probes.
+const TICK_JIFFIES: u64 = 1;
+
+impl Tick for DeviceState {
+    fn tick(&self) {
+        let tx = TxCtx { st: self, sock: &self.tunnel };
+        let qps = self.qps.lock();
+        for t in qps.iter() {
+            t.tick(&tx);
+        }
+    }
 }
 
 /// The data paths of a device's QPs, by QP number.
@@ -98,6 +117,11 @@ impl QpTable {
         }
     }
 
+    /// Every connected QP's data path.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Transport>> {
+        self.slots.iter().flatten()
+    }
+
     /// Takes QP `qpn` out of the receive path.
     pub(crate) fn remove(&mut self, qpn: u32) -> Option<Arc<Transport>> {
         qpn.checked_sub(FIRST_QPN).and_then(|i| self.slots.get_mut(i as usize)).and_then(Option::take)
@@ -109,6 +133,7 @@ impl DeviceState {
     /// open the UDP socket).
     pub(crate) fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
+            ticker <- Ticker::new(TICK_JIFFIES),
             qpns <- new_spinlock!(IdPool::new(MAX_QP)?),
             mr_keys <- new_spinlock!(IdPool::new(MAX_MR)?),
             srq_nums <- new_spinlock!(IdPool::new(MAX_SRQ)?),

@@ -104,8 +104,8 @@ fn deliver(
     pkt: &Packet<'_>,
     meta: &RxMeta,
 ) -> bool {
-    let tx = super::transport::TxCtx { st, sock, ndev };
-    super::transport::deliver(dev, &tx, pkt, meta)
+    let tx = super::transport::TxCtx { st, sock };
+    super::transport::deliver(dev, &tx, ndev, pkt, meta)
 }
 
 /// The QPN to put in the reply to a probe for local QP `qpn`: the QP's

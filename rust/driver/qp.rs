@@ -251,8 +251,10 @@ impl QpState {
                 return Err(EINVAL);
             };
             let mtu = 256u32 << n.path_mtu.saturating_sub(b::ib_mtu_IB_MTU_256).min(4);
-            t.connect(Peer { local, remote, qpn: n.dest_qp_num }, mtu)?;
+            let ndev = dev.netdev(FIRST_PORT).ok_or(ENODEV)?;
+            t.connect(Peer { local, remote, qpn: n.dest_qp_num }, mtu, ndev)?;
             dev.data().qps.lock().insert(self.qpn, t.clone());
+            dev.data().ticker.start(dev.data());
         }
         *a = n;
         Ok(())
@@ -364,9 +366,8 @@ impl QpState {
             // Datagrams (UD/GSI) are not carried yet: they stay queued.
             return Ok(());
         }
-        let ndev = dev.netdev(FIRST_PORT).ok_or(ENODEV)?;
         let st = dev.data();
-        let tx = TxCtx { st, sock: &st.tunnel, ndev: &ndev };
+        let tx = TxCtx { st, sock: &st.tunnel };
         self.transport.kick(&tx);
         Ok(())
     }

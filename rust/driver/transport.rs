@@ -30,7 +30,7 @@ use crate::engine::sender::{Message, Sender, TxKind};
 use crate::engine::wire::{self, Ack, DataHeader, Nak, Opcode, Packet, Syndrome};
 use crate::ib::heap::kvbox_copy;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
-use crate::ib::netdev::NetDevice;
+use crate::ib::netdev::{NetDevice, NetDeviceRef};
 use crate::ib::ring::SharedRing;
 use crate::ib::skb::{Ecn, Ipv4Addr};
 use crate::ib::udp::{TunnelSock, TxV4};
@@ -93,6 +93,8 @@ struct Inner {
     /// complete here (its buffer is the receive ring's consumer entry).
     rx_rsn: u16,
     peer: Option<Peer>,
+    /// The plane the QP sends on (held from connection to destruction).
+    ndev: Option<NetDeviceRef>,
     /// A send failed or the peer reported an error: the QP is in error.
     failed: bool,
 }
@@ -117,7 +119,6 @@ pub(crate) struct Transport {
 pub(crate) struct TxCtx<'a> {
     pub(crate) st: &'a DeviceState,
     pub(crate) sock: &'a TunnelSock,
-    pub(crate) ndev: &'a NetDevice,
 }
 
 fn now_ns() -> u64 {
@@ -165,6 +166,7 @@ impl Transport {
             tx_rsn: 0,
             rx_rsn: 0,
             peer: None,
+            ndev: None,
             failed: false,
         };
         Ok(Arc::new(
@@ -194,16 +196,32 @@ impl Transport {
         self.rq.as_ref()
     }
 
-    /// RTR/RTS: the peer is known and the path MTU agreed; the engine starts.
-    pub(crate) fn connect(&self, peer: Peer, mtu: u32) -> Result {
+    /// RTR/RTS: the peer is known and the path MTU agreed; the engine starts
+    /// and sends on `ndev`.
+    pub(crate) fn connect(&self, peer: Peer, mtu: u32, ndev: NetDeviceRef) -> Result {
         let now = now_ns();
         let mut i = self.inner.lock();
         let cfg = SenderConfig { dst_qpn: peer.qpn, mtu, planes: 1, entropy_seed: self.qpn ^ 0x5eed, ..SenderConfig::DEFAULT };
         i.sender.reset(cfg, now).map_err(|_| EINVAL)?;
         i.receiver.reset(ReceiverConfig { peer_qpn: peer.qpn, mtu }).map_err(|_| EINVAL)?;
         i.peer = Some(peer);
+        i.ndev = Some(ndev);
         i.failed = false;
         Ok(())
+    }
+
+    /// The periodic tick: fires the engine's timers (retransmission
+    /// timeouts, probes) that are due, and sends what they release.
+    pub(crate) fn tick(&self, tx: &TxCtx<'_>) {
+        let now = now_ns();
+        let mut i = self.inner.lock();
+        if i.peer.is_none() || i.failed {
+            return;
+        }
+        if i.sender.next_deadline().is_some_and(|d| d <= now) {
+            i.sender.on_timer(now);
+            self.pump(&mut i, tx);
+        }
     }
 
     /// New send work requests may be in the ring: turn them into messages
@@ -256,6 +274,13 @@ impl Transport {
     /// Sends every packet the engine has ready.
     fn pump(&self, i: &mut Inner, tx: &TxCtx<'_>) {
         let Some(peer) = i.peer else { return };
+        let Some(ndev) = i.ndev.take() else { return };
+        self.pump_on(i, tx, peer, &ndev);
+        i.ndev = Some(ndev);
+        self.complete_sends(i);
+    }
+
+    fn pump_on(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer, ndev: &NetDevice) {
         let now = now_ns();
         while let Some(pkt) = i.sender.next_packet(now) {
             let to = TxV4 { src: peer.local, dst: peer.remote, src_port: pkt.src_port, ecn: Ecn::Ect0 };
@@ -265,7 +290,7 @@ impl Transport {
                     let n = header.payload_len as usize;
                     let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
                     let mrs = &tx.st.mrs;
-                    let _ = send(tx.st, tx.sock, tx.ndev, &to, len, |buf| {
+                    let _ = send(tx.st, tx.sock, ndev, &to, len, |buf| {
                         header.encode(buf).map_err(|_| EINVAL)?;
                         let body = &mut buf[wire::DATA_HEADER_LEN..wire::DATA_HEADER_LEN + n];
                         gather(&out, header.offset as usize, body, &mrs.lock(), self.pd)?;
@@ -275,13 +300,12 @@ impl Transport {
                     });
                 }
                 TxKind::Probe(probe) => {
-                    let _ = send(tx.st, tx.sock, tx.ndev, &to, wire::PROBE_LEN + wire::ICRC_LEN, |buf| {
+                    let _ = send(tx.st, tx.sock, ndev, &to, wire::PROBE_LEN + wire::ICRC_LEN, |buf| {
                         probe.encode(false, buf).map_err(|_| EINVAL)
                     });
                 }
             }
         }
-        self.complete_sends(i);
     }
 
     /// Posts send completions, in order, and frees their ring entries.
@@ -312,11 +336,11 @@ impl Transport {
         }
     }
 
-    /// A packet for this QP arrived (receive softirq).
-    pub(crate) fn receive(&self, tx: &TxCtx<'_>, pkt: &Packet<'_>, meta: &RxMeta) {
+    /// A packet for this QP arrived on `ndev` (receive softirq).
+    pub(crate) fn receive(&self, tx: &TxCtx<'_>, ndev: &NetDevice, pkt: &Packet<'_>, meta: &RxMeta) {
         let mut i = self.inner.lock();
         match pkt {
-            Packet::Data { header, payload } => self.receive_data(&mut i, tx, header, payload, meta),
+            Packet::Data { header, payload } => self.receive_data(&mut i, tx, ndev, header, payload, meta),
             Packet::Ack(ack) => {
                 i.sender.on_ack(ack, now_ns());
                 self.pump(&mut i, tx);
@@ -333,7 +357,7 @@ impl Transport {
         }
     }
 
-    fn receive_data(&self, i: &mut Inner, tx: &TxCtx<'_>, h: &DataHeader, payload: &[u8], meta: &RxMeta) {
+    fn receive_data(&self, i: &mut Inner, tx: &TxCtx<'_>, ndev: &NetDevice, h: &DataHeader, payload: &[u8], meta: &RxMeta) {
         match i.receiver.on_data(h, meta.ecn == Ecn::Ce, now_ns()) {
             RxVerdict::Place(p) => {
                 let placed = if matches!(p.opcode, Opcode::Write | Opcode::WriteImm) {
@@ -350,10 +374,10 @@ impl Transport {
         }
         let reply = meta.reply_to();
         if let Some(ack) = i.receiver.ack_for(h.path_id) {
-            let _ = send(tx.st, tx.sock, tx.ndev, &reply, wire::ACK_LEN + wire::ICRC_LEN, |buf| ack.encode(buf).map_err(|_| EINVAL));
+            let _ = send(tx.st, tx.sock, ndev, &reply, wire::ACK_LEN + wire::ICRC_LEN, |buf| ack.encode(buf).map_err(|_| EINVAL));
         }
         while let Some(nak) = i.receiver.pop_nak() {
-            let _ = send(tx.st, tx.sock, tx.ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| nak.encode(buf).map_err(|_| EINVAL));
+            let _ = send(tx.st, tx.sock, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| nak.encode(buf).map_err(|_| EINVAL));
         }
         self.complete_receives(i);
     }
@@ -467,7 +491,7 @@ fn scatter(sges: &[Sge], offset: usize, payload: &[u8], mrs: &MrTable, pd: usize
 
 /// Looks up the QP of a data, ACK or NAK packet on `dev` and hands the
 /// packet to it. Returns whether a QP took it. Receive softirq.
-pub(crate) fn deliver(dev: &MetaRoceIbDevice, tx: &TxCtx<'_>, pkt: &Packet<'_>, meta: &RxMeta) -> bool {
+pub(crate) fn deliver(dev: &MetaRoceIbDevice, tx: &TxCtx<'_>, ndev: &NetDevice, pkt: &Packet<'_>, meta: &RxMeta) -> bool {
     let qpn = match pkt {
         Packet::Data { header, .. } => header.dst_qpn,
         Packet::Ack(Ack { dst_qpn, .. }) | Packet::Nak(Nak { dst_qpn, .. }) => *dst_qpn,
@@ -476,7 +500,7 @@ pub(crate) fn deliver(dev: &MetaRoceIbDevice, tx: &TxCtx<'_>, pkt: &Packet<'_>, 
     };
     let qps = dev.data().qps.lock();
     let Some(t) = qps.get(qpn) else { return false };
-    t.receive(tx, pkt, meta);
+    t.receive(tx, ndev, pkt, meta);
     true
 }
 

@@ -11,6 +11,7 @@ pub(crate) mod lock;
 pub(crate) mod netdev;
 pub(crate) mod ring;
 pub(crate) mod skb;
+pub(crate) mod timer;
 pub(crate) mod stats;
 pub(crate) mod udata;
 pub(crate) mod udp;

@@ -107,6 +107,12 @@ impl NetDeviceRef {
     }
 }
 
+// SAFETY: a held reference may be used and released (`dev_put`) from any
+// context and thread.
+unsafe impl Send for NetDeviceRef {}
+// SAFETY: `&NetDeviceRef` only gives `&NetDevice`, whose accessors read.
+unsafe impl Sync for NetDeviceRef {}
+
 impl core::ops::Deref for NetDeviceRef {
     type Target = NetDevice;
 

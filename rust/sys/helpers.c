@@ -146,3 +146,14 @@ void metaroce_helper_spin_unlock_bh(spinlock_t *lock)
 {
 	spin_unlock_bh(lock);
 }
+
+/* A macro (it names a lock class per call site). */
+void metaroce_helper_timer_setup(struct timer_list *timer, void (*fn)(struct timer_list *))
+{
+	timer_setup(timer, fn, 0);
+}
+
+unsigned long metaroce_helper_jiffies(void)
+{
+	return READ_ONCE(jiffies);
+}

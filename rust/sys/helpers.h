@@ -7,6 +7,7 @@
 #define METAROCE_SYS_HELPERS_H
 
 #include <linux/netdevice.h>
+#include <linux/timer.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 #include <linux/skbuff.h>
@@ -46,5 +47,8 @@ void metaroce_helper_local_bh_enable(void);
 /* The bh-safe spinlock (rust/ib/lock.rs). */
 void metaroce_helper_spin_lock_bh(spinlock_t *lock);
 void metaroce_helper_spin_unlock_bh(spinlock_t *lock);
+
+void metaroce_helper_timer_setup(struct timer_list *timer, void (*fn)(struct timer_list *));
+unsigned long metaroce_helper_jiffies(void);
 
 #endif
