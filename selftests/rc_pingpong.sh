@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0
 # RC SEND between host A and host B over MetaRoCE, data checked: the
 # unmodified ibv_rc_pingpong (rdma-core) with --chk, through our provider,
-# for a small and a multi-packet message size. The device counters must
-# show the traffic and no malformed packets.
+# for a small and a multi-packet message size, then again with 2% random
+# loss (netem) on the link in both directions: MetaRoCE retransmits only the
+# lost packets and the data still checks. The device counters must show the
+# traffic, the retransmissions and no malformed packets.
 . "$(dirname "$0")/lib.sh"
-trap 'reset_rdma; peer "rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1' EXIT
+trap 'tc qdisc del dev "$PLANE0_DEV" root 2>/dev/null; reset_rdma; peer "tc qdisc del dev \$PLANE0_DEV root; rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1' EXIT
 reset_rdma
 command -v ibv_rc_pingpong > /dev/null || skip "ibverbs-utils not installed"
 
@@ -28,8 +30,8 @@ wait_gid() { # ip [peer]
 gid=$(wait_gid "$PLANE0_IP") || fail "no RoCE v2 GID for $PLANE0_IP on mr0"
 pgid=$(wait_gid "$PEER_PLANE0_IP" peer) || fail "no RoCE v2 GID on host B"
 
-for size in 64 16384; do
-	args="-d mr0 -n 100 -s $size -c"
+pingpong() { # size label
+	local size=$1 args="-d mr0 -n 100 -s $1 -c" job out server
 	job=$(peer_spawn "timeout 100 ibv_rc_pingpong $args -g $pgid") || fail "cannot start the server"
 	out=""
 	for _ in $(seq 10); do
@@ -37,10 +39,19 @@ for size in 64 16384; do
 		out=$(timeout 100 ibv_rc_pingpong $args -g "$gid" "$PEER_PLANE0_IP" 2>&1) && break
 	done
 	log "$out"
-	grep -q "iters in" <<< "$out" || fail "client did not complete ($size B)"
-	server=$(peer_wait "$job" 110) || fail "server failed ($size B): $server"
-	log "ok: $size B x 100 round trips, data checked"
-done
+	grep -q "iters in" <<< "$out" || fail "client did not complete ($size B, $2)"
+	server=$(peer_wait "$job" 110) || fail "server failed ($size B, $2): $server"
+	log "ok: $size B x 100 round trips, data checked, $2"
+}
+pingpong 64 lossless
+pingpong 16384 lossless
+
+expect_ok tc qdisc add dev "$PLANE0_DEV" root netem loss 2%
+peer "tc qdisc add dev \$PLANE0_DEV root netem loss 2%" || fail "netem on host B"
+pingpong 16384 "2% loss both ways"
+dropped=$(tc -s qdisc show dev "$PLANE0_DEV" | sed -n 's/.*dropped \([0-9]*\).*/\1/p' | head -1)
+log "netem dropped ${dropped:-0} packets leaving host A"
+[ "${dropped:-0}" -gt 0 ] || fail "netem dropped nothing: the loss run proves nothing"
 
 stats=$(rdma statistic show link mr0/1)
 log "$stats"
@@ -48,3 +59,6 @@ tx=$(sed -n 's/.* tx_packets \([0-9]*\).*/\1/p' <<< "$stats")
 bad=$(sed -n 's/.* rx_malformed \([0-9]*\).*/\1/p' <<< "$stats")
 [ "${tx:-0}" -ge 200 ] || fail "only ${tx:-0} packets sent"
 [ "${bad:-1}" = 0 ] || fail "$bad malformed packets received"
+retx=$(sed -n 's/.* retransmissions \([0-9]*\).*/\1/p' <<< "$stats")
+[ "${retx:-0}" -gt 0 ] || fail "no retransmissions counted under loss"
+log "ok: $retx retransmissions (selective: only lost packets)"

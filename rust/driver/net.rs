@@ -109,11 +109,11 @@ fn deliver(
 }
 
 /// The QPN to put in the reply to a probe for local QP `qpn`: the QP's
-/// remote QPN. Filled in by the QP layer; until then (or for an unknown
-/// QP) 0, which no MetaRoCE QP uses, so the prober's QP lookup drops it
-/// while the reply still proves the path works.
-fn probe_reply_qpn(_dev: &MetaRoceIbDevice, _qpn: u32) -> u32 {
-    0
+/// peer, whose sender is waiting for it. For an unknown or unconnected QP,
+/// 0, which no MetaRoCE QP uses, so the prober drops it (the reply still
+/// proves the path works to a tool like selftests/metaroce_pkt.py).
+fn probe_reply_qpn(dev: &MetaRoceIbDevice, qpn: u32) -> u32 {
+    dev.data().qps.lock().get(qpn).and_then(|t| t.peer_qpn()).unwrap_or(0)
 }
 
 fn answer_probe(

@@ -15,6 +15,7 @@ use kernel::sync::Arc;
 use kernel::time::Ktime;
 
 use super::cq::CqState;
+use super::stats::Counter;
 use super::device::{DeviceState, MetaRoceIbDevice};
 use super::limits::{MAX_INLINE, MAX_SGE};
 use super::mr::MrTable;
@@ -210,6 +211,11 @@ impl Transport {
         Ok(())
     }
 
+    /// The connected peer QP, if any.
+    pub(crate) fn peer_qpn(&self) -> Option<u32> {
+        self.inner.lock().peer.map(|p| p.qpn)
+    }
+
     /// The periodic tick: fires the engine's timers (retransmission
     /// timeouts, probes) that are due, and sends what they release.
     pub(crate) fn tick(&self, tx: &TxCtx<'_>) {
@@ -285,7 +291,10 @@ impl Transport {
         while let Some(pkt) = i.sender.next_packet(now) {
             let to = TxV4 { src: peer.local, dst: peer.remote, src_port: pkt.src_port, ecn: Ecn::Ect0 };
             match pkt.kind {
-                TxKind::Data { header, .. } => {
+                TxKind::Data { header, retransmit } => {
+                    if retransmit {
+                        tx.st.counters.inc(Counter::Retransmissions);
+                    }
                     let out = i.out[header.msn as usize % MSG_WINDOW];
                     let n = header.payload_len as usize;
                     let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
