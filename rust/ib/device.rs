@@ -502,6 +502,11 @@ unsafe extern "C" fn query_pkey<T: IbDriver>(
 }
 
 /// Every MetaRoCE port is an Ethernet port (RoCE-style addressing).
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn get_link_layer(_dev: *mut bindings::ib_device, _port: u32) -> bindings::rdma_link_layer {
     bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
 }

@@ -229,6 +229,12 @@ unsafe fn dev_of<'a, T: IbDriver>(dev: *mut bindings::ib_device) -> &'a Device<T
     unsafe { Device::<T::Data>::from_raw_pub(dev) }
 }
 
+/// The `alloc_ucontext` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn alloc_ucontext<T: IbDriver>(
     uctx: *mut bindings::ib_ucontext,
     udata: *mut bindings::ib_udata,
@@ -245,11 +251,23 @@ unsafe extern "C" fn alloc_ucontext<T: IbDriver>(
     })
 }
 
+/// The `dealloc_ucontext` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn dealloc_ucontext<T: IbDriver>(uctx: *mut bindings::ib_ucontext) {
     // SAFETY: created by `alloc_ucontext`; the core destroys it once.
     unsafe { drop_data::<_, T::Ucontext>(uctx) };
 }
 
+/// The `alloc_pd` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn alloc_pd<T: IbDriver>(pd: *mut bindings::ib_pd, udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
     from_result(|| {
         // SAFETY: zeroed container of our size, with its device set.
@@ -261,12 +279,24 @@ unsafe extern "C" fn alloc_pd<T: IbDriver>(pd: *mut bindings::ib_pd, udata: *mut
     })
 }
 
+/// The `dealloc_pd` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn dealloc_pd<T: IbDriver>(pd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
     // SAFETY: created by `alloc_pd`; the core destroys it once, unused.
     unsafe { drop_data::<_, T::Pd>(pd) };
     0
 }
 
+/// The `create_ah` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn create_ah<T: IbDriver>(
     ah: *mut bindings::ib_ah,
     init: *mut bindings::rdma_ah_init_attr,
@@ -284,6 +314,12 @@ unsafe extern "C" fn create_ah<T: IbDriver>(
     })
 }
 
+/// The `destroy_ah` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn destroy_ah<T: IbDriver>(ah: *mut bindings::ib_ah, _flags: u32) -> kernel::ffi::c_int {
     // SAFETY: created by `create_ah`; destroyed once.
     unsafe {
@@ -293,6 +329,12 @@ unsafe extern "C" fn destroy_ah<T: IbDriver>(ah: *mut bindings::ib_ah, _flags: u
     0
 }
 
+/// The `create_cq` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn create_cq<T: IbDriver>(
     cq: *mut bindings::ib_cq,
     attr: *const bindings::ib_cq_init_attr,
@@ -312,6 +354,12 @@ unsafe extern "C" fn create_cq<T: IbDriver>(
     })
 }
 
+/// The `destroy_cq` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn destroy_cq<T: IbDriver>(cq: *mut bindings::ib_cq, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
     // SAFETY: created by `create_cq`; the core destroys it once, after every
     // QP using it is gone.
@@ -319,6 +367,12 @@ unsafe extern "C" fn destroy_cq<T: IbDriver>(cq: *mut bindings::ib_cq, _udata: *
     0
 }
 
+/// The `poll_cq` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn poll_cq<T: IbDriver>(cq: *mut bindings::ib_cq, n: kernel::ffi::c_int, wc: *mut bindings::ib_wc) -> kernel::ffi::c_int {
     let Ok(n) = usize::try_from(n) else {
         return EINVAL.to_errno();
@@ -331,6 +385,12 @@ unsafe extern "C" fn poll_cq<T: IbDriver>(cq: *mut bindings::ib_cq, n: kernel::f
     T::poll_cq(cq, wc) as kernel::ffi::c_int
 }
 
+/// The `req_notify_cq` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn req_notify_cq<T: IbDriver>(cq: *mut bindings::ib_cq, flags: bindings::ib_cq_notify_flags) -> kernel::ffi::c_int {
     // SAFETY: a live CQ of ours.
     match T::req_notify_cq(unsafe { Cq::<T::Cq>::from_raw(cq) }, flags) {
@@ -339,6 +399,12 @@ unsafe extern "C" fn req_notify_cq<T: IbDriver>(cq: *mut bindings::ib_cq, flags:
     }
 }
 
+/// The `create_srq` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn create_srq<T: IbDriver>(
     srq: *mut bindings::ib_srq,
     attr: *mut bindings::ib_srq_init_attr,
@@ -355,6 +421,12 @@ unsafe extern "C" fn create_srq<T: IbDriver>(
     })
 }
 
+/// The `modify_srq` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn modify_srq<T: IbDriver>(
     srq: *mut bindings::ib_srq,
     attr: *mut bindings::ib_srq_attr,
@@ -371,6 +443,12 @@ unsafe extern "C" fn modify_srq<T: IbDriver>(
     })
 }
 
+/// The `query_srq` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn query_srq<T: IbDriver>(srq: *mut bindings::ib_srq, attr: *mut bindings::ib_srq_attr) -> kernel::ffi::c_int {
     from_result(|| {
         // SAFETY: a live SRQ of ours; `attr` valid for the call.
@@ -379,6 +457,12 @@ unsafe extern "C" fn query_srq<T: IbDriver>(srq: *mut bindings::ib_srq, attr: *m
     })
 }
 
+/// The `destroy_srq` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn destroy_srq<T: IbDriver>(srq: *mut bindings::ib_srq, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
     // SAFETY: created by `create_srq`; destroyed once, unused by any QP.
     unsafe {
@@ -388,6 +472,12 @@ unsafe extern "C" fn destroy_srq<T: IbDriver>(srq: *mut bindings::ib_srq, _udata
     0
 }
 
+/// The `post_srq_recv` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn post_srq_recv<T: IbDriver>(
     srq: *mut bindings::ib_srq,
     mut wr: *const bindings::ib_recv_wr,
@@ -408,6 +498,12 @@ unsafe extern "C" fn post_srq_recv<T: IbDriver>(
     0
 }
 
+/// The `create_qp` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn create_qp<T: IbDriver>(
     qp: *mut bindings::ib_qp,
     attr: *mut bindings::ib_qp_init_attr,
@@ -437,6 +533,12 @@ unsafe extern "C" fn create_qp<T: IbDriver>(
     })
 }
 
+/// The `modify_qp` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn modify_qp<T: IbDriver>(
     qp: *mut bindings::ib_qp,
     attr: *mut bindings::ib_qp_attr,
@@ -453,6 +555,12 @@ unsafe extern "C" fn modify_qp<T: IbDriver>(
     })
 }
 
+/// The `query_qp` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn query_qp<T: IbDriver>(
     qp: *mut bindings::ib_qp,
     attr: *mut bindings::ib_qp_attr,
@@ -466,6 +574,12 @@ unsafe extern "C" fn query_qp<T: IbDriver>(
     })
 }
 
+/// The `destroy_qp` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn destroy_qp<T: IbDriver>(qp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
     // SAFETY: a live QP of ours, destroyed once.
     unsafe {
@@ -475,6 +589,12 @@ unsafe extern "C" fn destroy_qp<T: IbDriver>(qp: *mut bindings::ib_qp, _udata: *
     0
 }
 
+/// The `post_send` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn post_send<T: IbDriver>(
     qp: *mut bindings::ib_qp,
     mut wr: *const bindings::ib_send_wr,
@@ -501,6 +621,12 @@ unsafe extern "C" fn post_send<T: IbDriver>(
     0
 }
 
+/// The `post_recv` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn post_recv<T: IbDriver>(
     qp: *mut bindings::ib_qp,
     mut wr: *const bindings::ib_recv_wr,
@@ -533,6 +659,12 @@ fn new_mr<D>(keys: (u32, u32), data: D) -> Result<*mut bindings::ib_mr> {
     Ok(KBox::into_raw(mr).cast())
 }
 
+/// The `get_dma_mr` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn get_dma_mr<T: IbDriver>(pd: *mut bindings::ib_pd, access: kernel::ffi::c_int) -> *mut bindings::ib_mr {
     // SAFETY: a live PD of ours, on one of our devices.
     let (dev, pd) = unsafe { (dev_of::<T>((*pd).device), Pd::<T::Pd>::from_raw(pd)) };
@@ -542,6 +674,12 @@ unsafe extern "C" fn get_dma_mr<T: IbDriver>(pd: *mut bindings::ib_pd, access: k
     }
 }
 
+/// The `reg_user_mr` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn reg_user_mr<T: IbDriver>(
     pd: *mut bindings::ib_pd,
     start: u64,
@@ -567,6 +705,12 @@ unsafe extern "C" fn reg_user_mr<T: IbDriver>(
     }
 }
 
+/// The `dereg_mr` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
 unsafe extern "C" fn dereg_mr<T: IbDriver>(mr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
     // SAFETY: allocated by `new_mr` as a `Container<ib_mr, T::Mr>`; the core
     // deregisters it once and no longer uses it.
