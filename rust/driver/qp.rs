@@ -298,18 +298,8 @@ impl QpState {
         if self.state() == b::ib_qp_state_IB_QPS_RESET || sges.len() > self.cap.max_recv_sge as usize {
             return Err(EINVAL);
         }
-        let mut s = [Sge::default(); MAX_SGE as usize];
-        for (d, g) in s.iter_mut().zip(sges) {
-            *d = Sge { addr: g.addr, length: g.length, lkey: g.lkey };
-        }
         let _guard = self.rq_lock.lock();
-        let prod = rq.producer();
-        if prod.wrapping_sub(rq.consumer()) >= rq.count() {
-            return Err(ENOMEM);
-        }
-        wqe::put_recv(rq, prod, wr_id, &s[..sges.len()])?;
-        rq.set_producer(prod.wrapping_add(1));
-        Ok(())
+        wqe::push_recv(rq, wr_id, sges)
     }
 
     /// Queues a kernel consumer's send request and sends it.

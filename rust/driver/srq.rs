@@ -7,7 +7,7 @@ use kernel::sync::{new_mutex, new_spinlock, Mutex, SpinLock};
 
 use super::device::MetaRoceIbDevice;
 use super::limits::{MAX_SGE, MAX_SRQ_WR};
-use super::wqe::{self, geometry, Sge};
+use super::wqe::{self, geometry};
 use crate::ib::ring::SharedRing;
 use crate::ib::eopnotsupp;
 use crate::ib::udata::Udata;
@@ -95,17 +95,7 @@ impl SrqState {
         if sges.len() > self.max_sge as usize {
             return Err(EINVAL);
         }
-        let mut s = [Sge::default(); MAX_SGE as usize];
-        for (d, g) in s.iter_mut().zip(sges) {
-            *d = Sge { addr: g.addr, length: g.length, lkey: g.lkey };
-        }
         let _guard = self.lock.lock();
-        let prod = self.ring.producer();
-        if prod.wrapping_sub(self.ring.consumer()) >= self.ring.count() {
-            return Err(ENOMEM);
-        }
-        wqe::put_recv(&self.ring, prod, wr_id, &s[..sges.len()])?;
-        self.ring.set_producer(prod.wrapping_add(1));
-        Ok(())
+        wqe::push_recv(&self.ring, wr_id, sges)
     }
 }

@@ -102,6 +102,26 @@ pub(crate) fn put_recv(ring: &SharedRing, index: u32, wr_id: u64, sges: &[Sge]) 
     Ok(())
 }
 
+/// Appends a kernel consumer's receive request (`wr_id`, `sges`) to a
+/// receive ring; `ENOMEM` when the ring is full. The caller serialises
+/// producers of the ring.
+pub(crate) fn push_recv(ring: &SharedRing, wr_id: u64, sges: &[bindings::ib_sge]) -> Result {
+    if sges.len() > MAX_SGE as usize {
+        return Err(EINVAL);
+    }
+    let mut s = [Sge::default(); MAX_SGE as usize];
+    for (d, g) in s.iter_mut().zip(sges) {
+        *d = Sge { addr: g.addr, length: g.length, lkey: g.lkey };
+    }
+    let prod = ring.producer();
+    if prod.wrapping_sub(ring.consumer()) >= ring.count() {
+        return Err(ENOMEM);
+    }
+    put_recv(ring, prod, wr_id, &s[..sges.len()])?;
+    ring.set_producer(prod.wrapping_add(1));
+    Ok(())
+}
+
 /// Reads and validates the receive WQE in element `index` of `ring`.
 #[allow(dead_code)] // The receive path consumes receive WQEs.
 pub(crate) fn get_recv(ring: &SharedRing, index: u32) -> Result<RecvWqe> {
