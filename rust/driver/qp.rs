@@ -3,10 +3,10 @@
 //! Queue pairs: creation, the state machine (`modify_qp`), the send and
 //! receive rings, and posting from kernel consumers.
 
-use kernel::prelude::*;
-use kernel::sync::{new_mutex, new_spinlock, Mutex, SpinLock};
+use core::sync::atomic::{AtomicU32, Ordering};
 
-use kernel::sync::Arc;
+use kernel::prelude::*;
+use kernel::sync::{new_mutex, new_spinlock, Arc, Mutex, SpinLock};
 
 use super::ah::AhState;
 use super::device::{active_mtu, MetaRoceDevice, MetaRoceIbDevice, FIRST_PORT};
@@ -71,6 +71,9 @@ pub(crate) struct QpState {
     rq_lock: Pin<KBox<SpinLock<()>>>,
     /// Attributes, changed only by `modify_qp`.
     attrs: Pin<KBox<Mutex<QpAttrs>>>,
+    /// `attrs.state`, readable without the mutex: kernel consumers post
+    /// from atomic context, where the mutex must not be taken.
+    state: AtomicU32,
 }
 
 fn supported(qp_type: u32) -> bool {
@@ -152,6 +155,7 @@ impl QpState {
             user: udata.is_some(),
             sq_lock: KBox::pin_init(new_spinlock!(()), GFP_KERNEL)?,
             rq_lock: KBox::pin_init(new_spinlock!(()), GFP_KERNEL)?,
+            state: AtomicU32::new(b::ib_qp_state_IB_QPS_RESET),
             attrs: KBox::pin_init(new_mutex!(QpAttrs { state: b::ib_qp_state_IB_QPS_RESET, ..Default::default() }), GFP_KERNEL)?,
         };
         core::mem::forget(guard);
@@ -257,6 +261,7 @@ impl QpState {
             dev.data().ticker.start(dev.data());
         }
         *a = n;
+        self.state.store(next, Ordering::Release);
         Ok(())
     }
 
@@ -288,7 +293,7 @@ impl QpState {
 
     /// The QP's state (`IB_QPS_*`).
     pub(crate) fn state(&self) -> u32 {
-        self.attrs.lock().state
+        self.state.load(Ordering::Acquire)
     }
 
     /// Queues a kernel consumer's receive request.
