@@ -13,6 +13,7 @@ use super::ids::IdPool;
 use super::limits::*;
 use super::mr::{MrState, MrTable};
 use super::transport::{Transport, TxCtx};
+use crate::engine::bitmap::MAX_MSG_PKTS;
 use crate::ib::timer::{Tick, Ticker};
 use kernel::sync::Arc;
 use super::qp::QpState;
@@ -283,7 +284,11 @@ impl IbDriver for MetaRoceDevice {
         attr.phys_mtu = bindings::ib_mtu_IB_MTU_4096;
         attr.gid_tbl_len = GID_TABLE_LEN as i32;
         attr.pkey_tbl_len = 1;
-        attr.max_msg_sz = 1 << 31;
+        // The engine carries at most MAX_MSG_PKTS packets per message: at
+        // the active MTU (what QPs connect with unless they ask for less),
+        // 1 MiB at 1024 bytes; longer messages are not carried.
+        let mtu_bytes = 256u32 << attr.active_mtu.saturating_sub(bindings::ib_mtu_IB_MTU_256).min(4);
+        attr.max_msg_sz = mtu_bytes * MAX_MSG_PKTS as u32;
         let (speed, width) = dev.eth_speed(port)?;
         attr.active_speed = speed;
         attr.active_width = width;
