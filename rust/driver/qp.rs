@@ -239,6 +239,9 @@ impl QpState {
         }
         n.state = next;
         let t = &self.transport;
+        if next == b::ib_qp_state_IB_QPS_ERR && a.state != b::ib_qp_state_IB_QPS_ERR {
+            t.flush();
+        }
         if next == b::ib_qp_state_IB_QPS_RESET {
             drop(dev.data().qps.lock().remove(self.qpn));
             if !self.user {

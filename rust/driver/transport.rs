@@ -343,6 +343,52 @@ impl Transport {
             }
             self.sq.set_consumer(self.sq.consumer().wrapping_add(1));
         }
+        if i.failed {
+            self.flush_locked(i);
+        }
+    }
+
+    /// The QP went to the error state: every outstanding work request
+    /// completes with `IB_WC_WR_FLUSH_ERR`, sends first, then receives
+    /// (from the QP's own receive ring; an SRQ's entries belong to others).
+    pub(crate) fn flush(&self) {
+        let mut i = self.inner.lock();
+        i.failed = true;
+        self.flush_locked(&mut i);
+    }
+
+    fn flush_locked(&self, i: &mut Inner) {
+        let flushed = |wr_id, opcode| Completion {
+            wr_id,
+            status: b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
+            opcode,
+            qp_num: self.qpn,
+            ..Default::default()
+        };
+        let (mut cons, prod) = (self.sq.consumer(), self.sq.producer());
+        while cons != prod {
+            let (wr_id, opcode) = match wqe::get_send(&self.sq, cons) {
+                Ok(r) => (r.wr_id, wc_opcode_for(r.opcode).map_or(b::ib_wc_opcode_IB_WC_SEND, |(_, o)| o)),
+                Err(_) => (0, b::ib_wc_opcode_IB_WC_SEND),
+            };
+            if self.send_cq.data().push(&self.send_cq, &flushed(wr_id, opcode), self.qp_addr, false).is_err() {
+                break;
+            }
+            cons = cons.wrapping_add(1);
+        }
+        self.sq.set_consumer(cons);
+        i.sq_taken = cons;
+        if let Some(rq) = &self.rq {
+            let (mut cons, prod) = (rq.consumer(), rq.producer());
+            while cons != prod {
+                let wr_id = wqe::get_recv(rq, cons).map_or(0, |w| w.wr_id);
+                if self.recv_cq.data().push(&self.recv_cq, &flushed(wr_id, b::ib_wc_opcode_IB_WC_RECV), self.qp_addr, false).is_err() {
+                    break;
+                }
+                cons = cons.wrapping_add(1);
+            }
+            rq.set_consumer(cons);
+        }
     }
 
     /// A packet for this QP arrived on `ndev` (receive softirq).
