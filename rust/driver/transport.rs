@@ -27,7 +27,7 @@ use crate::engine::completion::CompletionStatus;
 use crate::engine::config::{ReceiverConfig, SenderConfig, MSG_WINDOW};
 use crate::engine::crc::crc32;
 use crate::engine::receiver::{Receiver, RxVerdict};
-use crate::engine::sender::{Message, Sender, TxKind};
+use crate::engine::sender::{Message, PostError, Sender, TxKind};
 use crate::engine::wire::{self, Ack, DataHeader, Nak, Opcode, Packet, Syndrome};
 use crate::ib::heap::kvbox_copy;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
@@ -237,6 +237,13 @@ impl Transport {
         if i.peer.is_none() || i.failed {
             return;
         }
+        self.take_requests(&mut i);
+        self.pump(&mut i, tx);
+    }
+
+    /// Turns the send ring's new work requests into engine messages, as
+    /// many as the message window takes.
+    fn take_requests(&self, i: &mut Inner) {
         let prod = self.sq.producer();
         while i.sq_taken != prod {
             let Ok(req) = wqe::get_send(&self.sq, i.sq_taken) else {
@@ -253,9 +260,14 @@ impl Transport {
             };
             let rsn = if consumes_receive(op) { i.tx_rsn } else { 0 };
             let msg = Message { opcode: op, len, remote_va: req.remote_addr, rkey: req.rkey, imm: u32::from_be(req.ex), rsn };
-            let Ok(msn) = i.sender.post(&msg) else {
+            let msn = match i.sender.post(&msg) {
+                Ok(msn) => msn,
                 // The message window is full: the rest waits for ACKs.
-                break;
+                Err(PostError::QueueFull) => break,
+                Err(_) => {
+                    i.failed = true;
+                    break;
+                }
             };
             if consumes_receive(op) {
                 i.tx_rsn = i.tx_rsn.wrapping_add(1);
@@ -274,7 +286,6 @@ impl Transport {
             };
             i.sq_taken = i.sq_taken.wrapping_add(1);
         }
-        self.pump(&mut i, tx);
     }
 
     /// Sends every packet the engine has ready.
@@ -398,6 +409,11 @@ impl Transport {
             Packet::Data { header, payload } => self.receive_data(&mut i, tx, ndev, header, payload, meta),
             Packet::Ack(ack) => {
                 i.sender.on_ack(ack, now_ns());
+                // Completions free message slots: queued requests may go.
+                self.complete_sends(&mut i);
+                if !i.failed {
+                    self.take_requests(&mut i);
+                }
                 self.pump(&mut i, tx);
             }
             Packet::Nak(nak) => {
