@@ -1,0 +1,42 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Debian's unmodified perftest over MetaRoCE between host A and host B:
+# bandwidth (WRITE, SEND) and latency (WRITE, SEND), with the legacy
+# post_send API and with the default ibv_wr_* API. Each run must complete
+# on both sides and report a result; the numbers are logged (TCG VMs: for
+# ratios against rxe see make bench, not absolute speed).
+. "$(dirname "$0")/lib.sh"
+trap 'reset_rdma; peer "rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1' EXIT
+reset_rdma
+command -v ib_write_bw > /dev/null || skip "perftest not installed"
+
+expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
+peer "rdma link add mr0 type metaroce netdev \$PLANE0_DEV" > /dev/null || fail "mr0 on host B"
+for _ in $(seq 50); do
+	gid=$(gid_index mr0 "$PLANE0_IP") && pgid=$(peer ". $METAROCE_REPO/selftests/lib.sh; gid_index mr0 $PEER_PLANE0_IP") && break
+	sleep 0.2
+done
+[ -n "${gid:-}" ] && [ -n "${pgid:-}" ] || fail "no RoCE v2 GIDs on mr0"
+
+port=18700
+run() { # test args...
+	local t=$1 job out server
+	shift
+	port=$((port + 1))
+	job=$(peer_spawn "timeout 60 $t -d mr0 -x $pgid -p $port $*") || fail "cannot start $t on host B"
+	sleep 3
+	out=$(timeout 60 "$t" -d mr0 -x "$gid" -p "$port" "$@" "$METAROCE_PEER_ADDR" 2>&1) ||
+		fail "$t $* failed on host A: $(tail -3 <<< "$out")"
+	server=$(peer_wait "$job" 80) || fail "$t $* failed on host B: $(tail -3 <<< "$server")"
+	# The result line starts with the message size.
+	res=$(awk -v s="$(sed -n 's/.*-s \([0-9]*\).*/\1/p' <<< " $*")" '$1 == s { print; exit }' <<< "$out")
+	[ -n "$res" ] || fail "$t $*: no result line"
+	log "ok: $t $*: $res"
+}
+run ib_write_bw -n 200 -s 65536 --use_old_post_send
+run ib_send_bw -n 200 -s 4096 --use_old_post_send
+run ib_write_lat -n 200 -s 2 --use_old_post_send
+run ib_send_lat -n 200 -s 2 --use_old_post_send
+run ib_write_bw -n 200 -s 65536
+run ib_send_bw -n 200 -s 4096
+run ib_write_lat -n 200 -s 2
