@@ -67,3 +67,17 @@ gid_index() {
 	done
 	return 1
 }
+
+# plane0_gids DEV: sets $gid (host A) and $pgid (host B) to DEV's RoCE v2 GID
+# indices for the plane 0 addresses, waiting up to 10 s for the core to
+# fill the GID tables; fails the test if they never appear.
+plane0_gids() {
+	local dev=$1 i
+	for i in $(seq 50); do
+		gid=$(gid_index "$dev" "$PLANE0_IP") &&
+			pgid=$(peer ". $METAROCE_REPO/selftests/lib.sh; gid_index $dev $PEER_PLANE0_IP" 2>/dev/null) &&
+			return 0
+		sleep 0.2
+	done
+	fail "no RoCE v2 GIDs for plane 0 on $dev (host A $PLANE0_IP, host B $PEER_PLANE0_IP)"
+}

@@ -12,11 +12,7 @@ command -v ib_write_bw > /dev/null || skip "perftest not installed"
 
 expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
 peer "rdma link add mr0 type metaroce netdev \$PLANE0_DEV" > /dev/null || fail "mr0 on host B"
-for _ in $(seq 50); do
-	gid=$(gid_index mr0 "$PLANE0_IP") && pgid=$(peer ". $METAROCE_REPO/selftests/lib.sh; gid_index mr0 $PEER_PLANE0_IP") && break
-	sleep 0.2
-done
-[ -n "${gid:-}" ] && [ -n "${pgid:-}" ] || fail "no RoCE v2 GIDs on mr0"
+plane0_gids mr0
 
 port=18700
 run() { # test args...

@@ -15,20 +15,7 @@ expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
 peer "rdma link add mr0 type metaroce netdev \$PLANE0_DEV" > /dev/null || fail "mr0 on host B"
 ibv_devices | grep -q "mr0" || fail "libibverbs does not list mr0 (provider not loaded)"
 
-wait_gid() { # ip [peer]
-	local i
-	for i in $(seq 50); do
-		if [ -n "${2:-}" ]; then
-			peer ". $METAROCE_REPO/selftests/lib.sh; gid_index mr0 $1" 2>/dev/null && return 0
-		else
-			gid_index mr0 "$1" && return 0
-		fi
-		sleep 0.2
-	done
-	return 1
-}
-gid=$(wait_gid "$PLANE0_IP") || fail "no RoCE v2 GID for $PLANE0_IP on mr0"
-pgid=$(wait_gid "$PEER_PLANE0_IP" peer) || fail "no RoCE v2 GID on host B"
+plane0_gids mr0
 
 pingpong() { # size label
 	local size=$1 args="-d mr0 -n 100 -s $1 -c" job out server

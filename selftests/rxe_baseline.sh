@@ -12,20 +12,7 @@ expect_ok modprobe rdma_rxe
 expect_ok rdma link add rxe0 type rxe netdev "$PLANE0_DEV"
 peer "modprobe rdma_rxe && rdma link add rxe0 type rxe netdev \$PLANE0_DEV" || fail "rxe on host B"
 
-wait_gid() { # dev ip [peer]
-	local i
-	for i in $(seq 50); do
-		if [ -n "${3:-}" ]; then
-			peer ". $METAROCE_REPO/selftests/lib.sh; gid_index $1 $2" 2>/dev/null && return 0
-		else
-			gid_index "$1" "$2" && return 0
-		fi
-		sleep 0.2
-	done
-	return 1
-}
-gid=$(wait_gid rxe0 "$PLANE0_IP") || fail "no RoCE v2 GID for $PLANE0_IP"
-pgid=$(wait_gid rxe0 "$PEER_PLANE0_IP" peer) || fail "no RoCE v2 GID on host B"
+plane0_gids rxe0
 
 args="-d rxe0 -s 65536 -n 300 -F"
 job=$(peer_spawn "ib_write_bw $args -x $pgid") || fail "cannot start the server on host B"
