@@ -36,26 +36,37 @@ pub(crate) struct Region {
 }
 
 impl Region {
-    /// Copies from the region at `iova` into `buf`, page by page; `EFAULT`
+    /// Walks `len` bytes of the region from `iova` page by page, calling
+    /// `f(page, offset in page, range of the caller's buffer)`; `EFAULT`
     /// outside the region.
-    fn copy_out(&self, iova: u64, buf: &mut [u8]) -> Result {
+    fn walk(&self, iova: u64, len: usize, mut f: impl FnMut(&PinnedPage, usize, core::ops::Range<usize>) -> Result) -> Result {
         let p = self.pages.as_ref().ok_or(EINVAL)?;
         let off = iova.checked_sub(p.iova).ok_or(EFAULT)?;
-        let end = off.checked_add(buf.len() as u64).ok_or(EFAULT)?;
+        let end = off.checked_add(len as u64).ok_or(EFAULT)?;
         if end > p.length {
             return Err(EFAULT);
         }
         let mut at = p.first_offset + off as usize;
         let mut done = 0;
-        while done < buf.len() {
+        while done < len {
             let page = p.pages.get(at / PAGE_SIZE).ok_or(EFAULT)?;
             let in_page = at % PAGE_SIZE;
-            let n = (buf.len() - done).min(PAGE_SIZE - in_page);
-            page.read(in_page, &mut buf[done..done + n])?;
+            let n = (len - done).min(PAGE_SIZE - in_page);
+            f(page, in_page, done..done + n)?;
             done += n;
             at += n;
         }
         Ok(())
+    }
+
+    /// Copies from the region at `iova` into `buf`.
+    fn copy_out(&self, iova: u64, buf: &mut [u8]) -> Result {
+        self.walk(iova, buf.len(), |page, at, r| page.read(at, &mut buf[r]))
+    }
+
+    /// Copies `data` into the region at `iova`.
+    fn copy_in(&self, iova: u64, data: &[u8]) -> Result {
+        self.walk(iova, data.len(), |page, at, r| page.write(at, &data[r]))
     }
 }
 
@@ -104,29 +115,6 @@ impl MrTable {
     pub(crate) fn read_local(&self, lkey: u32, pd: usize, va: u64, out: &mut [u8]) -> Result {
         let r = self.find(lkey, pd).ok_or(EACCES)?;
         r.copy_out(va, out)
-    }
-}
-
-impl Region {
-    /// Copies `data` into the region at `iova`, page by page.
-    fn copy_in(&self, iova: u64, data: &[u8]) -> Result {
-        let p = self.pages.as_ref().ok_or(EINVAL)?;
-        let off = iova.checked_sub(p.iova).ok_or(EFAULT)?;
-        let end = off.checked_add(data.len() as u64).ok_or(EFAULT)?;
-        if end > p.length {
-            return Err(EFAULT);
-        }
-        let mut at = p.first_offset + off as usize;
-        let mut rest = data;
-        while !rest.is_empty() {
-            let page = p.pages.get(at / PAGE_SIZE).ok_or(EFAULT)?;
-            let in_page = at % PAGE_SIZE;
-            let n = rest.len().min(PAGE_SIZE - in_page);
-            page.write(in_page, &rest[..n])?;
-            rest = &rest[n..];
-            at += n;
-        }
-        Ok(())
     }
 }
 
