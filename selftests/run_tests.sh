@@ -1,6 +1,7 @@
 #!/bin/bash
 # Runs TEST_PROGS from the Makefile one by one, each under the timeout in
-# `settings`, and prints KTAP. Exit status: 0 only if none failed. The last
+# `settings` (a `timeout_NAME=S` line there gives test NAME.sh its own), and
+# prints KTAP. Exit status: 0 only if none failed. The last
 # line is the summary "selftests: N passed, N failed, N skipped".
 cd "$(dirname "$0")" || exit 1
 KSFT_SKIP=4
@@ -14,9 +15,12 @@ echo "1..${#tests[@]}"
 pass=0 fail=0 skip=0 i=0
 for t in "${tests[@]}"; do
 	i=$((i + 1))
+	[ -e "$t" ] || [ ! -e "$t.sh" ] || t=$t.sh
+	limit=$(sed -n "s/^timeout_${t%.sh}=//p" settings)
+	limit=${limit:-$timeout_s}
 	echo "# selftests: metaroce: $t"
 	begin=$(date +%s)
-	timeout --kill-after=10 "$timeout_s" "./$t" 2>&1 | sed 's/^/# /'
+	timeout --kill-after=10 "$limit" "./$t" 2>&1 | sed 's/^/# /'
 	rc=${PIPESTATUS[0]}
 	took=$(( $(date +%s) - begin ))
 	if [ "$rc" = 0 ]; then
@@ -24,7 +28,7 @@ for t in "${tests[@]}"; do
 	elif [ "$rc" = $KSFT_SKIP ]; then
 		echo "ok $i selftests: metaroce: $t # SKIP"; skip=$((skip + 1))
 	else
-		[ "$rc" = 124 ] && echo "# $t: timed out after ${timeout_s}s"
+		[ "$rc" = 124 ] && echo "# $t: timed out after ${limit}s"
 		echo "not ok $i selftests: metaroce: $t # exit=$rc"; fail=$((fail + 1))
 	fi
 done
