@@ -59,6 +59,15 @@ impl Region {
         Ok(())
     }
 
+    /// Whether `[iova, iova + len)` lies inside the region (the DMA region
+    /// spans all memory).
+    fn contains(&self, iova: u64, len: u64) -> bool {
+        let Some(p) = self.pages.as_ref() else { return iova.checked_add(len).is_some() };
+        iova.checked_sub(p.iova)
+            .and_then(|off| off.checked_add(len))
+            .is_some_and(|end| end <= p.length)
+    }
+
     /// Copies from the region at `iova` into `buf`.
     fn copy_out(&self, iova: u64, buf: &mut [u8]) -> Result {
         self.walk(iova, buf.len(), |page, at, r| page.read(at, &mut buf[r]))
@@ -100,6 +109,41 @@ impl MrTable {
         }
         let iova = va.checked_add(offset).ok_or(Syndrome::RemoteAccess)?;
         r.copy_in(iova, data).map_err(|_| Syndrome::RemoteAccess)
+    }
+
+    /// The peer may read `[va, va + len)` (RDMA READ, checked once for the
+    /// whole request): the key, the PD, REMOTE_READ and the bounds.
+    pub(crate) fn check_remote_read(&self, rkey: u32, pd: usize, va: u64, len: u64) -> core::result::Result<(), Syndrome> {
+        let r = self.find(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
+        if r.access & b::ib_access_flags_IB_ACCESS_REMOTE_READ == 0 || !r.contains(va, len) {
+            return Err(Syndrome::RemoteAccess);
+        }
+        Ok(())
+    }
+
+    /// The send path reads the bytes of a READ response: needs REMOTE_READ
+    /// (checked again per packet: the region may have gone since the
+    /// request was accepted).
+    pub(crate) fn read_remote(&self, rkey: u32, pd: usize, va: u64, out: &mut [u8]) -> Result {
+        let r = self.find(rkey, pd).ok_or(EACCES)?;
+        if r.access & b::ib_access_flags_IB_ACCESS_REMOTE_READ == 0 {
+            return Err(EACCES);
+        }
+        r.copy_out(va, out)
+    }
+
+    /// A local buffer of a work request is usable: its key names a region
+    /// of the PD that holds `[va, va + len)`, with LOCAL_WRITE when the
+    /// device writes into it (RDMA READ targets).
+    pub(crate) fn check_local(&self, lkey: u32, pd: usize, va: u64, len: u32, write: bool) -> Result {
+        let r = self.find(lkey, pd).ok_or(EACCES)?;
+        if write && r.access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0 {
+            return Err(EACCES);
+        }
+        if !r.contains(va, u64::from(len)) {
+            return Err(EACCES);
+        }
+        Ok(())
     }
 
     /// The receive path fills a posted buffer: needs LOCAL_WRITE.

@@ -173,6 +173,10 @@ impl QpState {
     /// Applies `modify_qp`.
     pub(crate) fn modify(&self, dev: &MetaRoceIbDevice, attr: &b::ib_qp_attr, mask: u32) -> Result {
         let mut a = self.attrs.lock();
+        if self.state() == b::ib_qp_state_IB_QPS_ERR {
+            // The data path failed since the last modify.
+            a.state = b::ib_qp_state_IB_QPS_ERR;
+        }
         let cur = if mask & b::ib_qp_attr_mask_IB_QP_CUR_STATE != 0 { attr.cur_qp_state } else { a.state };
         let next = if mask & b::ib_qp_attr_mask_IB_QP_STATE != 0 { attr.qp_state } else { cur };
         if cur != a.state || !verbs::modify_qp_is_ok(cur, next, self.qp_type, mask) {
@@ -239,6 +243,7 @@ impl QpState {
         }
         n.state = next;
         let t = &self.transport;
+        t.set_limits(n.access, n.max_rd_atomic);
         if next == b::ib_qp_state_IB_QPS_ERR && a.state != b::ib_qp_state_IB_QPS_ERR {
             t.flush();
         }
@@ -271,8 +276,9 @@ impl QpState {
     /// Fills `query_qp`'s answers.
     pub(crate) fn query(&self, attr: &mut b::ib_qp_attr, init: &mut b::ib_qp_init_attr) {
         let a = *self.attrs.lock();
-        attr.qp_state = a.state;
-        attr.cur_qp_state = a.state;
+        let state = self.state();
+        attr.qp_state = state;
+        attr.cur_qp_state = state;
         attr.path_mtu = a.path_mtu;
         attr.path_mig_state = b::ib_mig_state_IB_MIG_MIGRATED;
         attr.qkey = a.qkey;
@@ -294,9 +300,16 @@ impl QpState {
         init.sq_sig_type = if self.sq_sig_all { b::ib_sig_type_IB_SIGNAL_ALL_WR } else { b::ib_sig_type_IB_SIGNAL_REQ_WR };
     }
 
-    /// The QP's state (`IB_QPS_*`).
+    /// The QP's state (`IB_QPS_*`): the error state once the data path
+    /// failed (a work request completed in error), as the consumer sees it.
     pub(crate) fn state(&self) -> u32 {
-        self.state.load(Ordering::Acquire)
+        let s = self.state.load(Ordering::Acquire);
+        let live = matches!(s, b::ib_qp_state_IB_QPS_RTR | b::ib_qp_state_IB_QPS_RTS | b::ib_qp_state_IB_QPS_SQD);
+        if live && self.qp_type == b::ib_qp_type_IB_QPT_RC && self.transport.failed() {
+            b::ib_qp_state_IB_QPS_ERR
+        } else {
+            s
+        }
     }
 
     /// Queues a kernel consumer's receive request.
@@ -314,7 +327,7 @@ impl QpState {
     pub(crate) fn post_send(&self, dev: &MetaRoceIbDevice, wr: &b::ib_send_wr) -> Result {
         let w = verbs::send_wr::<AhState>(wr, self.qp_type)?;
         let state = self.state();
-        if state != b::ib_qp_state_IB_QPS_RTS && state != b::ib_qp_state_IB_QPS_SQD {
+        if state != b::ib_qp_state_IB_QPS_RTS && state != b::ib_qp_state_IB_QPS_SQD && state != b::ib_qp_state_IB_QPS_ERR {
             return Err(EINVAL);
         }
         if w.sges.len() > self.cap.max_send_sge as usize {
@@ -353,6 +366,11 @@ impl QpState {
     /// A process rang the doorbell: its send ring has new requests.
     pub(crate) fn doorbell(&self, dev: &MetaRoceIbDevice) -> Result {
         let state = self.state();
+        if state == b::ib_qp_state_IB_QPS_ERR && self.qp_type == b::ib_qp_type_IB_QPT_RC {
+            // Requests posted in the error state complete flushed.
+            self.transport.flush();
+            return Ok(());
+        }
         if state != b::ib_qp_state_IB_QPS_RTS && state != b::ib_qp_state_IB_QPS_SQD {
             return Err(EINVAL);
         }

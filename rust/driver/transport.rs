@@ -17,11 +17,12 @@ use kernel::time::Ktime;
 use super::cq::CqState;
 use super::stats::Counter;
 use super::device::{DeviceState, MetaRoceIbDevice};
-use super::limits::{MAX_INLINE, MAX_SGE};
+use super::limits::{MAX_INLINE, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::MrTable;
 use super::net::{send, RxMeta};
 use super::srq::SrqState;
-use super::wqe::{self, Completion, Sge};
+use super::wqe::{self, Completion, SendReq, Sge};
+use crate::engine::bitmap::MAX_MSG_PKTS;
 use crate::engine::cc::Aimd;
 use crate::engine::completion::CompletionStatus;
 use crate::engine::config::{ReceiverConfig, SenderConfig, MSG_WINDOW};
@@ -54,12 +55,18 @@ pub(crate) struct Peer {
     pub(crate) qpn: u32,
 }
 
-/// A send work request the engine is carrying as message `msn`.
+/// A send work request being carried, at `send ring index % WR_WINDOW`.
+/// A request longer than one engine message (WRITE, READ) goes as several
+/// messages; it completes when all of them have (READ: when all responses
+/// have arrived), and only after every earlier request (send completions
+/// are in posting order).
 #[derive(Clone, Copy)]
-struct OutMsg {
+struct OutWr {
     wr_id: u64,
     /// `IB_WC_*` opcode of its completion.
     wc_opcode: u32,
+    /// Engine opcode of its messages (a split WRITE_IMM: the last one).
+    opcode: Opcode,
     signaled: bool,
     sges: [Sge; MAX_SGE as usize],
     num_sge: usize,
@@ -67,11 +74,21 @@ struct OutMsg {
     inline_len: usize,
     is_inline: bool,
     len: u32,
+    remote_va: u64,
+    rkey: u32,
+    imm: u32,
+    /// Bytes already turned into messages.
+    posted: u32,
+    /// Messages (READ: responses) still to complete.
+    pending: u32,
+    /// `IB_WC_*` status; the first failure sticks.
+    status: u32,
 }
 
-const NO_MSG: OutMsg = OutMsg {
+const NO_WR: OutWr = OutWr {
     wr_id: 0,
     wc_opcode: 0,
+    opcode: Opcode::Send,
     signaled: false,
     sges: [Sge { addr: 0, length: 0, lkey: 0 }; MAX_SGE as usize],
     num_sge: 0,
@@ -79,15 +96,71 @@ const NO_MSG: OutMsg = OutMsg {
     inline_len: 0,
     is_inline: false,
     len: 0,
+    remote_va: 0,
+    rkey: 0,
+    imm: 0,
+    posted: 0,
+    pending: 0,
+    status: b::ib_wc_status_IB_WC_SUCCESS,
 };
+
+/// Send work requests tracked at once (taken but not completed): at most
+/// `MSG_WINDOW` in the engine plus READs waiting for their responses.
+const WR_WINDOW: usize = 128;
+
+/// What the engine is carrying as message `msn` (at `msn % MSG_WINDOW`).
+#[derive(Clone, Copy)]
+enum OutMsg {
+    /// Bytes `[offset, offset + len)` of send work request `wr` (ring index).
+    Wr { wr: u32, offset: u32 },
+    /// A READ response: bytes of our region `rkey` from `va`.
+    ReadResp { va: u64, rkey: u32 },
+}
+
+/// A READ request of ours waiting for its response (requester side).
+#[derive(Clone, Copy)]
+struct PendingRead {
+    /// MSN of the READ_REQ (the response names it in `imm`).
+    req_msn: u32,
+    /// The READ work request (ring index) and where in its buffer the
+    /// response goes.
+    wr: u32,
+    offset: u32,
+    len: u32,
+}
+
+/// A READ request of the peer to answer (responder side), once our
+/// message window takes the response.
+#[derive(Clone, Copy)]
+struct ReadToAnswer {
+    req_msn: u32,
+    va: u64,
+    rkey: u32,
+    len: u32,
+}
 
 struct Inner {
     sender: KVBox<Sender>,
     receiver: KVBox<Receiver>,
-    /// The work request of message `msn`, at `msn % MSG_WINDOW`.
+    /// What message `msn` carries, at `msn % MSG_WINDOW`.
     out: KVVec<OutMsg>,
+    /// Send work requests from `sq_head` to `sq_taken` (and the one at
+    /// `sq_taken` while it is being split), at `index % WR_WINDOW`.
+    wrs: KVVec<OutWr>,
+    /// Send ring index of the oldest work request not completed.
+    sq_head: u32,
     /// Send ring index up to which work requests became messages.
     sq_taken: u32,
+    /// The request at `sq_taken` has been read and partly posted.
+    taking: bool,
+    /// Our READs waiting for responses (at most `max_rd_atomic`).
+    reads: [Option<PendingRead>; MAX_RD_ATOMIC as usize],
+    /// READs the QP may have outstanding (its `max_rd_atomic`, at least 1).
+    max_rd_atomic: usize,
+    /// The peer's READs to answer, oldest first.
+    answers: [Option<ReadToAnswer>; MAX_RD_ATOMIC as usize],
+    /// `IB_ACCESS_*` the QP grants its peer (REMOTE_WRITE, REMOTE_READ).
+    access: u32,
     /// Receive sequence number of the next receive-consuming message sent.
     tx_rsn: u16,
     /// Receive sequence number of the next receive-consuming message to
@@ -132,12 +205,43 @@ fn wc_opcode_for(opcode: u32) -> Option<(Opcode, u32)> {
         b::ib_wr_opcode_IB_WR_SEND_WITH_IMM => (Opcode::SendImm, b::ib_wc_opcode_IB_WC_SEND),
         b::ib_wr_opcode_IB_WR_RDMA_WRITE => (Opcode::Write, b::ib_wc_opcode_IB_WC_RDMA_WRITE),
         b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM => (Opcode::WriteImm, b::ib_wc_opcode_IB_WC_RDMA_WRITE),
+        b::ib_wr_opcode_IB_WR_RDMA_READ => (Opcode::ReadReq, b::ib_wc_opcode_IB_WC_RDMA_READ),
         _ => return None,
     })
 }
 
 fn consumes_receive(op: Opcode) -> bool {
     matches!(op, Opcode::Send | Opcode::SendImm | Opcode::WriteImm)
+}
+
+/// The send completion status of a message the peer failed.
+fn remote_status(s: Syndrome) -> u32 {
+    match s {
+        Syndrome::RemoteAccess => b::ib_wc_status_IB_WC_REM_ACCESS_ERR,
+        Syndrome::RemoteOperation => b::ib_wc_status_IB_WC_REM_OP_ERR,
+        Syndrome::InvalidRequest => b::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
+    }
+}
+
+/// Why a send work request cannot be carried: its error completion status.
+fn check_request(req: &SendReq, op: Opcode, max_msg: u32, mrs: &MrTable, pd: usize) -> core::result::Result<u32, u32> {
+    // InfiniBand's largest message is 2^31 bytes.
+    let len = u32::try_from(req.len()).ok().filter(|&l| l <= 1 << 31).ok_or(b::ib_wc_status_IB_WC_LOC_LEN_ERR)?;
+    // One SEND is one engine message: the receive buffer is bound per
+    // message, so a SEND cannot be split.
+    if matches!(op, Opcode::Send | Opcode::SendImm) && len > max_msg {
+        return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+    }
+    if op == Opcode::ReadReq && req.is_inline {
+        return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
+    }
+    if !req.is_inline {
+        for s in &req.sges[..req.num_sge] {
+            mrs.check_local(s.lkey, pd, s.addr, s.length, op == Opcode::ReadReq)
+                .map_err(|_| b::ib_wc_status_IB_WC_LOC_PROT_ERR)?;
+        }
+    }
+    Ok(len)
 }
 
 impl Transport {
@@ -157,13 +261,24 @@ impl Transport {
         let receiver = kvbox_copy(&EMPTY_RECEIVER)?;
         let mut out = KVVec::with_capacity(MSG_WINDOW, GFP_KERNEL)?;
         for _ in 0..MSG_WINDOW {
-            out.push(NO_MSG, GFP_KERNEL)?;
+            out.push(OutMsg::Wr { wr: 0, offset: 0 }, GFP_KERNEL)?;
+        }
+        let mut wrs = KVVec::with_capacity(WR_WINDOW, GFP_KERNEL)?;
+        for _ in 0..WR_WINDOW {
+            wrs.push(NO_WR, GFP_KERNEL)?;
         }
         let inner = Inner {
             sender,
             receiver,
             out,
+            wrs,
+            sq_head: 0,
             sq_taken: 0,
+            taking: false,
+            reads: [None; MAX_RD_ATOMIC as usize],
+            max_rd_atomic: 1,
+            answers: [None; MAX_RD_ATOMIC as usize],
+            access: 0,
             tx_rsn: 0,
             rx_rsn: 0,
             peer: None,
@@ -208,7 +323,30 @@ impl Transport {
         i.peer = Some(peer);
         i.ndev = Some(ndev);
         i.failed = false;
+        // Both engines start over: so do the request and receive numbering.
+        i.sq_head = self.sq.consumer();
+        i.sq_taken = i.sq_head;
+        i.taking = false;
+        i.reads = [None; MAX_RD_ATOMIC as usize];
+        i.answers = [None; MAX_RD_ATOMIC as usize];
+        i.tx_rsn = 0;
+        i.rx_rsn = 0;
         Ok(())
+    }
+
+    /// The QP's remote access flags (`IB_ACCESS_REMOTE_*`) and the READs it
+    /// may have outstanding (`max_rd_atomic`; 0 is taken as 1 so that a
+    /// READ is not stuck forever).
+    pub(crate) fn set_limits(&self, access: u32, max_rd_atomic: u8) {
+        let mut i = self.inner.lock();
+        i.access = access;
+        i.max_rd_atomic = usize::from(max_rd_atomic).clamp(1, MAX_RD_ATOMIC as usize);
+    }
+
+    /// The data path failed (a work request completed in error): the QP
+    /// is in the error state.
+    pub(crate) fn failed(&self) -> bool {
+        self.inner.lock().failed
     }
 
     /// The connected peer QP, if any.
@@ -231,60 +369,150 @@ impl Transport {
     }
 
     /// New send work requests may be in the ring: turn them into messages
-    /// and send what the windows allow.
+    /// and send what the windows allow. In the error state they are
+    /// flushed.
     pub(crate) fn kick(&self, tx: &TxCtx<'_>) {
         let mut i = self.inner.lock();
-        if i.peer.is_none() || i.failed {
+        if i.failed {
+            self.flush_locked(&mut i);
             return;
         }
-        self.take_requests(&mut i);
+        if i.peer.is_none() {
+            return;
+        }
+        self.take_requests(&mut i, tx);
         self.pump(&mut i, tx);
     }
 
+    /// The largest engine message at the QP's MTU.
+    fn max_msg(i: &Inner) -> u32 {
+        i.sender.config().mtu.saturating_mul(MAX_MSG_PKTS as u32)
+    }
+
     /// Turns the send ring's new work requests into engine messages, as
-    /// many as the message window takes.
-    fn take_requests(&self, i: &mut Inner) {
+    /// many as the message window (and, for READs, `max_rd_atomic`) takes.
+    fn take_requests(&self, i: &mut Inner, tx: &TxCtx<'_>) {
         let prod = self.sq.producer();
-        while i.sq_taken != prod {
-            let Ok(req) = wqe::get_send(&self.sq, i.sq_taken) else {
-                i.failed = true;
+        let max_msg = Self::max_msg(i);
+        while i.sq_taken != prod && !i.failed {
+            let index = i.sq_taken;
+            let slot = index as usize % WR_WINDOW;
+            let prev = index.wrapping_sub(1) as usize % WR_WINDOW;
+            if index != i.sq_head && i.wrs[prev].status != b::ib_wc_status_IB_WC_SUCCESS {
+                // Nothing after a request in error is sent: it fails the QP.
                 break;
-            };
-            let Some((op, wc_opcode)) = wc_opcode_for(req.opcode) else {
-                i.failed = true;
-                break;
-            };
-            let Ok(len) = u32::try_from(req.len()) else {
-                i.failed = true;
-                break;
-            };
-            let rsn = if consumes_receive(op) { i.tx_rsn } else { 0 };
-            let msg = Message { opcode: op, len, remote_va: req.remote_addr, rkey: req.rkey, imm: u32::from_be(req.ex), rsn };
-            let msn = match i.sender.post(&msg) {
-                Ok(msn) => msn,
-                // The message window is full: the rest waits for ACKs.
-                Err(PostError::QueueFull) => break,
-                Err(_) => {
-                    i.failed = true;
+            }
+            if !i.taking {
+                if index.wrapping_sub(i.sq_head) as usize >= WR_WINDOW {
                     break;
                 }
-            };
-            if consumes_receive(op) {
-                i.tx_rsn = i.tx_rsn.wrapping_add(1);
+                let Ok(req) = wqe::get_send(&self.sq, index) else {
+                    i.failed = true;
+                    break;
+                };
+                let mut w = OutWr {
+                    wr_id: req.wr_id,
+                    signaled: self.sq_sig_all || req.send_flags & (b::ib_send_flags_IB_SEND_SIGNALED as u32) != 0,
+                    sges: req.sges,
+                    num_sge: req.num_sge,
+                    inline: req.inline,
+                    inline_len: req.inline_len,
+                    is_inline: req.is_inline,
+                    remote_va: req.remote_addr,
+                    rkey: req.rkey,
+                    imm: u32::from_be(req.ex),
+                    ..NO_WR
+                };
+                let checked = match wc_opcode_for(req.opcode) {
+                    Some((op, wc_opcode)) => {
+                        w.opcode = op;
+                        w.wc_opcode = wc_opcode;
+                        check_request(&req, op, max_msg, &tx.st.mrs.lock(), self.pd)
+                    }
+                    None => Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
+                };
+                match checked {
+                    Ok(len) => w.len = len,
+                    Err(status) => {
+                        // Completes in error in its turn; the QP fails then.
+                        w.status = status;
+                        i.wrs[slot] = w;
+                        i.sq_taken = index.wrapping_add(1);
+                        break;
+                    }
+                }
+                i.wrs[slot] = w;
+                i.taking = true;
             }
-            let signaled = self.sq_sig_all || req.send_flags & (b::ib_send_flags_IB_SEND_SIGNALED as u32) != 0;
-            i.out[msn as usize % MSG_WINDOW] = OutMsg {
-                wr_id: req.wr_id,
-                wc_opcode,
-                signaled,
-                sges: req.sges,
-                num_sge: req.num_sge,
-                inline: req.inline,
-                inline_len: req.inline_len,
-                is_inline: req.is_inline,
-                len,
+            // Post the request's next message(s).
+            loop {
+                let w = i.wrs[slot];
+                let is_read = w.opcode == Opcode::ReadReq;
+                let free_read = i.reads.iter().position(Option::is_none);
+                if is_read && (i.reads.iter().flatten().count() >= i.max_rd_atomic || free_read.is_none()) {
+                    return;
+                }
+                let chunk = (w.len - w.posted).min(max_msg);
+                let last = w.posted + chunk == w.len;
+                // Only the last part of a split WRITE_IMM carries the immediate.
+                let op = if w.opcode == Opcode::WriteImm && !last { Opcode::Write } else { w.opcode };
+                let rsn = if consumes_receive(op) { i.tx_rsn } else { 0 };
+                let msg = Message {
+                    opcode: op,
+                    len: chunk,
+                    remote_va: w.remote_va.wrapping_add(u64::from(w.posted)),
+                    rkey: w.rkey,
+                    imm: w.imm,
+                    rsn,
+                };
+                let msn = match i.sender.post(&msg) {
+                    Ok(msn) => msn,
+                    // The message window is full: the rest waits for ACKs.
+                    Err(PostError::QueueFull) => return,
+                    Err(_) => {
+                        i.wrs[slot].status = b::ib_wc_status_IB_WC_LOC_LEN_ERR;
+                        i.sq_taken = index.wrapping_add(1);
+                        i.taking = false;
+                        return;
+                    }
+                };
+                if consumes_receive(op) {
+                    i.tx_rsn = i.tx_rsn.wrapping_add(1);
+                }
+                i.out[msn as usize % MSG_WINDOW] = OutMsg::Wr { wr: index, offset: w.posted };
+                if let (true, Some(r)) = (is_read, free_read) {
+                    i.reads[r] = Some(PendingRead { req_msn: msn, wr: index, offset: w.posted, len: chunk });
+                }
+                let w = &mut i.wrs[slot];
+                w.posted += chunk;
+                w.pending += 1;
+                if last {
+                    break;
+                }
+            }
+            i.taking = false;
+            i.sq_taken = index.wrapping_add(1);
+        }
+    }
+
+    /// Posts the responses to the peer's READs that the message window
+    /// takes, in request order.
+    fn answer_reads(&self, i: &mut Inner) {
+        while let Some(a) = i.answers[0] {
+            let msg = Message { opcode: Opcode::ReadResp, len: a.len, remote_va: 0, rkey: 0, imm: a.req_msn, rsn: 0 };
+            let msn = match i.sender.post(&msg) {
+                Ok(msn) => msn,
+                Err(PostError::QueueFull) => return,
+                Err(_) => {
+                    i.failed = true;
+                    return;
+                }
             };
-            i.sq_taken = i.sq_taken.wrapping_add(1);
+            i.out[msn as usize % MSG_WINDOW] = OutMsg::ReadResp { va: a.va, rkey: a.rkey };
+            i.answers.rotate_left(1);
+            if let Some(last) = i.answers.last_mut() {
+                *last = None;
+            }
         }
     }
 
@@ -306,14 +534,25 @@ impl Transport {
                     if retransmit {
                         tx.st.counters.inc(Counter::Retransmissions);
                     }
-                    let out = i.out[header.msn as usize % MSG_WINDOW];
                     let n = header.payload_len as usize;
                     let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
                     let mrs = &tx.st.mrs;
+                    let out = i.out[header.msn as usize % MSG_WINDOW];
                     let _ = send(tx.st, tx.sock, ndev, &to, len, |buf| {
                         header.encode(buf).map_err(|_| EINVAL)?;
                         let body = &mut buf[wire::DATA_HEADER_LEN..wire::DATA_HEADER_LEN + n];
-                        gather(&out, header.offset as usize, body, &mrs.lock(), self.pd)?;
+                        if header.opcode != Opcode::ReadReq {
+                            match out {
+                                OutMsg::Wr { wr, offset } => {
+                                    let w = &i.wrs[wr as usize % WR_WINDOW];
+                                    gather(w, (offset + header.offset) as usize, body, &mrs.lock(), self.pd)?;
+                                }
+                                OutMsg::ReadResp { va, rkey } => {
+                                    let at = va.wrapping_add(u64::from(header.offset));
+                                    mrs.lock().read_remote(rkey, self.pd, at, body)?;
+                                }
+                            }
+                        }
                         let icrc = crc32(&buf[..wire::DATA_HEADER_LEN + n]);
                         buf[wire::DATA_HEADER_LEN + n..len].copy_from_slice(&icrc.to_be_bytes());
                         Ok(len)
@@ -328,31 +567,60 @@ impl Transport {
         }
     }
 
-    /// Posts send completions, in order, and frees their ring entries.
+    /// Takes the engine's send completions into the work requests, then
+    /// completes the finished requests in posting order.
     fn complete_sends(&self, i: &mut Inner) {
         while let Some(c) = i.sender.pop_completion() {
-            let out = i.out[c.msn as usize % MSG_WINDOW];
-            let status = match c.status {
-                CompletionStatus::Success => b::ib_wc_status_IB_WC_SUCCESS,
-                CompletionStatus::Failed(Syndrome::RemoteAccess) => b::ib_wc_status_IB_WC_REM_ACCESS_ERR,
-                CompletionStatus::Failed(Syndrome::RemoteOperation) => b::ib_wc_status_IB_WC_REM_OP_ERR,
-                CompletionStatus::Failed(Syndrome::InvalidRequest) => b::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
-            };
-            if status != b::ib_wc_status_IB_WC_SUCCESS {
-                i.failed = true;
+            match i.out[c.msn as usize % MSG_WINDOW] {
+                OutMsg::Wr { wr, .. } => {
+                    let w = &mut i.wrs[wr as usize % WR_WINDOW];
+                    match c.status {
+                        // A delivered READ_REQ waits for its response.
+                        CompletionStatus::Success if c.opcode == Opcode::ReadReq => {}
+                        CompletionStatus::Success => w.pending = w.pending.saturating_sub(1),
+                        CompletionStatus::Failed(s) => {
+                            if w.status == b::ib_wc_status_IB_WC_SUCCESS {
+                                w.status = remote_status(s);
+                            }
+                        }
+                    }
+                }
+                // The requester could not take our READ response.
+                OutMsg::ReadResp { .. } => {
+                    if c.status != CompletionStatus::Success {
+                        i.failed = true;
+                    }
+                }
             }
-            if out.signaled || status != b::ib_wc_status_IB_WC_SUCCESS {
+        }
+        self.retire(i);
+    }
+
+    /// Completes finished work requests, oldest first; the first one in
+    /// error fails the QP.
+    fn retire(&self, i: &mut Inner) {
+        while i.sq_head != i.sq_taken && !i.failed {
+            let w = i.wrs[i.sq_head as usize % WR_WINDOW];
+            let ok = w.status == b::ib_wc_status_IB_WC_SUCCESS;
+            if ok && w.pending > 0 {
+                break;
+            }
+            if w.signaled || !ok {
                 let wc = Completion {
-                    wr_id: out.wr_id,
-                    status,
-                    opcode: out.wc_opcode,
-                    byte_len: out.len,
+                    wr_id: w.wr_id,
+                    status: w.status,
+                    opcode: w.wc_opcode,
+                    byte_len: w.len,
                     qp_num: self.qpn,
                     ..Default::default()
                 };
                 let _ = self.send_cq.data().push(&self.send_cq, &wc, self.qp_addr, false);
             }
-            self.sq.set_consumer(self.sq.consumer().wrapping_add(1));
+            i.sq_head = i.sq_head.wrapping_add(1);
+            self.sq.set_consumer(i.sq_head);
+            if !ok {
+                i.failed = true;
+            }
         }
         if i.failed {
             self.flush_locked(i);
@@ -376,11 +644,18 @@ impl Transport {
             qp_num: self.qpn,
             ..Default::default()
         };
-        let (mut cons, prod) = (self.sq.consumer(), self.sq.producer());
+        let (mut cons, prod) = (i.sq_head, self.sq.producer());
         while cons != prod {
-            let (wr_id, opcode) = match wqe::get_send(&self.sq, cons) {
-                Ok(r) => (r.wr_id, wc_opcode_for(r.opcode).map_or(b::ib_wc_opcode_IB_WC_SEND, |(_, o)| o)),
-                Err(_) => (0, b::ib_wc_opcode_IB_WC_SEND),
+            let (wr_id, opcode) = if cons.wrapping_sub(i.sq_head) < i.sq_taken.wrapping_sub(i.sq_head)
+                || (cons == i.sq_taken && i.taking)
+            {
+                let w = &i.wrs[cons as usize % WR_WINDOW];
+                (w.wr_id, w.wc_opcode)
+            } else {
+                match wqe::get_send(&self.sq, cons) {
+                    Ok(r) => (r.wr_id, wc_opcode_for(r.opcode).map_or(b::ib_wc_opcode_IB_WC_SEND, |(_, o)| o)),
+                    Err(_) => (0, b::ib_wc_opcode_IB_WC_SEND),
+                }
             };
             if self.send_cq.data().push(&self.send_cq, &flushed(wr_id, opcode), self.qp_addr, false).is_err() {
                 break;
@@ -388,7 +663,11 @@ impl Transport {
             cons = cons.wrapping_add(1);
         }
         self.sq.set_consumer(cons);
+        i.sq_head = cons;
         i.sq_taken = cons;
+        i.taking = false;
+        i.reads = [None; MAX_RD_ATOMIC as usize];
+        i.answers = [None; MAX_RD_ATOMIC as usize];
         if let Some(rq) = &self.rq {
             let (mut cons, prod) = (rq.consumer(), rq.producer());
             while cons != prod {
@@ -409,12 +688,7 @@ impl Transport {
             Packet::Data { header, payload } => self.receive_data(&mut i, tx, ndev, header, payload, meta),
             Packet::Ack(ack) => {
                 i.sender.on_ack(ack, now_ns());
-                // Completions free message slots: queued requests may go.
-                self.complete_sends(&mut i);
-                if !i.failed {
-                    self.take_requests(&mut i);
-                }
-                self.pump(&mut i, tx);
+                self.after_progress(&mut i, tx);
             }
             Packet::Nak(nak) => {
                 i.sender.on_nak(nak);
@@ -428,13 +702,38 @@ impl Transport {
         }
     }
 
+    /// Messages or READs completed: requests that waited for a free slot
+    /// may go, then whatever is ready is sent.
+    fn after_progress(&self, i: &mut Inner, tx: &TxCtx<'_>) {
+        self.complete_sends(i);
+        if !i.failed {
+            self.answer_reads(i);
+            self.take_requests(i, tx);
+        }
+        self.pump(i, tx);
+    }
+
     fn receive_data(&self, i: &mut Inner, tx: &TxCtx<'_>, ndev: &NetDevice, h: &DataHeader, payload: &[u8], meta: &RxMeta) {
         match i.receiver.on_data(h, meta.ecn == Ecn::Ce, now_ns()) {
             RxVerdict::Place(p) => {
-                let placed = if matches!(p.opcode, Opcode::Write | Opcode::WriteImm) {
-                    tx.st.mrs.lock().write_remote(p.rkey, self.pd, p.remote_va, u64::from(p.offset), payload)
-                } else {
-                    self.place_send(i, p.rsn, p.offset as usize, payload, &tx.st.mrs.lock())
+                let placed = match p.opcode {
+                    Opcode::Write | Opcode::WriteImm => {
+                        if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 {
+                            Err(Syndrome::InvalidRequest)
+                        } else {
+                            tx.st.mrs.lock().write_remote(p.rkey, self.pd, p.remote_va, u64::from(p.offset), payload)
+                        }
+                    }
+                    Opcode::ReadReq => {
+                        if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_READ == 0 {
+                            Err(Syndrome::InvalidRequest)
+                        } else {
+                            tx.st.mrs.lock().check_remote_read(p.rkey, self.pd, p.remote_va, u64::from(p.msg_len))
+                        }
+                    }
+                    // The response names our READ_REQ's MSN in `imm`.
+                    Opcode::ReadResp => self.place_read_response(i, h.imm, p.msg_len, p.offset, payload, &tx.st.mrs.lock()),
+                    _ => self.place_send(i, p.rsn, p.offset as usize, payload, &tx.st.mrs.lock()),
                 };
                 if let Err(syndrome) = placed {
                     i.receiver.fail_message(p.msn, syndrome, h.path_id, h.psn);
@@ -450,7 +749,9 @@ impl Transport {
         while let Some(nak) = i.receiver.pop_nak() {
             let _ = send(tx.st, tx.sock, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| nak.encode(buf).map_err(|_| EINVAL));
         }
-        self.complete_receives(i);
+        if self.complete_receives(i) {
+            self.after_progress(i, tx);
+        }
     }
 
     /// The receive buffer bound to receive sequence number `rsn`.
@@ -473,18 +774,63 @@ impl Transport {
         scatter(&wqe.sges[..wqe.num_sge], offset, payload, mrs, self.pd)
     }
 
-    fn complete_receives(&self, i: &mut Inner) {
+    /// Places bytes of the response to our READ_REQ `req_msn` into the
+    /// READ's local buffer.
+    fn place_read_response(&self, i: &Inner, req_msn: u32, msg_len: u32, offset: u32, payload: &[u8], mrs: &MrTable) -> core::result::Result<(), Syndrome> {
+        let r = i.reads.iter().flatten().find(|r| r.req_msn == req_msn).ok_or(Syndrome::InvalidRequest)?;
+        if r.len != msg_len {
+            return Err(Syndrome::InvalidRequest);
+        }
+        let w = &i.wrs[r.wr as usize % WR_WINDOW];
+        scatter(&w.sges[..w.num_sge], (r.offset + offset) as usize, payload, mrs, self.pd)
+    }
+
+    /// Completes received messages in order: receive completions, READ
+    /// requests to answer, READ responses. Returns whether READs finished
+    /// or requests to answer arrived (the send side has work).
+    fn complete_receives(&self, i: &mut Inner) -> bool {
+        let mut progress = false;
         while let Some(c) = i.receiver.pop_completion() {
+            let ok = c.status == CompletionStatus::Success;
+            match c.opcode {
+                Opcode::ReadReq if ok => {
+                    match i.answers.iter_mut().find(|a| a.is_none()) {
+                        Some(a) => *a = Some(ReadToAnswer { req_msn: c.msn, va: c.remote_va, rkey: c.rkey, len: c.len }),
+                        // More READs than max_dest_rd_atomic allows.
+                        None => i.failed = true,
+                    }
+                    progress = true;
+                    continue;
+                }
+                Opcode::ReadResp => {
+                    let req_msn = c.imm.unwrap_or(0);
+                    if let Some(slot) = i.reads.iter_mut().find(|r| r.is_some_and(|r| r.req_msn == req_msn)) {
+                        if let Some(r) = slot.take() {
+                            let w = &mut i.wrs[r.wr as usize % WR_WINDOW];
+                            w.pending = w.pending.saturating_sub(1);
+                            if !ok && w.status == b::ib_wc_status_IB_WC_SUCCESS {
+                                // Its bytes could not be placed here.
+                                w.status = b::ib_wc_status_IB_WC_LOC_PROT_ERR;
+                            }
+                        }
+                    }
+                    progress = true;
+                    continue;
+                }
+                _ => {}
+            }
             if !consumes_receive(c.opcode) {
+                // A WRITE or READ the peer was refused: fatal here too.
+                if !ok {
+                    i.failed = true;
+                    progress = true;
+                }
                 continue;
             }
             let Some(ring) = self.recv_ring() else { continue };
             let cons = ring.consumer();
             let wr_id = wqe::get_recv(ring, cons).map(|w| w.wr_id).unwrap_or(0);
-            let (status, failed) = match c.status {
-                CompletionStatus::Success => (b::ib_wc_status_IB_WC_SUCCESS, false),
-                CompletionStatus::Failed(_) => (b::ib_wc_status_IB_WC_LOC_PROT_ERR, true),
-            };
+            let status = if ok { b::ib_wc_status_IB_WC_SUCCESS } else { b::ib_wc_status_IB_WC_LOC_PROT_ERR };
             let (opcode, flags) = match c.opcode {
                 Opcode::WriteImm => (b::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM, b::ib_wc_flags_IB_WC_WITH_IMM),
                 Opcode::SendImm => (b::ib_wc_opcode_IB_WC_RECV, b::ib_wc_flags_IB_WC_WITH_IMM),
@@ -503,16 +849,18 @@ impl Transport {
             let _ = self.recv_cq.data().push(&self.recv_cq, &wc, self.qp_addr, true);
             ring.set_consumer(cons.wrapping_add(1));
             i.rx_rsn = i.rx_rsn.wrapping_add(1);
-            if failed {
+            if !ok {
                 i.failed = true;
+                progress = true;
             }
         }
+        progress
     }
 }
 
-/// Copies bytes `[offset, offset + out.len())` of a message out of its
-/// local buffers.
-fn gather(m: &OutMsg, offset: usize, out: &mut [u8], mrs: &MrTable, pd: usize) -> Result {
+/// Copies bytes `[offset, offset + out.len())` of a work request's data
+/// out of its local buffers.
+fn gather(m: &OutWr, offset: usize, out: &mut [u8], mrs: &MrTable, pd: usize) -> Result {
     if m.is_inline {
         let src = m.inline[..m.inline_len].get(offset..offset + out.len()).ok_or(EINVAL)?;
         out.copy_from_slice(src);
