@@ -13,7 +13,6 @@ use super::ids::IdPool;
 use super::limits::*;
 use super::mr::{MrState, MrTable};
 use super::transport::{Transport, TxCtx};
-use crate::engine::bitmap::MAX_MSG_PKTS;
 use crate::ib::timer::{Tick, Ticker};
 use kernel::sync::Arc;
 use super::qp::QpState;
@@ -284,11 +283,10 @@ impl IbDriver for MetaRoceDevice {
         attr.phys_mtu = bindings::ib_mtu_IB_MTU_4096;
         attr.gid_tbl_len = GID_TABLE_LEN as i32;
         attr.pkey_tbl_len = 1;
-        // The engine carries at most MAX_MSG_PKTS packets per message: at
-        // the active MTU (what QPs connect with unless they ask for less),
-        // 1 MiB at 1024 bytes; longer messages are not carried.
-        let mtu_bytes = 256u32 << attr.active_mtu.saturating_sub(bindings::ib_mtu_IB_MTU_256).min(4);
-        attr.max_msg_sz = mtu_bytes * MAX_MSG_PKTS as u32;
+        // The engine carries at most MAX_MSG_PKTS packets per message; the
+        // data path carries a longer work request as several messages, up
+        // to InfiniBand's largest message.
+        attr.max_msg_sz = MAX_MSG_SIZE;
         let (speed, width) = dev.eth_speed(port)?;
         attr.active_speed = speed;
         attr.active_width = width;

@@ -10,6 +10,8 @@
 //! bh-safe lock, from process context (posting, the doorbell) or from the
 //! receive softirq, and allocates nothing.
 
+use core::sync::atomic::{AtomicBool, Ordering};
+
 use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::time::Ktime;
@@ -17,7 +19,7 @@ use kernel::time::Ktime;
 use super::cq::CqState;
 use super::stats::Counter;
 use super::device::{DeviceState, MetaRoceIbDevice};
-use super::limits::{MAX_INLINE, MAX_RD_ATOMIC, MAX_SGE};
+use super::limits::{MAX_INLINE, MAX_MSG_SIZE, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::MrTable;
 use super::net::{send, RxMeta};
 use super::srq::SrqState;
@@ -104,6 +106,10 @@ const NO_WR: OutWr = OutWr {
     status: b::ib_wc_status_IB_WC_SUCCESS,
 };
 
+/// `remote_va` bit of a SEND message: more parts of the same SEND follow
+/// (the low bits are the part's offset in the SEND).
+const SEND_MORE: u64 = 1 << 63;
+
 /// Send work requests tracked at once (taken but not completed): at most
 /// `MSG_WINDOW` in the engine plus READs waiting for their responses.
 const WR_WINDOW: usize = 128;
@@ -186,6 +192,9 @@ pub(crate) struct Transport {
     qp_addr: u64,
     /// The QP's protection domain (memory keys must be of the same one).
     pd: usize,
+    /// The data path failed: `Inner::failed`, readable without the lock
+    /// (the QP state is read from atomic context, possibly under it).
+    error: AtomicBool,
     sq_sig_all: bool,
 }
 
@@ -224,14 +233,8 @@ fn remote_status(s: Syndrome) -> u32 {
 }
 
 /// Why a send work request cannot be carried: its error completion status.
-fn check_request(req: &SendReq, op: Opcode, max_msg: u32, mrs: &MrTable, pd: usize) -> core::result::Result<u32, u32> {
-    // InfiniBand's largest message is 2^31 bytes.
-    let len = u32::try_from(req.len()).ok().filter(|&l| l <= 1 << 31).ok_or(b::ib_wc_status_IB_WC_LOC_LEN_ERR)?;
-    // One SEND is one engine message: the receive buffer is bound per
-    // message, so a SEND cannot be split.
-    if matches!(op, Opcode::Send | Opcode::SendImm) && len > max_msg {
-        return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
-    }
+fn check_request(req: &SendReq, op: Opcode, mrs: &MrTable, pd: usize) -> core::result::Result<u32, u32> {
+    let len = u32::try_from(req.len()).ok().filter(|&l| l <= MAX_MSG_SIZE).ok_or(b::ib_wc_status_IB_WC_LOC_LEN_ERR)?;
     if op == Opcode::ReadReq && req.is_inline {
         return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
     }
@@ -296,6 +299,7 @@ impl Transport {
                 qpn,
                 qp_addr,
                 pd,
+                error: AtomicBool::new(false),
                 sq_sig_all,
             },
             GFP_KERNEL,
@@ -323,6 +327,7 @@ impl Transport {
         i.peer = Some(peer);
         i.ndev = Some(ndev);
         i.failed = false;
+        self.error.store(false, Ordering::Release);
         // Both engines start over: so do the request and receive numbering.
         i.sq_head = self.sq.consumer();
         i.sq_taken = i.sq_head;
@@ -346,7 +351,7 @@ impl Transport {
     /// The data path failed (a work request completed in error): the QP
     /// is in the error state.
     pub(crate) fn failed(&self) -> bool {
-        self.inner.lock().failed
+        self.error.load(Ordering::Acquire)
     }
 
     /// The connected peer QP, if any.
@@ -427,7 +432,7 @@ impl Transport {
                     Some((op, wc_opcode)) => {
                         w.opcode = op;
                         w.wc_opcode = wc_opcode;
-                        check_request(&req, op, max_msg, &tx.st.mrs.lock(), self.pd)
+                        check_request(&req, op, &tx.st.mrs.lock(), self.pd)
                     }
                     None => Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
                 };
@@ -454,13 +459,24 @@ impl Transport {
                 }
                 let chunk = (w.len - w.posted).min(max_msg);
                 let last = w.posted + chunk == w.len;
-                // Only the last part of a split WRITE_IMM carries the immediate.
-                let op = if w.opcode == Opcode::WriteImm && !last { Opcode::Write } else { w.opcode };
+                // Only the last part of a split *_IMM carries the immediate
+                // (and, for WRITE_IMM, consumes the receive).
+                let op = match w.opcode {
+                    Opcode::WriteImm if !last => Opcode::Write,
+                    Opcode::SendImm if !last => Opcode::Send,
+                    op => op,
+                };
                 let rsn = if consumes_receive(op) { i.tx_rsn } else { 0 };
+                // The parts of a SEND name where they go in the one receive
+                // buffer, and whether more follow (protocol.md 1.3).
+                let remote_va = match op {
+                    Opcode::Send | Opcode::SendImm => u64::from(w.posted) | if last { 0 } else { SEND_MORE },
+                    _ => w.remote_va.wrapping_add(u64::from(w.posted)),
+                };
                 let msg = Message {
                     opcode: op,
                     len: chunk,
-                    remote_va: w.remote_va.wrapping_add(u64::from(w.posted)),
+                    remote_va,
                     rkey: w.rkey,
                     imm: w.imm,
                     rsn,
@@ -476,7 +492,7 @@ impl Transport {
                         return;
                     }
                 };
-                if consumes_receive(op) {
+                if consumes_receive(op) && last {
                     i.tx_rsn = i.tx_rsn.wrapping_add(1);
                 }
                 i.out[msn as usize % MSG_WINDOW] = OutMsg::Wr { wr: index, offset: w.posted };
@@ -605,6 +621,10 @@ impl Transport {
             if ok && w.pending > 0 {
                 break;
             }
+            if !ok {
+                // The QP is in error before the consumer can see why.
+                self.error.store(true, Ordering::Release);
+            }
             if w.signaled || !ok {
                 let wc = Completion {
                     wr_id: w.wr_id,
@@ -637,6 +657,7 @@ impl Transport {
     }
 
     fn flush_locked(&self, i: &mut Inner) {
+        self.error.store(true, Ordering::Release);
         let flushed = |wr_id, opcode| Completion {
             wr_id,
             status: b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
@@ -733,7 +754,10 @@ impl Transport {
                     }
                     // The response names our READ_REQ's MSN in `imm`.
                     Opcode::ReadResp => self.place_read_response(i, h.imm, p.msg_len, p.offset, payload, &tx.st.mrs.lock()),
-                    _ => self.place_send(i, p.rsn, p.offset as usize, payload, &tx.st.mrs.lock()),
+                    _ => {
+                        let at = (p.remote_va & !SEND_MORE).saturating_add(u64::from(p.offset));
+                        self.place_send(i, p.rsn, at as usize, payload, &tx.st.mrs.lock())
+                    }
                 };
                 if let Err(syndrome) = placed {
                     i.receiver.fail_message(p.msn, syndrome, h.path_id, h.psn);
@@ -819,6 +843,10 @@ impl Transport {
                 }
                 _ => {}
             }
+            if ok && c.opcode == Opcode::Send && c.remote_va & SEND_MORE != 0 {
+                // A part of a SEND: the receive completes with its last part.
+                continue;
+            }
             if !consumes_receive(c.opcode) {
                 // A WRITE or READ the peer was refused: fatal here too.
                 if !ok {
@@ -840,7 +868,11 @@ impl Transport {
                 wr_id,
                 status,
                 opcode,
-                byte_len: c.len,
+                byte_len: match c.opcode {
+                    // The SEND's bytes up to and including its last part.
+                    Opcode::Send | Opcode::SendImm => ((c.remote_va & !SEND_MORE) as u32).saturating_add(c.len),
+                    _ => c.len,
+                },
                 ex: c.imm.map_or(0, u32::to_be),
                 qp_num: self.qpn,
                 wc_flags: flags,
