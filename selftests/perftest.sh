@@ -29,6 +29,11 @@ run() { # test args...
 	[ -n "$res" ] || fail "$t $*: no result line"
 	log "ok: $t $*: $res"
 }
+# RDMA READ, both APIs.
+run ib_read_bw -n 100 -s 65536 --use_old_post_send
+run ib_read_lat -n 100 -s 2 --use_old_post_send
+run ib_read_bw -n 100 -s 65536
+run ib_read_lat -n 100 -s 2
 run ib_write_bw -n 200 -s 65536 --use_old_post_send
 run ib_send_bw -n 200 -s 4096 --use_old_post_send
 run ib_write_lat -n 200 -s 2 --use_old_post_send
@@ -36,3 +41,16 @@ run ib_send_lat -n 200 -s 2 --use_old_post_send
 run ib_write_bw -n 200 -s 65536
 run ib_send_bw -n 200 -s 4096
 run ib_write_lat -n 200 -s 2
+
+# Message sizes from 2 B to 1 MiB (the largest a single SEND may be at a
+# 1024-byte MTU; WRITE and READ beyond the engine's message are split).
+# TCG moves ~4 MB/s: fewer iterations for bigger messages.
+for t in ib_write_bw ib_read_bw ib_send_bw; do
+	for s in 2 4096 65536 1048576; do
+		n=$((s >= 1048576 ? 5 : s >= 65536 ? 20 : 100))
+		run "$t" -n "$n" -s "$s"
+	done
+done
+# Many QPs per test.
+run ib_write_bw -q 8 -n 50 -s 65536
+run ib_read_bw -q 8 -n 50 -s 65536
