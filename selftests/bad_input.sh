@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # Bad requests get a clear error (errno + a kernel log line) and no oops:
-# unknown netdev, non-Ethernet netdev, bad or duplicate names, the same
-# netdev twice, deleting what is not there, rmmod while devices exist.
+# unknown netdev, non-Ethernet netdev, bad names, names of other drivers'
+# devices, the same netdev twice, deleting what is not there, rmmod while devices exist.
 . "$(dirname "$0")/lib.sh"
 trap reset_rdma EXIT
 reset_rdma
@@ -15,9 +15,10 @@ expect_err "Invalid argument" rdma link add 'mr%d' type metaroce netdev "$PLANE0
 rdma_dev_exists mr0 && fail "a failed add left mr0 behind"
 
 expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
-# The same name again, on another netdev.
-expect_err "File exists" rdma link add mr0 type metaroce netdev "$PLANE1_DEV"
-expect_dmesg "cannot add mr0: an RDMA device of that name exists"
+# The same name and netdev again. (The same name with another netdev adds
+# a plane to mr0: selftests/planes.sh.)
+expect_err "File exists" rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
+expect_dmesg "cannot add mr0: $PLANE0_DEV already carries MetaRoCE device mr0"
 # The same netdev again, under another name: one MetaRoCE device per netdev.
 expect_err "File exists" rdma link add mr9 type metaroce netdev "$PLANE0_DEV"
 expect_dmesg "cannot add mr9: $PLANE0_DEV already carries MetaRoCE device mr0"
@@ -28,7 +29,9 @@ rdma_dev_exists mr9 && fail "mr9 exists after a refused add"
 expect_ok modprobe rdma_rxe
 expect_ok rdma link add rxe0 type rxe netdev "$PLANE0_DEV"
 expect_ok rdma link add rxe1 type rxe netdev "$PLANE1_DEV"
+# The name of a device of another driver.
 expect_err "File exists" rdma link add rxe0 type metaroce netdev "$PLANE1_DEV"
+expect_dmesg "cannot add rxe0: an RDMA device of that name exists"
 
 expect_err "Invalid argument" rdma link add mr5 type nosuchtype netdev "$PLANE1_DEV"
 expect_err "" rdma link delete nosuch0

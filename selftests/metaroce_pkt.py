@@ -5,9 +5,9 @@ of rust/engine (so a selftest that uses it cross-checks spec and code).
 
   metaroce_pkt.py check
       offline self-test: the CRC check value and a probe round trip
-  metaroce_pkt.py send --dst IP --kind data|ack|nak|reply [--src IP]
+  metaroce_pkt.py send --dst IP --kind data|ack|nak|reply|planes [--src IP]
       send one valid packet of that kind (SEND with payload, ACK, NAK,
-      PROBE_REPLY) to IP:4792; nothing is expected back
+      PROBE_REPLY, PLANES) to IP:4792; nothing is expected back
   metaroce_pkt.py burst --dst IP [--src IP] [--count N]
       send N PROBEs (one path each) and report how many replies came back
       and their round-trip times
@@ -34,6 +34,9 @@ VERSION = 1
 OP_PROBE = 0x20
 OP_PROBE_REPLY = 0x21
 PROBE_LEN = 24
+OP_PLANES = 0x22
+PLANES_LEN = 144
+MAX_PLANES = 8
 ICRC_LEN = 4
 
 
@@ -94,6 +97,19 @@ def nak(dst_qpn, path_id, syndrome, psn, msn):
     return seal(body)
 
 
+def planes(dst_qpn, src_qpn, known, addrs):
+    """Section 1.8: flags bit 0 KNOWN, the sending QP, the plane count, then
+    8 16-byte addresses (IPv4-mapped; zero = no such plane, and every entry
+    from the count on is zero)."""
+    assert 1 <= len(addrs) <= MAX_PLANES
+    body = struct.pack(">BBHIIB3x", VERSION, OP_PLANES, 1 if known else 0, dst_qpn, src_qpn, len(addrs))
+    for i in range(MAX_PLANES):
+        ip = addrs[i] if i < len(addrs) else None
+        body += bytes(10) + b"\xff\xff" + socket.inet_aton(ip) if ip else bytes(16)
+    assert len(body) == PLANES_LEN
+    return seal(body)
+
+
 def parse_probe(pkt: bytes):
     """Validate a PROBE/PROBE_REPLY as a v1 receiver must; return its fields."""
     if len(pkt) != PROBE_LEN + ICRC_LEN:
@@ -118,6 +134,9 @@ def check():
         raise AssertionError("bit flip not caught")
     except ValueError:
         pass
+    pl = planes(0x12, 0x34, True, ["198.18.0.1", None, "198.18.2.1"])
+    assert len(pl) == PLANES_LEN + ICRC_LEN and pl[1] == OP_PLANES and pl[12] == 3
+    assert pl[16 + 10:16 + 16] == b"\xff\xff\xc6\x12\x00\x01" and pl[32:48] == bytes(16)
     print("metaroce_pkt: self-check ok")
 
 
@@ -189,6 +208,7 @@ def send_kind(a):
         "ack": ack(0x12, (2 << 6) | 1, True, 6, [0, 9, 255], 99, 1, 25000),
         "nak": nak(0x12, (2 << 6) | 1, 1, 5, 0),
         "reply": probe(OP_PROBE_REPLY, 0x12, (2 << 6) | 1, 3, 99),
+        "planes": planes(0x12, 0x34, False, [a.src or "198.18.0.2", "198.18.1.2"]),
     }
     pkt = pkts[a.kind]
     open_tx(a, a.sport).sendto(pkt, (a.dst, UDP_PORT))
@@ -236,6 +256,7 @@ def fuzz(a):
         data(OP_SEND, 0, 0x12, 65, 0, 5, 0, 0, 100, bytes(100)),
         ack(0x12, 65, False, 6, [1, 2], 7, 1, 0),
         nak(0x12, 65, 2, 5, 0),
+        planes(0x12, 0x34, False, ["198.18.0.2", "198.18.1.2"]),
     ]
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     rx.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -278,7 +299,7 @@ def main():
     p.add_argument("--dst", required=True)
     p.add_argument("--src")
     p.add_argument("--sport", type=int, default=50200)
-    p.add_argument("--kind", choices=["data", "ack", "nak", "reply"], required=True)
+    p.add_argument("--kind", choices=["data", "ack", "nak", "reply", "planes"], required=True)
     p = sub.add_parser("burst")
     p.add_argument("--dst", required=True)
     p.add_argument("--src")

@@ -65,12 +65,12 @@ expect_stat tx_packets 1
 
 # Valid packets of every other kind parse (spec and engine agree on their
 # layouts) and, with no QP yet, count as rx_no_qp.
-for kind in data ack nak reply; do
+for kind in data ack nak reply planes; do
 	out=$(peer $pkt send --dst "$PLANE0_IP" --src "$PEER_PLANE0_IP" --kind $kind) || fail "send $kind: $out"
 	log "$out"
 done
-for _ in $(seq 20); do [ "$(stat rx_no_qp)" = 4 ] && break; sleep 0.1; done
-expect_stat rx_no_qp 4
+for _ in $(seq 20); do [ "$(stat rx_no_qp)" = 5 ] && break; sleep 0.1; done
+expect_stat rx_no_qp 5
 expect_stat rx_malformed 2
 expect_stat ecn_marks 0
 

@@ -21,6 +21,8 @@ use crate::ib::device::{Device, DeviceAttr, IbDriver, PortAttr, PortImmutable};
 use crate::ib::udata::Udata;
 use crate::ib::verbs::{Ah, Cq, Mr, Pd, Qp, QpInit, Srq};
 use super::net::{log_last_drop, DropRecord, NetRx};
+use super::plane::PlaneTable;
+use crate::ib::netdev::NetDevice;
 use super::stats::{Counters, NAMES};
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::stats::StatDesc;
@@ -30,7 +32,8 @@ use crate::sys::bindings;
 /// The uverbs ABI version of `include/uapi/rdma/metaroce-abi.h`.
 pub(crate) const UVERBS_ABI_VERSION: u32 = 1;
 
-/// Every device has one port per plane; a device starts with one plane.
+/// The device's only port: its first plane (further planes are not RDMA
+/// ports, see `plane.rs`).
 pub(crate) const FIRST_PORT: u32 = 1;
 
 /// GID table entries per port: one per IPv4/IPv6 address of the netdev.
@@ -75,6 +78,10 @@ pub(crate) struct DeviceState {
     /// Connected QPs by number, for the receive path.
     #[pin]
     pub(crate) qps: SpinLockBh<QpTable>,
+    /// The netdevs the device sends on and receives from, by plane. Lock
+    /// order: after the QP table and a transport, before the MR table.
+    #[pin]
+    pub(crate) planes: SpinLockBh<PlaneTable>,
 }
 
 /// Period of the engine tick, in jiffies (1 ms at HZ=1000): the granularity
@@ -131,7 +138,8 @@ impl QpTable {
 impl DeviceState {
     /// The initialiser for a new device's state. Process context (it may
     /// open the UDP socket).
-    pub(crate) fn new() -> impl PinInit<Self, Error> {
+    pub(crate) fn new(first_plane: &NetDevice) -> impl PinInit<Self, Error> {
+        let planes = PlaneTable::new(first_plane);
         try_pin_init!(Self {
             ticker <- Ticker::new(TICK_JIFFIES),
             qpns <- new_spinlock!(IdPool::new(MAX_QP)?),
@@ -144,6 +152,7 @@ impl DeviceState {
             tunnel: TunnelRef::get::<NetRx>()?,
             mrs <- new_spinlock_bh!(MrTable::new()?, "metaroce_mrs"),
             qps <- new_spinlock_bh!(QpTable::new()?, "metaroce_qps"),
+            planes <- new_spinlock_bh!(planes, "metaroce_planes"),
         })
     }
 
@@ -271,7 +280,8 @@ impl IbDriver for MetaRoceDevice {
             return Err(EINVAL);
         }
         let ndev = dev.netdev(port).ok_or(ENODEV)?;
-        if ndev.is_running_with_carrier() {
+        // Active while any plane can carry packets.
+        if dev.data().planes.lock().any_carrier() {
             attr.state = bindings::ib_port_state_IB_PORT_ACTIVE;
             attr.phys_state = bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP as u8;
         } else {
@@ -418,7 +428,7 @@ impl IbDriver for MetaRoceDevice {
     const PORT_STATS: &'static [StatDesc] = &NAMES;
 
     fn port_stats(dev: &MetaRoceIbDevice, _port: u32, values: &mut [u64]) {
-        // One plane per device so far: the device counters are the port's.
+        // One port per device: the device counters (all planes) are its.
         dev.data().counters.read(values);
         log_last_drop(dev);
     }

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Netdevice events: the port state follows the netdev's carrier, and a
-//! device goes away with its netdev.
+//! Netdevice events: the port state follows the planes' carrier (active
+//! while any plane has it), a QP's paths leave a plane whose carrier goes
+//! and return when it comes back, a plane goes away with its netdev, and
+//! the device goes with its first plane's netdev (its port and GID table).
 
-use super::device::{MetaRoceDevice, FIRST_PORT};
-use crate::ib::device::device_by_netdev;
+use kernel::prelude::*;
+
+use super::device::FIRST_PORT;
+use super::plane::device_of_plane;
+use super::transport::TxCtx;
 use crate::ib::netdev::{NetDevice, NetdevEvent, NetdevHandler};
 
 /// The driver's netdevice notifier handler.
@@ -12,16 +17,31 @@ pub(crate) struct NetdevEvents;
 
 impl NetdevHandler for NetdevEvents {
     fn event(event: NetdevEvent, ndev: &NetDevice) {
-        let Some(dev) = device_by_netdev::<MetaRoceDevice>(ndev) else {
+        let Some(dev) = device_of_plane(ndev) else {
             return;
         };
-        match event {
-            NetdevEvent::Unregister => dev.unregister_queued(),
-            NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => {
-                dev.dispatch_port_event(FIRST_PORT, ndev.is_running_with_carrier())
+        let st = dev.data();
+        let Some(plane) = st.planes.lock().index_of(ndev) else {
+            return;
+        };
+        let up = match event {
+            NetdevEvent::Unregister if plane == 0 => {
+                dev.unregister_queued();
+                return;
             }
+            NetdevEvent::Unregister => {
+                st.planes.lock().remove(plane);
+                pr_info!("{}: plane {} ({}) removed with its netdev\n", dev.name(), plane, ndev.name());
+                false
+            }
+            NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => ndev.is_running_with_carrier(),
             // The active MTU is derived from the netdev MTU at query time.
-            NetdevEvent::ChangeMtu => {}
+            NetdevEvent::ChangeMtu => return,
+        };
+        let tx = TxCtx { st, sock: &st.tunnel };
+        for t in st.qps.lock().iter() {
+            t.plane_event(&tx, plane, up);
         }
+        dev.dispatch_port_event(FIRST_PORT, st.planes.lock().any_carrier());
     }
 }

@@ -14,6 +14,7 @@ pub(crate) mod limits;
 pub(crate) mod link;
 pub(crate) mod mr;
 pub(crate) mod net;
+pub(crate) mod plane;
 pub(crate) mod qp;
 pub(crate) mod srq;
 pub(crate) mod transport;

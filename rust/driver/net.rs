@@ -8,10 +8,10 @@
 
 use kernel::prelude::*;
 
-use super::device::{DeviceState, MetaRoceDevice, MetaRoceIbDevice};
+use super::device::{DeviceState, MetaRoceIbDevice};
+use super::plane::device_of_plane;
 use super::stats::Counter;
 use crate::engine::wire::{self, Packet, Probe, WireError};
-use crate::ib::device::device_by_netdev;
 use crate::ib::netdev::NetDevice;
 use crate::ib::skb::{Ecn, Ipv4Addr, SkBuff};
 use crate::ib::udp::{RxHandler, TunnelSock, TxSkb, TxV4};
@@ -52,7 +52,7 @@ pub(crate) struct NetRx;
 
 impl RxHandler for NetRx {
     fn receive(sock: &TunnelSock, ndev: &NetDevice, mut skb: SkBuff) {
-        let Some(dev) = device_by_netdev::<MetaRoceDevice>(ndev) else {
+        let Some(dev) = device_of_plane(ndev) else {
             // Not one of our planes: dropped (freed with the skb).
             return;
         };

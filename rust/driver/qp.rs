@@ -263,8 +263,8 @@ impl QpState {
                 return Err(EINVAL);
             };
             let mtu = 256u32 << n.path_mtu.saturating_sub(b::ib_mtu_IB_MTU_256).min(4);
-            let ndev = dev.netdev(FIRST_PORT).ok_or(ENODEV)?;
-            t.connect(Peer { local, remote, qpn: n.dest_qp_num }, mtu, ndev)?;
+            let planes = dev.data().planes.lock().count();
+            t.connect(Peer { local, remote, qpn: n.dest_qp_num }, mtu, planes)?;
             dev.data().qps.lock().insert(self.qpn, t.clone());
             dev.data().ticker.start(dev.data());
         }

@@ -22,6 +22,7 @@ use super::device::{DeviceState, MetaRoceIbDevice};
 use super::limits::{MAX_INLINE, MAX_MSG_SIZE, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::MrTable;
 use super::net::{send, RxMeta};
+use super::plane::PeerPlanes;
 use super::srq::SrqState;
 use super::wqe::{self, Completion, SendReq, Sge};
 use crate::engine::bitmap::MAX_MSG_PKTS;
@@ -31,10 +32,10 @@ use crate::engine::config::{ReceiverConfig, SenderConfig, MSG_WINDOW};
 use crate::engine::crc::crc32;
 use crate::engine::receiver::{Receiver, RxVerdict};
 use crate::engine::sender::{Message, PostError, Sender, TxKind};
-use crate::engine::wire::{self, Ack, DataHeader, Nak, Opcode, Packet, Syndrome};
+use crate::engine::wire::{self, Ack, DataHeader, Nak, Opcode, Packet, Planes, Syndrome};
 use crate::ib::heap::kvbox_copy;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
-use crate::ib::netdev::{NetDevice, NetDeviceRef};
+use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
 use crate::ib::skb::{Ecn, Ipv4Addr};
 use crate::ib::udp::{TunnelSock, TxV4};
@@ -46,12 +47,13 @@ use crate::sys::bindings as b;
 static EMPTY_SENDER: Sender = Sender::empty(Aimd);
 static EMPTY_RECEIVER: Receiver = Receiver::EMPTY;
 
-/// Where to send a QP's packets: the peer and our own address on the plane.
+/// Where to send a QP's packets on plane 0: the peer and our own address.
+/// (The peer's addresses on other planes come from its PLANES packet.)
 #[derive(Clone, Copy)]
 pub(crate) struct Peer {
-    /// Our address (the GID the QP was connected from).
+    /// Our address on plane 0 (the GID the QP was connected from).
     pub(crate) local: Ipv4Addr,
-    /// The peer's address.
+    /// The peer's address on plane 0.
     pub(crate) remote: Ipv4Addr,
     /// The peer QP.
     pub(crate) qpn: u32,
@@ -173,8 +175,8 @@ struct Inner {
     /// complete here (its buffer is the receive ring's consumer entry).
     rx_rsn: u16,
     peer: Option<Peer>,
-    /// The plane the QP sends on (held from connection to destruction).
-    ndev: Option<NetDeviceRef>,
+    /// The peer's addresses on every plane, and the PLANES exchange.
+    peer_planes: PeerPlanes,
     /// A send failed or the peer reported an error: the QP is in error.
     failed: bool,
 }
@@ -285,7 +287,7 @@ impl Transport {
             tx_rsn: 0,
             rx_rsn: 0,
             peer: None,
-            ndev: None,
+            peer_planes: PeerPlanes::new(Ipv4Addr::default(), 0),
             failed: false,
         };
         Ok(Arc::new(
@@ -317,15 +319,20 @@ impl Transport {
     }
 
     /// RTR/RTS: the peer is known and the path MTU agreed; the engine starts
-    /// and sends on `ndev`.
-    pub(crate) fn connect(&self, peer: Peer, mtu: u32, ndev: NetDeviceRef) -> Result {
+    /// with its paths spread over the device's `planes` planes. Only plane 0
+    /// carries packets until the peer's PLANES packet names its address on
+    /// the others.
+    pub(crate) fn connect(&self, peer: Peer, mtu: u32, planes: u8) -> Result {
         let now = now_ns();
         let mut i = self.inner.lock();
-        let cfg = SenderConfig { dst_qpn: peer.qpn, mtu, planes: 1, entropy_seed: self.qpn ^ 0x5eed, ..SenderConfig::DEFAULT };
+        let cfg = SenderConfig { dst_qpn: peer.qpn, mtu, planes, entropy_seed: self.qpn ^ 0x5eed, ..SenderConfig::DEFAULT };
         i.sender.reset(cfg, now).map_err(|_| EINVAL)?;
+        for k in 1..planes {
+            i.sender.plane_down(k);
+        }
         i.receiver.reset(ReceiverConfig { peer_qpn: peer.qpn, mtu }).map_err(|_| EINVAL)?;
         i.peer = Some(peer);
-        i.ndev = Some(ndev);
+        i.peer_planes = PeerPlanes::new(peer.remote, now);
         i.failed = false;
         self.error.store(false, Ordering::Release);
         // Both engines start over: so do the request and receive numbering.
@@ -354,6 +361,63 @@ impl Transport {
         self.error.load(Ordering::Acquire)
     }
 
+    /// Sends our plane list to the peer on plane 0; `known`: we hold its.
+    fn send_planes(&self, tx: &TxCtx<'_>, peer: Peer, known: bool) {
+        let planes = tx.st.planes.lock();
+        let Some(ndev) = planes.get(0) else { return };
+        let (count, addrs) = planes.addrs(peer.local);
+        let pl = Planes { dst_qpn: peer.qpn, src_qpn: self.qpn, known, count, addrs };
+        let to = TxV4 { src: peer.local, dst: peer.remote, src_port: wire::UDP_PORT, ecn: Ecn::Ect0 };
+        let _ = send(tx.st, tx.sock, ndev, &to, wire::PLANES_LEN + wire::ICRC_LEN, |buf| pl.encode(buf).map_err(|_| EINVAL));
+    }
+
+    /// Whether plane `k` can carry this QP's packets: our netdev has
+    /// carrier and the peer's address on it is known.
+    fn plane_usable(tx: &TxCtx<'_>, pp: &PeerPlanes, k: u8) -> bool {
+        (k == 0 || pp.known)
+            && pp.addr(k).is_some()
+            && tx.st.planes.lock().get(k).is_some_and(|n| n.is_running_with_carrier())
+    }
+
+    /// Plane `plane`'s netdev gained (`up`) or lost carrier or went away:
+    /// its paths return (after a probe) or are drained onto the others.
+    pub(crate) fn plane_event(&self, tx: &TxCtx<'_>, plane: u8, up: bool) {
+        let mut i = self.inner.lock();
+        if i.peer.is_none() || i.failed || plane >= i.sender.config().planes {
+            return;
+        }
+        if !up {
+            i.sender.plane_down(plane);
+        } else if Self::plane_usable(tx, &i.peer_planes, plane) {
+            i.sender.plane_up(plane);
+        }
+        self.pump(&mut i, tx);
+    }
+
+    /// The peer's PLANES packet: learn its addresses (its planes become
+    /// usable), confirm that we have them, stop repeating ours once it
+    /// confirms.
+    fn receive_planes(&self, i: &mut Inner, tx: &TxCtx<'_>, pl: &Planes) {
+        let Some(peer) = i.peer else { return };
+        if pl.src_qpn != peer.qpn || i.failed {
+            return;
+        }
+        if pl.known {
+            i.peer_planes.acked = true;
+        }
+        if i.peer_planes.learn(pl.count, &pl.addrs) {
+            for k in 1..i.sender.config().planes {
+                if Self::plane_usable(tx, &i.peer_planes, k) {
+                    i.sender.plane_up(k);
+                }
+            }
+        }
+        if !pl.known {
+            self.send_planes(tx, peer, true);
+        }
+        self.pump(i, tx);
+    }
+
     /// The connected peer QP, if any.
     pub(crate) fn peer_qpn(&self) -> Option<u32> {
         self.inner.lock().peer.map(|p| p.qpn)
@@ -364,8 +428,15 @@ impl Transport {
     pub(crate) fn tick(&self, tx: &TxCtx<'_>) {
         let now = now_ns();
         let mut i = self.inner.lock();
-        if i.peer.is_none() || i.failed {
+        let Some(peer) = i.peer else { return };
+        if i.failed {
             return;
+        }
+        // Our plane list goes out until the peer confirms it (only needed
+        // when we have planes besides plane 0; we answer the peer's anyway).
+        if i.sender.config().planes > 1 && i.peer_planes.due(now) {
+            let known = i.peer_planes.known;
+            self.send_planes(tx, peer, known);
         }
         if i.sender.next_deadline().is_some_and(|d| d <= now) {
             i.sender.on_timer(now);
@@ -535,16 +606,25 @@ impl Transport {
     /// Sends every packet the engine has ready.
     fn pump(&self, i: &mut Inner, tx: &TxCtx<'_>) {
         let Some(peer) = i.peer else { return };
-        let Some(ndev) = i.ndev.take() else { return };
-        self.pump_on(i, tx, peer, &ndev);
-        i.ndev = Some(ndev);
+        self.pump_on(i, tx, peer);
         self.complete_sends(i);
     }
 
-    fn pump_on(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer, ndev: &NetDevice) {
+    /// Sends each packet on its path's plane: from our netdev on that plane
+    /// to the peer's address on it (plane 0: the connected GIDs; others:
+    /// the source address the route picks on that netdev).
+    fn pump_on(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer) {
         let now = now_ns();
+        let planes = tx.st.planes.lock();
         while let Some(pkt) = i.sender.next_packet(now) {
-            let to = TxV4 { src: peer.local, dst: peer.remote, src_port: pkt.src_port, ecn: Ecn::Ect0 };
+            let (Some(ndev), Some(dst)) = (planes.get(pkt.plane), i.peer_planes.addr(pkt.plane)) else {
+                // The plane went away since the engine chose it: the packet
+                // counts as lost and is resent on another path.
+                tx.st.counters.inc(Counter::TxErrors);
+                continue;
+            };
+            let src = if pkt.plane == 0 { peer.local } else { Ipv4Addr::default() };
+            let to = TxV4 { src, dst, src_port: pkt.src_port, ecn: Ecn::Ect0 };
             match pkt.kind {
                 TxKind::Data { header, retransmit } => {
                     if retransmit {
@@ -719,6 +799,7 @@ impl Transport {
                 i.sender.on_probe_reply(probe, now_ns());
                 self.pump(&mut i, tx);
             }
+            Packet::Planes(pl) => self.receive_planes(&mut i, tx, pl),
             Packet::Probe(_) => {}
         }
     }
@@ -947,6 +1028,7 @@ pub(crate) fn deliver(dev: &MetaRoceIbDevice, tx: &TxCtx<'_>, ndev: &NetDevice, 
         Packet::Data { header, .. } => header.dst_qpn,
         Packet::Ack(Ack { dst_qpn, .. }) | Packet::Nak(Nak { dst_qpn, .. }) => *dst_qpn,
         Packet::ProbeReply(p) => p.dst_qpn,
+        Packet::Planes(p) => p.dst_qpn,
         Packet::Probe(_) => return false,
     };
     let qps = dev.data().qps.lock();

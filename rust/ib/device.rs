@@ -287,6 +287,16 @@ pub(crate) fn device_by_netdev<T: IbDriver>(ndev: &NetDevice) -> Option<DeviceRe
     NonNull::new(ptr).map(|ptr| DeviceRef { ptr, _data: PhantomData })
 }
 
+/// The device of driver `T` named `name`, if any. Process context (the
+/// core's lookup may sleep).
+pub(crate) fn device_by_name<T: IbDriver>(name: &CStr) -> Option<DeviceRef<T::Data>> {
+    // SAFETY: `name` is a valid C string; the call returns a held device of
+    // our driver id or NULL.
+    let ptr = unsafe { bindings::ib_device_get_by_name(name.as_char_ptr(), DRIVER_ID) };
+    // Every device with our driver id was made by `NewDevice::new::<T>`.
+    NonNull::new(ptr).map(|ptr| DeviceRef { ptr, _data: PhantomData })
+}
+
 /// Whether any RDMA device (of any driver) already has this name.
 pub(crate) fn name_in_use(name: &CStr) -> bool {
     // SAFETY: `name` is a valid C string; RDMA_DRIVER_UNKNOWN matches every

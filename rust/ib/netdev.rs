@@ -9,6 +9,7 @@ use kernel::error::to_result;
 use kernel::prelude::*;
 use kernel::types::Opaque;
 
+use super::skb::Ipv4Addr;
 use crate::sys::bindings;
 
 /// A network device borrowed from the caller (the RDMA core or a notifier).
@@ -76,6 +77,23 @@ impl NetDevice {
         mac
     }
 
+    /// A counted reference to this device.
+    pub(crate) fn hold(&self) -> NetDeviceRef {
+        // SAFETY: the device is alive (type invariant); `dev_hold` takes the
+        // reference the new `NetDeviceRef` owns.
+        unsafe { bindings::metaroce_helper_dev_hold(self.as_raw()) };
+        NetDeviceRef { ptr: self.as_raw() }
+    }
+
+    /// The device's primary IPv4 address (global scope), if it has one.
+    /// Any context.
+    pub(crate) fn ipv4_addr(&self) -> Option<Ipv4Addr> {
+        // SAFETY: the device is alive (type invariant); the helper reads its
+        // address list under RCU and returns a `__be32` (0 if none).
+        let be = unsafe { bindings::metaroce_helper_netdev_ipv4(self.as_raw()) };
+        (be != 0).then(|| Ipv4Addr(be.to_ne_bytes()))
+    }
+
     /// Whether the device is administratively up and has carrier.
     pub(crate) fn is_running_with_carrier(&self) -> bool {
         // SAFETY: the helpers only read flags of a live net_device.
@@ -105,6 +123,15 @@ impl NetDeviceRef {
     pub(crate) unsafe fn from_held(ptr: *mut bindings::net_device) -> Self {
         Self { ptr }
     }
+}
+
+/// The network device of `init_net` with index `ifindex`, held. Any context.
+pub(crate) fn netdev_by_index(ifindex: i32) -> Option<NetDeviceRef> {
+    // SAFETY: `dev_get_by_index` looks the device up under RCU and returns
+    // it held, or NULL.
+    let ptr = unsafe { bindings::metaroce_helper_dev_get_by_index(ifindex) };
+    // SAFETY: non-null and held by the lookup.
+    (!ptr.is_null()).then(|| unsafe { NetDeviceRef::from_held(ptr) })
 }
 
 // SAFETY: a held reference may be used and released (`dev_put`) from any

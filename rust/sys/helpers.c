@@ -2,11 +2,27 @@
 /* Forwarders for static inlines (see helpers.h). */
 #include <linux/highmem.h>
 #include <linux/vmalloc.h>
+#include <linux/inetdevice.h>
 #include "helpers.h"
 
 void metaroce_helper_dev_put(struct net_device *ndev)
 {
 	dev_put(ndev);
+}
+
+void metaroce_helper_dev_hold(struct net_device *ndev)
+{
+	dev_hold(ndev);
+}
+
+struct net_device *metaroce_helper_dev_get_by_index(int ifindex)
+{
+	return dev_get_by_index(&init_net, ifindex);
+}
+
+__be32 metaroce_helper_netdev_ipv4(struct net_device *ndev)
+{
+	return inet_select_addr(ndev, 0, RT_SCOPE_UNIVERSE);
 }
 
 bool metaroce_helper_netif_running(const struct net_device *ndev)

@@ -15,6 +15,9 @@
 #include <net/route.h>
 
 void metaroce_helper_dev_put(struct net_device *ndev);
+void metaroce_helper_dev_hold(struct net_device *ndev);
+struct net_device *metaroce_helper_dev_get_by_index(int ifindex);
+__be32 metaroce_helper_netdev_ipv4(struct net_device *ndev);
 bool metaroce_helper_netif_running(const struct net_device *ndev);
 bool metaroce_helper_netif_carrier_ok(const struct net_device *ndev);
 

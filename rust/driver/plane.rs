@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Planes: the netdevs one MetaRoCE device sprays over.
+//!
+//! Plane 0 is the netdev the device was created on; it is the device's only
+//! RDMA port (port 1), so the core's GID table, port MTU and
+//! `ib_device_get_by_netdev` all belong to it. Further planes are added with
+//! `rdma link add NAME type metaroce netdev DEV` naming an existing MetaRoCE
+//! device (see `link.rs`); they are not RDMA ports, only places to send
+//! from and receive on. A device holds a reference on each plane's netdev in
+//! its [`PlaneTable`]; the module-wide owner map below lets the receive path
+//! and the netdev notifier find the device of a packet or event arriving on
+//! a plane other than plane 0.
+//!
+//! A QP learns the peer's address on every plane from a PLANES packet
+//! (protocol section 1.8), exchanged on plane 0 after RTR ([`PeerPlanes`]).
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use kernel::prelude::*;
+
+use super::device::{DeviceState, MetaRoceDevice};
+use super::transport::gid_ipv4;
+use crate::engine::wire::MAX_PLANES as WIRE_MAX_PLANES;
+use crate::ib::device::{device_by_netdev, DeviceRef};
+use crate::ib::netdev::{netdev_by_index, NetDevice, NetDeviceRef};
+use crate::ib::skb::Ipv4Addr;
+
+/// Most planes per device: as many as one PLANES packet lists.
+pub(crate) const MAX_PLANES: usize = WIRE_MAX_PLANES;
+
+/// Extra planes of all devices together (plane 0 is not in the map).
+const OWNER_SLOTS: usize = 64;
+
+/// Extra-plane owners, `plane ifindex << 32 | plane-0 ifindex`, 0 = free.
+/// Plain atomics: read from the receive softirq without a lock; written in
+/// process context (link add, netdev unregister, device release).
+static OWNERS: [AtomicU64; OWNER_SLOTS] = [const { AtomicU64::new(0) }; OWNER_SLOTS];
+
+fn owner_entry(plane: i32, first: i32) -> u64 {
+    (u64::from(plane as u32) << 32) | u64::from(first as u32)
+}
+
+/// The plane-0 ifindex of the device that has `ifindex` as an extra plane.
+fn owner_of(ifindex: i32) -> Option<i32> {
+    OWNERS.iter().find_map(|s| {
+        let v = s.load(Ordering::Acquire);
+        (v != 0 && (v >> 32) as u32 == ifindex as u32).then_some(v as u32 as i32)
+    })
+}
+
+/// Records that netdev `plane` is an extra plane of the device on `first`.
+fn claim(plane: i32, first: i32) -> Result {
+    if owner_of(plane).is_some() {
+        return Err(EEXIST);
+    }
+    let entry = owner_entry(plane, first);
+    for s in &OWNERS {
+        if s.compare_exchange(0, entry, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            return Ok(());
+        }
+    }
+    Err(ENOSPC)
+}
+
+/// Forgets that netdev `plane` is an extra plane.
+fn release(plane: i32) {
+    for s in &OWNERS {
+        let v = s.load(Ordering::Acquire);
+        if v != 0 && (v >> 32) as u32 == plane as u32 {
+            let _ = s.compare_exchange(v, 0, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+}
+
+/// The MetaRoCE device `ndev` is a plane of, if any. Any context.
+pub(crate) fn device_of_plane(ndev: &NetDevice) -> Option<DeviceRef<DeviceState>> {
+    if let Some(dev) = device_by_netdev::<MetaRoceDevice>(ndev) {
+        return Some(dev);
+    }
+    let first = netdev_by_index(owner_of(ndev.ifindex())?)?;
+    device_by_netdev::<MetaRoceDevice>(&first)
+}
+
+/// The netdevs of one device, by plane number. Plane numbers are stable:
+/// a removed plane leaves a hole (its paths stay suspended) that the next
+/// added plane fills.
+pub(crate) struct PlaneTable {
+    ndevs: [Option<NetDeviceRef>; MAX_PLANES],
+}
+
+impl PlaneTable {
+    /// A table with `first` as plane 0.
+    pub(crate) fn new(first: &NetDevice) -> Self {
+        let mut ndevs: [Option<NetDeviceRef>; MAX_PLANES] = Default::default();
+        ndevs[0] = Some(first.hold());
+        Self { ndevs }
+    }
+
+    /// Planes a QP connected now spreads its paths over (highest plane
+    /// number + 1).
+    pub(crate) fn count(&self) -> u8 {
+        self.ndevs.iter().rposition(Option::is_some).map_or(1, |k| k + 1) as u8
+    }
+
+    /// The netdev of plane `k`.
+    pub(crate) fn get(&self, k: u8) -> Option<&NetDevice> {
+        self.ndevs.get(k as usize)?.as_deref()
+    }
+
+    /// The plane number of `ndev`, if it is one of ours.
+    pub(crate) fn index_of(&self, ndev: &NetDevice) -> Option<u8> {
+        self.ndevs
+            .iter()
+            .position(|n| n.as_ref().is_some_and(|n| n.as_raw() == ndev.as_raw()))
+            .map(|k| k as u8)
+    }
+
+    /// Whether any plane is up with carrier (the port state).
+    pub(crate) fn any_carrier(&self) -> bool {
+        self.ndevs.iter().flatten().any(|n| n.is_running_with_carrier())
+    }
+
+    /// Adds `ndev` as a new plane; returns its number. Process context.
+    pub(crate) fn add(&mut self, ndev: &NetDevice) -> Result<u8> {
+        let k = self.ndevs.iter().position(Option::is_none).ok_or(ENOSPC)?;
+        let first = self.get(0).ok_or(ENODEV)?.ifindex();
+        claim(ndev.ifindex(), first)?;
+        self.ndevs[k] = Some(ndev.hold());
+        Ok(k as u8)
+    }
+
+    /// Removes plane `k` (k > 0) and drops our reference on its netdev.
+    pub(crate) fn remove(&mut self, k: u8) {
+        if k == 0 {
+            return;
+        }
+        if let Some(n) = self.ndevs.get_mut(k as usize).and_then(Option::take) {
+            release(n.ifindex());
+        }
+    }
+
+    /// This device's address on each plane, for a PLANES packet: `count`
+    /// and the IPv4-mapped GIDs (zero where a plane has no IPv4 address or
+    /// no netdev). Plane 0 is `local`, the address the QP connected from.
+    pub(crate) fn addrs(&self, local: Ipv4Addr) -> (u8, [[u8; 16]; MAX_PLANES]) {
+        let mut out = [[0u8; 16]; MAX_PLANES];
+        out[0] = ipv4_gid(local);
+        for (k, n) in self.ndevs.iter().enumerate().skip(1) {
+            if let Some(ip) = n.as_ref().and_then(|n| n.ipv4_addr()) {
+                out[k] = ipv4_gid(ip);
+            }
+        }
+        (self.count(), out)
+    }
+}
+
+impl Drop for PlaneTable {
+    fn drop(&mut self) {
+        for k in 1..MAX_PLANES as u8 {
+            self.remove(k);
+        }
+    }
+}
+
+/// `::ffff:a.b.c.d`.
+fn ipv4_gid(ip: Ipv4Addr) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[10] = 0xff;
+    g[11] = 0xff;
+    g[12..].copy_from_slice(&ip.0);
+    g
+}
+
+/// First and longest interval between repeated PLANES packets.
+const PLANES_RETRY_MIN_NS: u64 = 1_000_000;
+const PLANES_RETRY_MAX_NS: u64 = 100_000_000;
+
+/// What a QP knows of its peer's planes, and whether the PLANES exchange
+/// is done: each side repeats its PLANES (backing off from 1 to 100 ms)
+/// until it receives one flagged KNOWN, and answers every PLANES not
+/// flagged KNOWN with its own, flagged KNOWN. Loss of any packet only
+/// delays the exchange.
+#[derive(Clone, Copy)]
+pub(crate) struct PeerPlanes {
+    /// The peer's address on each plane (plane 0: from RTR).
+    addrs: [Option<Ipv4Addr>; MAX_PLANES],
+    /// We received the peer's list.
+    pub(crate) known: bool,
+    /// The peer confirmed it has ours.
+    pub(crate) acked: bool,
+    next_ns: u64,
+    interval_ns: u64,
+}
+
+impl PeerPlanes {
+    /// Before the exchange: only plane 0 is known; a PLANES is due now.
+    pub(crate) fn new(remote: Ipv4Addr, now: u64) -> Self {
+        let mut addrs = [None; MAX_PLANES];
+        addrs[0] = Some(remote);
+        Self { addrs, known: false, acked: false, next_ns: now, interval_ns: PLANES_RETRY_MIN_NS }
+    }
+
+    /// The peer's address on plane `k`.
+    pub(crate) fn addr(&self, k: u8) -> Option<Ipv4Addr> {
+        *self.addrs.get(k as usize)?
+    }
+
+    /// Whether our PLANES is due (the peer has not confirmed it), and if so
+    /// schedules the next repetition.
+    pub(crate) fn due(&mut self, now: u64) -> bool {
+        if self.acked || now < self.next_ns {
+            return false;
+        }
+        self.next_ns = now + self.interval_ns;
+        self.interval_ns = (self.interval_ns * 2).min(PLANES_RETRY_MAX_NS);
+        true
+    }
+
+    /// Takes the peer's list; returns whether it was new. Plane 0 stays the
+    /// address the QP was connected to.
+    pub(crate) fn learn(&mut self, count: u8, addrs: &[[u8; 16]; MAX_PLANES]) -> bool {
+        for k in 1..MAX_PLANES {
+            self.addrs[k] = if k < count as usize { gid_ipv4(&addrs[k]).filter(|ip| ip.0 != [0; 4]) } else { None };
+        }
+        !core::mem::replace(&mut self.known, true)
+    }
+}
