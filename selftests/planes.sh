@@ -174,7 +174,7 @@ for i in $(seq 30); do
 	s4=$(plane1_sent)
 	[ $((s4 - s3)) -gt 50 ] && break
 done
-log "host A plane 1 sent +$((s4 - s3)) packets in the $((i * 5 / 10)) s after the loss ended"
+log "host A plane 1 sent +$((s4 - s3)) packets in the $((i * 500)) ms after the loss ended"
 [ $((s4 - s3)) -gt 50 ] || fail "traffic did not return to plane 1 after the loss ended"
 wait $client || fail "client failed across the plane failures: $(tail -5 /tmp/planes_client.out)"
 out=$(cat /tmp/planes_client.out)
