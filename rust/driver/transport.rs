@@ -848,11 +848,14 @@ impl Transport {
             RxVerdict::Drop(_) => return,
         }
         let reply = meta.reply_to();
-        if let Some(ack) = i.receiver.ack_for(h.path_id) {
-            let _ = send(tx.st, tx.sock, ndev, &reply, wire::ACK_LEN + wire::ICRC_LEN, |buf| ack.encode(buf).map_err(|_| EINVAL));
-        }
+        // The NAK goes first: an ACK that covers the failed message's last
+        // packet would otherwise complete it at the requester as a success
+        // before the NAK arrives (both go the same way, in order).
         while let Some(nak) = i.receiver.pop_nak() {
             let _ = send(tx.st, tx.sock, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| nak.encode(buf).map_err(|_| EINVAL));
+        }
+        if let Some(ack) = i.receiver.ack_for(h.path_id) {
+            let _ = send(tx.st, tx.sock, ndev, &reply, wire::ACK_LEN + wire::ICRC_LEN, |buf| ack.encode(buf).map_err(|_| EINVAL));
         }
         if self.complete_receives(i) {
             self.after_progress(i, tx);
