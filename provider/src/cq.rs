@@ -33,6 +33,13 @@ impl CqState {
             current_valid: false,
         }
     }
+
+    /// Adopts the ring a resize produced; the old one is unmapped here.
+    fn replace_ring(&mut self, ring: SharedQueue) {
+        self.current_valid = false;
+        self.cur = 0;
+        drop(self.ring.replace(ring));
+    }
 }
 
 /// Our CQ; `vcq` first so `ibv_cq`/`ibv_cq_ex` pointers are `Cq` pointers.
@@ -276,11 +283,20 @@ pub(crate) unsafe extern "C" fn resize_cq(ibcq: *mut sys::ibv_cq, cqe: c_int) ->
         })?;
         // SAFETY: the CQ's context is live while the CQ is.
         let fd = unsafe { cmd_fd((*ibcq).context) };
-        // The old mapping goes when the new one replaces it; the kernel
-        // moved the pending completions into the new ring.
-        g.ring = None;
-        g.ring = Some(map_ring(fd, &resp.drv.mi)?);
-        Ok(())
+        // The kernel moved the pending completions into the new ring and
+        // no longer produces into the old one, which is unmapped once the
+        // new one is in place. If the new ring cannot be mapped the CQ has
+        // no ring left: polls fail from now on.
+        match map_ring(fd, &resp.drv.mi) {
+            Ok(ring) => {
+                g.replace_ring(ring);
+                Ok(())
+            }
+            Err(e) => {
+                g.ring = None;
+                Err(e)
+            }
+        }
     })
 }
 
@@ -468,6 +484,25 @@ mod tests {
         // SAFETY: negative count.
         assert_eq!(unsafe { poll_cq(p, -1, wc.as_mut_ptr()) }, -1);
         assert_eq!(ring_of(&mut cq).consumer().load(Ordering::Relaxed), 3);
+        assert!(!cq.state.is_locked());
+    }
+
+    #[test]
+    fn resize_adopts_the_new_ring() {
+        let mut cq = fake_cq(2);
+        produce(ring_of(&mut cq), 1);
+        // The kernel copied the pending completion to a larger ring.
+        let mut bigger = SharedQueue::for_test(8, 6);
+        produce(&mut bigger, 1);
+        produce(&mut bigger, 2);
+        cq.state.get_mut().replace_ring(bigger);
+        let p = &mut *cq as *mut Cq as *mut sys::ibv_cq;
+        // SAFETY: zeroed ibv_wc array.
+        let mut wc: [sys::ibv_wc; 4] = unsafe { core::mem::zeroed() };
+        // SAFETY: p is a live fake CQ; wc holds 4 entries.
+        assert_eq!(unsafe { poll_cq(p, 4, wc.as_mut_ptr()) }, 2);
+        assert_eq!((wc[0].wr_id, wc[1].wr_id), (1, 2));
+        assert_eq!(ring_of(&mut cq).geometry().capacity(), 8);
         assert!(!cq.state.is_locked());
     }
 

@@ -7,11 +7,11 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use kernel::prelude::*;
-use kernel::sync::{new_spinlock, SpinLock};
 
 use super::device::FIRST_PORT;
 use super::limits::MAX_CQE;
 use super::wqe::{geometry, Completion, CQE};
+use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::ring::SharedRing;
 use crate::ib::udata::Udata;
 use crate::ib::verbs::Cq;
@@ -23,11 +23,10 @@ const CQ_ELEM: usize = 64;
 
 /// Driver state of a CQ.
 pub(crate) struct CqState {
-    ring: SharedRing,
-    /// Serialises producers (completions from any QP using this CQ).
-    producer: Pin<KBox<SpinLock<()>>>,
-    /// Serialises kernel consumers of `poll_cq`.
-    consumer: Pin<KBox<SpinLock<()>>>,
+    /// The ring. The lock serialises producers (completions from any QP
+    /// using this CQ), kernel consumers of `poll_cq` and `resize`, which
+    /// swaps the ring; bh-safe because the data path produces from softirq.
+    ring: Pin<KBox<SpinLockBh<SharedRing>>>,
     /// `IB_CQ_SOLICITED` or `IB_CQ_NEXT_COMP` while armed, else 0.
     armed: AtomicU32,
 }
@@ -35,26 +34,61 @@ pub(crate) struct CqState {
 impl CqState {
     /// Creates the ring; a user CQ gets it mapped and learns where.
     pub(crate) fn new(attr: &bindings::ib_cq_init_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
-        if attr.cqe == 0 || attr.cqe > MAX_CQE || attr.flags != 0 {
+        if attr.flags != 0 {
             return Err(EINVAL);
         }
-        let (count, size) = geometry(attr.cqe, CQ_ELEM)?;
-        let mut ring = SharedRing::new(count, size)?;
+        let mut ring = new_ring(attr.cqe)?;
         if let Some(udata) = udata {
             let mi = ring.expose_for(udata)?;
             udata.respond(&bindings::metaroce_create_cq_resp { mi })?;
         }
         Ok(Self {
-            ring,
-            producer: KBox::pin_init(new_spinlock!(()), GFP_KERNEL)?,
-            consumer: KBox::pin_init(new_spinlock!(()), GFP_KERNEL)?,
+            ring: KBox::pin_init(new_spinlock_bh!(ring, "metaroce_cq_ring"), GFP_KERNEL)?,
             armed: AtomicU32::new(0),
         })
     }
 
     /// Entries the CQ holds.
     pub(crate) fn capacity(&self) -> u32 {
-        self.ring.count()
+        self.ring.lock().count()
+    }
+
+    /// Replaces the ring by one of at least `cqe` entries holding the
+    /// completions not consumed yet; a user CQ gets the new ring mapped
+    /// (the provider maps it and unmaps the old one while it holds its CQ
+    /// lock, so nobody consumes meanwhile). `EINVAL` if `cqe` is out of
+    /// limits or below the number of pending completions.
+    pub(crate) fn resize(&self, cqe: u32, udata: Option<&Udata<'_>>) -> Result {
+        // Allocation, mapping and the response may sleep: all before the
+        // lock is taken. A failure below leaves the old ring in place and
+        // the user ignores the response of a failed command.
+        let mut ring = new_ring(cqe)?;
+        if let Some(udata) = udata {
+            let mi = ring.expose_for(udata)?;
+            udata.respond(&bindings::metaroce_resize_cq_resp { mi })?;
+        }
+        let swapped = {
+            let mut cur = self.ring.lock();
+            let cons = cur.consumer();
+            let pending = cur.producer().wrapping_sub(cons);
+            // More than the old ring holds: a user consumer index gone wild.
+            if pending > cur.count() || pending > ring.count() {
+                Err(EINVAL)
+            } else {
+                let mut elem = [0u8; CQ_ELEM];
+                for i in 0..pending {
+                    cur.read(cons.wrapping_add(i), &mut elem);
+                    ring.write(i, &elem);
+                }
+                ring.set_producer(pending);
+                core::mem::swap(&mut *cur, &mut ring);
+                Ok(())
+            }
+        };
+        // `ring` (the old one on success) is freed here, outside the lock:
+        // removing a mapping entry may sleep.
+        drop(ring);
+        swapped
     }
 
     /// Adds a completion (`qp_addr` is the `ib_qp` address for kernel
@@ -63,16 +97,16 @@ impl CqState {
     #[allow(dead_code)] // The data path produces completions.
     pub(crate) fn push(&self, cq: &Cq<CqState>, c: &Completion, qp_addr: u64, solicited: bool) -> Result {
         {
-            let _guard = self.producer.lock();
-            let prod = self.ring.producer();
-            if prod.wrapping_sub(self.ring.consumer()) >= self.ring.count() {
+            let ring = self.ring.lock();
+            let prod = ring.producer();
+            if prod.wrapping_sub(ring.consumer()) >= ring.count() {
                 return Err(ENOSPC);
             }
             let mut elem = [0u8; CQ_ELEM];
             elem[..CQE].copy_from_slice(&c.encode(FIRST_PORT as u8));
             elem[CQE..CQE + 8].copy_from_slice(&qp_addr.to_ne_bytes());
-            self.ring.write(prod, &elem);
-            self.ring.set_producer(prod.wrapping_add(1));
+            ring.write(prod, &elem);
+            ring.set_producer(prod.wrapping_add(1));
         }
         let armed = self.armed.load(Ordering::Acquire);
         let fire = armed == bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP
@@ -85,13 +119,13 @@ impl CqState {
 
     /// Moves completions into `out` (kernel consumers).
     pub(crate) fn poll(&self, out: &mut [bindings::ib_wc]) -> usize {
-        let _guard = self.consumer.lock();
-        let mut cons = self.ring.consumer();
-        let prod = self.ring.producer();
+        let ring = self.ring.lock();
+        let mut cons = ring.consumer();
+        let prod = ring.producer();
         let mut n = 0;
         while n < out.len() && cons != prod {
             let mut elem = [0u8; CQ_ELEM];
-            self.ring.read(cons, &mut elem);
+            ring.read(cons, &mut elem);
             let mut cqe = [0u8; CQE];
             cqe.copy_from_slice(&elem[..CQE]);
             let c = Completion::decode(&cqe);
@@ -111,7 +145,7 @@ impl CqState {
             cons = cons.wrapping_add(1);
             n += 1;
         }
-        self.ring.set_consumer(cons);
+        ring.set_consumer(cons);
         n
     }
 
@@ -121,8 +155,19 @@ impl CqState {
         let kind = flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
         // NEXT_COMP is the wider condition: never narrow an armed CQ.
         let _ = self.armed.fetch_max(kind, Ordering::AcqRel);
-        let missed = flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0
-            && self.ring.producer() != self.ring.consumer();
+        let missed = flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0 && {
+            let ring = self.ring.lock();
+            ring.producer() != ring.consumer()
+        };
         i32::from(missed)
     }
+}
+
+/// A zeroed ring of at least `cqe` completions.
+fn new_ring(cqe: u32) -> Result<SharedRing> {
+    if cqe == 0 || cqe > MAX_CQE {
+        return Err(EINVAL);
+    }
+    let (count, size) = geometry(cqe, CQ_ELEM)?;
+    SharedRing::new(count, size)
 }

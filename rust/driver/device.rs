@@ -346,6 +346,10 @@ impl IbDriver for MetaRoceDevice {
         cq.data().capacity()
     }
 
+    fn resize_cq(cq: &Cq<CqState>, cqe: u32, udata: Option<&Udata<'_>>) -> Result {
+        cq.data().resize(cqe, udata)
+    }
+
     fn poll_cq(cq: &Cq<CqState>, wc: &mut [bindings::ib_wc]) -> usize {
         cq.data().poll(wc)
     }

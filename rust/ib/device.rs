@@ -79,6 +79,9 @@ pub(crate) trait IbDriver: Sized {
     fn cq_capacity(cq: &Cq<Self::Cq>) -> u32;
     /// Moves up to `wc.len()` completions into `wc`; returns how many.
     fn poll_cq(cq: &Cq<Self::Cq>, wc: &mut [bindings::ib_wc]) -> usize;
+    /// Changes the CQ to hold at least `cqe` completions, keeping the
+    /// pending ones; [`IbDriver::cq_capacity`] reports the new size after.
+    fn resize_cq(cq: &Cq<Self::Cq>, cqe: u32, udata: Option<&Udata<'_>>) -> Result;
     /// Arms the CQ; returns 1 if completions were missed (as the verb does).
     fn req_notify_cq(cq: &Cq<Self::Cq>, flags: u32) -> Result<i32>;
     /// Creates a shared receive queue.

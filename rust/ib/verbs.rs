@@ -182,6 +182,7 @@ pub(crate) fn fill_ops<T: IbDriver>(ops: &mut bindings::ib_device_ops) {
     ops.create_cq = Some(create_cq::<T>);
     ops.destroy_cq = Some(destroy_cq::<T>);
     ops.poll_cq = Some(poll_cq::<T>);
+    ops.resize_cq = Some(resize_cq::<T>);
     ops.req_notify_cq = Some(req_notify_cq::<T>);
     ops.create_srq = Some(create_srq::<T>);
     ops.modify_srq = Some(modify_srq::<T>);
@@ -365,6 +366,32 @@ unsafe extern "C" fn destroy_cq<T: IbDriver>(cq: *mut bindings::ib_cq, _udata: *
     // QP using it is gone.
     unsafe { drop_data::<_, T::Cq>(cq) };
     0
+}
+
+/// The `resize_cq` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
+unsafe extern "C" fn resize_cq<T: IbDriver>(
+    cq: *mut bindings::ib_cq,
+    cqe: kernel::ffi::c_int,
+    udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        let cqe = u32::try_from(cqe).map_err(|_| EINVAL)?;
+        // SAFETY: a live CQ of ours; `udata` NULL (kernel callers) or the
+        // call's. The core serialises verbs on one user CQ object, and
+        // `cqe` is a plain field consumers read after the call.
+        unsafe {
+            let udata = Udata::from_raw(udata);
+            let obj = Cq::<T::Cq>::from_raw(cq);
+            T::resize_cq(obj, cqe, udata.as_ref())?;
+            (*cq).cqe = T::cq_capacity(obj) as i32;
+        }
+        Ok(0)
+    })
 }
 
 /// The `poll_cq` op of `ib_device_ops`.
