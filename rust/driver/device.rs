@@ -23,7 +23,8 @@ use crate::ib::verbs::{Ah, Cq, Mr, Pd, Qp, QpInit, Srq};
 use super::net::{log_last_drop, DropRecord, NetRx};
 use super::plane::PlaneTable;
 use crate::ib::netdev::NetDevice;
-use super::stats::{Counters, NAMES};
+use super::qp_counters::CounterTable;
+use super::stats::{Counters, NAMES, QP_COUNTERS};
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::stats::StatDesc;
 use crate::ib::udp::TunnelRef;
@@ -67,6 +68,8 @@ pub(crate) struct DeviceState {
     key_generation: AtomicU32,
     /// Packet counters (`rdma statistic`), updated from any context.
     pub(crate) counters: Counters,
+    /// The counter objects QPs are bound to (`rdma statistic qp`).
+    pub(crate) qp_counters: CounterTable,
     /// The last malformed packet received, logged when counters are read.
     #[pin]
     pub(crate) last_drop: SpinLockBh<Option<DropRecord>>,
@@ -148,6 +151,7 @@ impl DeviceState {
             ah_nums <- new_spinlock!(IdPool::new(MAX_AH)?),
             key_generation: AtomicU32::new(0),
             counters: Counters::new(),
+            qp_counters: CounterTable::new()?,
             last_drop <- new_spinlock_bh!(None, "metaroce_last_drop"),
             tunnel: TunnelRef::get::<NetRx>()?,
             mrs <- new_spinlock_bh!(MrTable::new()?, "metaroce_mrs"),
@@ -432,8 +436,44 @@ impl IbDriver for MetaRoceDevice {
     const PORT_STATS: &'static [StatDesc] = &NAMES;
 
     fn port_stats(dev: &MetaRoceIbDevice, _port: u32, values: &mut [u64]) {
-        // One port per device: the device counters (all planes) are its.
-        dev.data().counters.read(values);
+        // One port per device: the device counters (all planes) are its,
+        // less what went to counter objects (the core adds those back).
+        let st = dev.data();
+        st.counters.read(values);
+        for (i, v) in values.iter_mut().enumerate().take(QP_COUNTERS) {
+            *v = v.saturating_sub(st.qp_counters.attributed(i));
+        }
         log_last_drop(dev);
+    }
+
+    const QP_STATS: usize = QP_COUNTERS;
+
+    fn counter_bind_qp(dev: &MetaRoceIbDevice, id: u32, qp: &Qp<QpState>) -> Result<u32> {
+        let table = &dev.data().qp_counters;
+        if id != 0 {
+            if !table.exists(id) {
+                return Err(EINVAL);
+            }
+            qp.data().counters().bind(id)?;
+            return Ok(id);
+        }
+        let id = table.alloc()?;
+        if let Err(e) = qp.data().counters().bind(id) {
+            table.free(id);
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    fn counter_unbind_qp(qp: &Qp<QpState>) -> Result {
+        qp.data().counters().unbind()
+    }
+
+    fn counter_dealloc(dev: &MetaRoceIbDevice, id: u32) {
+        dev.data().qp_counters.free(id);
+    }
+
+    fn counter_stats(dev: &MetaRoceIbDevice, id: u32, values: &mut [u64]) {
+        dev.data().qp_counters.read(id, values);
     }
 }

@@ -16,6 +16,7 @@ pub(crate) mod mr;
 pub(crate) mod net;
 pub(crate) mod plane;
 pub(crate) mod qp;
+pub(crate) mod qp_counters;
 pub(crate) mod srq;
 pub(crate) mod transport;
 pub(crate) mod stats;

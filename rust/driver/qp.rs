@@ -10,6 +10,7 @@ use kernel::sync::{new_mutex, new_spinlock, Arc, Mutex, SpinLock};
 
 use super::ah::AhState;
 use super::device::{active_mtu, MetaRoceDevice, MetaRoceIbDevice, FIRST_PORT};
+use super::qp_counters::QpCounters;
 use super::transport::{gid_ipv4, Peer, Transport, TxCtx};
 use super::limits::{MAX_INLINE, MAX_QP_WR, MAX_RD_ATOMIC, MAX_SGE};
 use super::wqe::{self, geometry, Remote, SendWqe, Sge};
@@ -81,6 +82,11 @@ fn supported(qp_type: u32) -> bool {
 }
 
 impl QpState {
+    /// The QP's counting state (`rdma statistic qp`).
+    pub(crate) fn counters(&self) -> &QpCounters {
+        &self.transport.counters
+    }
+
     /// Creates a QP; returns its number and state.
     pub(crate) fn create(
         dev: &MetaRoceIbDevice,

@@ -10,10 +10,13 @@ use kernel::c_str;
 
 use crate::ib::stats::StatDesc;
 
-/// A counter; its value is the index into [`NAMES`].
+/// A counter; its value is the index into [`NAMES`]. The first
+/// [`QP_COUNTERS`] are also counted per QP (on the counters `rdma statistic
+/// qp` binds QPs to): the core requires them to be a prefix of the port's.
 #[derive(Clone, Copy)]
 pub(crate) enum Counter {
-    /// MetaRoCE packets received on the device's planes (any validity).
+    /// MetaRoCE packets received on the device's planes (any validity); per
+    /// QP, those delivered to the QP.
     RxPackets,
     /// Their UDP payload bytes.
     RxBytes,
@@ -21,6 +24,14 @@ pub(crate) enum Counter {
     TxPackets,
     /// Their UDP payload bytes.
     TxBytes,
+    /// Received packets carrying ECN-CE.
+    EcnMarks,
+    /// Packets retransmitted (QP data path).
+    Retransmissions,
+    /// Losses detected by SACK (QP data path, from the engine).
+    SackLosses,
+    /// Paths replaced after unanswered probes (QP data path, from the engine).
+    PathFailures,
     /// Received packets that failed `engine::wire::parse_packet` (or were
     /// not IPv4 / could not be read).
     RxMalformed,
@@ -30,17 +41,10 @@ pub(crate) enum Counter {
     ProbesAnswered,
     /// Packets that could not be sent (no route out of the plane, no memory).
     TxErrors,
-    /// Received packets carrying ECN-CE.
-    EcnMarks,
-    /// Packets retransmitted (QP data path).
-    #[allow(dead_code, reason = "counted by the QP data path")]
-    Retransmissions,
-    /// Losses detected by SACK (QP data path).
-    #[allow(dead_code, reason = "counted by the QP data path")]
-    SackLosses,
-    /// Paths replaced after unanswered probes (QP data path).
-    PathFailures,
 }
+
+/// How many of the first counters are also counted per QP.
+pub(crate) const QP_COUNTERS: usize = 8;
 
 /// Number of counters.
 const COUNT: usize = 12;
@@ -51,14 +55,14 @@ pub(crate) static NAMES: [StatDesc; COUNT] = [
     StatDesc::new(c_str!("rx_bytes")),
     StatDesc::new(c_str!("tx_packets")),
     StatDesc::new(c_str!("tx_bytes")),
-    StatDesc::new(c_str!("rx_malformed")),
-    StatDesc::new(c_str!("rx_no_qp")),
-    StatDesc::new(c_str!("probes_answered")),
-    StatDesc::new(c_str!("tx_errors")),
     StatDesc::new(c_str!("ecn_marks")),
     StatDesc::new(c_str!("retransmissions")),
     StatDesc::new(c_str!("sack_losses")),
     StatDesc::new(c_str!("path_failures")),
+    StatDesc::new(c_str!("rx_malformed")),
+    StatDesc::new(c_str!("rx_no_qp")),
+    StatDesc::new(c_str!("probes_answered")),
+    StatDesc::new(c_str!("tx_errors")),
 ];
 
 /// The counters of one device.
@@ -90,5 +94,6 @@ impl Counters {
     }
 }
 
-// Every counter has a name.
-const _: () = assert!(Counter::PathFailures as usize + 1 == COUNT);
+// Every counter has a name; the per-QP ones come first.
+const _: () = assert!(Counter::TxErrors as usize + 1 == COUNT);
+const _: () = assert!(Counter::PathFailures as usize + 1 == QP_COUNTERS);

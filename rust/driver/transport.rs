@@ -23,6 +23,7 @@ use super::limits::{MAX_INLINE, MAX_MSG_SIZE, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::MrTable;
 use super::net::{send, RxMeta};
 use super::plane::PeerPlanes;
+use super::qp_counters::QpCounters;
 use super::srq::SrqState;
 use super::wqe::{self, Completion, SendReq, Sge};
 use crate::engine::bitmap::MAX_MSG_PKTS;
@@ -198,6 +199,8 @@ pub(crate) struct Transport {
     /// (the QP state is read from atomic context, possibly under it).
     error: AtomicBool,
     sq_sig_all: bool,
+    /// Per-QP counting (`rdma statistic qp`).
+    pub(crate) counters: QpCounters,
 }
 
 /// The device pieces a packet is sent with.
@@ -303,9 +306,17 @@ impl Transport {
                 pd,
                 error: AtomicBool::new(false),
                 sq_sig_all,
+                counters: QpCounters::new(),
             },
             GFP_KERNEL,
         )?)
+    }
+
+    /// Sends one packet of this QP (see [`send`]), counted for the QP too.
+    fn send(&self, tx: &TxCtx<'_>, ndev: &NetDevice, to: &TxV4, len: usize, fill: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result {
+        let sent = send(tx.st, tx.sock, ndev, to, len, fill);
+        self.counters.on_send(&tx.st.qp_counters, &sent, len);
+        sent
     }
 
     /// The send ring.
@@ -368,7 +379,7 @@ impl Transport {
         let (count, addrs) = planes.addrs(peer.local);
         let pl = Planes { dst_qpn: peer.qpn, src_qpn: self.qpn, known, count, addrs };
         let to = TxV4 { src: peer.local, dst: peer.remote, src_port: wire::UDP_PORT, ecn: Ecn::Ect0 };
-        let _ = send(tx.st, tx.sock, ndev, &to, wire::PLANES_LEN + wire::ICRC_LEN, |buf| pl.encode(buf).map_err(|_| EINVAL));
+        let _ = self.send(tx, ndev, &to, wire::PLANES_LEN + wire::ICRC_LEN, |buf| pl.encode(buf).map_err(|_| EINVAL));
     }
 
     /// Whether plane `k` can carry this QP's packets: our netdev has
@@ -607,6 +618,7 @@ impl Transport {
     fn pump(&self, i: &mut Inner, tx: &TxCtx<'_>) {
         let Some(peer) = i.peer else { return };
         self.pump_on(i, tx, peer);
+        self.counters.sync_engine(i.sender.stats(), &tx.st.qp_counters, &tx.st.counters);
         self.complete_sends(i);
     }
 
@@ -629,12 +641,13 @@ impl Transport {
                 TxKind::Data { header, retransmit } => {
                     if retransmit {
                         tx.st.counters.inc(Counter::Retransmissions);
+                        self.counters.add(&tx.st.qp_counters, Counter::Retransmissions, 1);
                     }
                     let n = header.payload_len as usize;
                     let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
                     let mrs = &tx.st.mrs;
                     let out = i.out[header.msn as usize % MSG_WINDOW];
-                    let _ = send(tx.st, tx.sock, ndev, &to, len, |buf| {
+                    let _ = self.send(tx, ndev, &to, len, |buf| {
                         header.encode(buf).map_err(|_| EINVAL)?;
                         let body = &mut buf[wire::DATA_HEADER_LEN..wire::DATA_HEADER_LEN + n];
                         if header.opcode != Opcode::ReadReq {
@@ -655,7 +668,7 @@ impl Transport {
                     });
                 }
                 TxKind::Probe(probe) => {
-                    let _ = send(tx.st, tx.sock, ndev, &to, wire::PROBE_LEN + wire::ICRC_LEN, |buf| {
+                    let _ = self.send(tx, ndev, &to, wire::PROBE_LEN + wire::ICRC_LEN, |buf| {
                         probe.encode(false, buf).map_err(|_| EINVAL)
                     });
                 }
@@ -852,10 +865,10 @@ impl Transport {
         // packet would otherwise complete it at the requester as a success
         // before the NAK arrives (both go the same way, in order).
         while let Some(nak) = i.receiver.pop_nak() {
-            let _ = send(tx.st, tx.sock, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| nak.encode(buf).map_err(|_| EINVAL));
+            let _ = self.send(tx, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| nak.encode(buf).map_err(|_| EINVAL));
         }
         if let Some(ack) = i.receiver.ack_for(h.path_id) {
-            let _ = send(tx.st, tx.sock, ndev, &reply, wire::ACK_LEN + wire::ICRC_LEN, |buf| ack.encode(buf).map_err(|_| EINVAL));
+            let _ = self.send(tx, ndev, &reply, wire::ACK_LEN + wire::ICRC_LEN, |buf| ack.encode(buf).map_err(|_| EINVAL));
         }
         if self.complete_receives(i) {
             self.after_progress(i, tx);
@@ -1036,6 +1049,7 @@ pub(crate) fn deliver(dev: &MetaRoceIbDevice, tx: &TxCtx<'_>, ndev: &NetDevice, 
     };
     let qps = dev.data().qps.lock();
     let Some(t) = qps.get(qpn) else { return false };
+    t.counters.on_receive(&tx.st.qp_counters, super::qp_counters::wire_len(pkt), meta.ecn == Ecn::Ce);
     t.receive(tx, ndev, pkt, meta);
     true
 }

@@ -141,6 +141,26 @@ pub(crate) trait IbDriver: Sized {
     const PORT_STATS: &'static [super::stats::StatDesc] = &[];
     /// Fills `values`, one per [`IbDriver::PORT_STATS`] entry, for `port`.
     fn port_stats(_dev: &Device<Self::Data>, _port: u32, _values: &mut [u64]) {}
+
+    /// How many of the first [`IbDriver::PORT_STATS`] are also counted on
+    /// counter objects QPs are bound to (`rdma statistic qp`; the others
+    /// are not shown there); 0: none.
+    /// The core adds every counter object's values to the port's, so
+    /// [`IbDriver::port_stats`] must leave them out.
+    const QP_STATS: usize = 0;
+    /// Binds `qp` to counter object `id`, or to a new one if `id` is 0;
+    /// returns the object's id (never 0).
+    fn counter_bind_qp(_dev: &Device<Self::Data>, _id: u32, _qp: &Qp<Self::Qp>) -> Result<u32> {
+        Err(super::eopnotsupp())
+    }
+    /// Unbinds `qp` from its counter object.
+    fn counter_unbind_qp(_qp: &Qp<Self::Qp>) -> Result {
+        Err(super::eopnotsupp())
+    }
+    /// Frees counter object `id` (no QP is bound to it).
+    fn counter_dealloc(_dev: &Device<Self::Data>, _id: u32) {}
+    /// Fills `values`, one per per-QP counter, for counter object `id`.
+    fn counter_stats(_dev: &Device<Self::Data>, _id: u32, _values: &mut [u64]) {}
 }
 
 /// The allocation behind every device of this driver: the core's
@@ -386,6 +406,11 @@ impl<T: IbDriver> NewDevice<T> {
             dealloc_driver: Some(dealloc_driver::<T>),
             alloc_hw_port_stats: (!T::PORT_STATS.is_empty()).then_some(super::stats::alloc_hw_port_stats::<T>),
             get_hw_stats: (!T::PORT_STATS.is_empty()).then_some(super::stats::get_hw_stats::<T>),
+            counter_bind_qp: (T::QP_STATS > 0).then_some(super::stats::counter_bind_qp::<T>),
+            counter_unbind_qp: (T::QP_STATS > 0).then_some(super::stats::counter_unbind_qp::<T>),
+            counter_dealloc: (T::QP_STATS > 0).then_some(super::stats::counter_dealloc::<T>),
+            counter_alloc_stats: (T::QP_STATS > 0).then_some(super::stats::counter_alloc_stats::<T>),
+            counter_update_stats: (T::QP_STATS > 0).then_some(super::stats::counter_update_stats::<T>),
             ..Default::default()
         };
         let mut ops = ops;

@@ -1,0 +1,112 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Per-QP counters through the core's counter objects: `rdma statistic qp
+# bind` (manual) and `rdma statistic qp set ... auto type on` bind the RC
+# QP of a running ibv_rc_pingpong on host A to a counter object, whose
+# packets/bytes must grow with the ping-pong traffic (one message each way
+# per iteration: as many packets in as out), while the port totals stay
+# the device's. Binding a QP that does not exist, or one already bound,
+# fails.
+. "$(dirname "$0")/lib.sh"
+client=""
+cleanup() {
+	[ -n "$client" ] && kill "$client" 2>/dev/null
+	rdma statistic qp set link mr0/1 auto off 2>/dev/null
+	reset_rdma
+	peer "rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1
+}
+trap cleanup EXIT
+reset_rdma
+command -v ibv_rc_pingpong > /dev/null || skip "ibverbs-utils not installed"
+
+expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
+peer "rdma link add mr0 type metaroce netdev \$PLANE0_DEV" > /dev/null || fail "mr0 on host B"
+plane0_gids mr0
+
+# value NAME TEXT: the number after NAME in TEXT (first occurrence).
+value() { sed -n "s/.* $1 \([0-9]*\).*/\1/p" <<< "$2" | head -1; }
+
+# Starts a long ping-pong (server on B, client on A in the background) and
+# sets $qpn to the client's QP number once it is connected.
+start_pingpong() {
+	local args="-d mr0 -n 1000000 -s 64" i
+	peer_spawn "timeout 60 ibv_rc_pingpong $args -g $pgid" > /dev/null || fail "cannot start the server"
+	sleep 1
+	timeout 60 ibv_rc_pingpong $args -g "$gid" "$PEER_PLANE0_IP" > /dev/null 2>&1 &
+	client=$!
+	qpn=""
+	for i in $(seq 50); do
+		qpn=$(rdma resource show qp link mr0/1 2>/dev/null |
+			sed -n 's/.*lqpn \([0-9]*\) .*type RC .*state RTS.*comm ibv_rc_pingpong.*/\1/p' | head -1)
+		[ -n "$qpn" ] && break
+		sleep 0.2
+	done
+	[ -n "$qpn" ] || fail "the ping-pong QP never reached RTS"
+	log "ok: ping-pong running, client QP $qpn"
+}
+
+stop_pingpong() {
+	kill "$client" 2>/dev/null
+	wait "$client" 2>/dev/null
+	client=""
+	sleep 2 # the server on B times out or sees the QP fail; ours is gone
+}
+
+# check_counter LABEL: the counter object bound to $qpn counts its traffic.
+check_counter() {
+	local s1 s2 tx1 tx2 rx2 txb2 port ptx
+	s1=$(rdma statistic qp show link mr0/1 lqpn "$qpn" 2>&1)
+	sleep 2
+	s2=$(rdma statistic qp show link mr0/1 lqpn "$qpn" 2>&1)
+	log "$s2"
+	tx1=$(value tx_packets "$s1")
+	tx2=$(value tx_packets "$s2")
+	rx2=$(value rx_packets "$s2")
+	txb2=$(value tx_bytes "$s2")
+	[ -n "$tx2" ] && [ -n "$rx2" ] || fail "$1: no per-QP counters for QP $qpn: $s2"
+	[ "$tx2" -gt 0 ] && [ "$rx2" -gt 0 ] || fail "$1: per-QP packets are zero ($tx2 out, $rx2 in)"
+	[ "$tx2" -gt "${tx1:-0}" ] || fail "$1: per-QP tx_packets did not grow with the traffic ($tx1 -> $tx2)"
+	# Ping-pong: every message and its ACK has a counterpart in the other
+	# direction, so in and out differ by what is in flight.
+	[ $((tx2 - rx2)) -le $((tx2 / 10 + 8)) ] && [ $((rx2 - tx2)) -le $((rx2 / 10 + 8)) ] ||
+		fail "$1: per-QP packets do not match a ping-pong: $tx2 out, $rx2 in"
+	# 64-byte messages: every packet carries at most one header, payload
+	# and integrity check (and ACKs are of a fixed size).
+	[ "$txb2" -ge $((tx2 * 60)) ] && [ "$txb2" -le $((tx2 * 140)) ] ||
+		fail "$1: $txb2 bytes for $tx2 packets"
+	port=$(rdma statistic show link mr0/1)
+	ptx=$(value tx_packets "$port")
+	[ "${ptx:-0}" -ge "$tx2" ] || fail "$1: port tx_packets ($ptx) below the QP's ($tx2): $port"
+	log "ok: $1: QP $qpn counted $tx2 packets out, $rx2 in, $txb2 bytes out (port: $ptx out)"
+}
+
+# Manual binding.
+start_pingpong
+expect_err "" rdma statistic qp bind link mr0/1 lqpn 999999
+expect_ok rdma statistic qp bind link mr0/1 lqpn "$qpn"
+expect_err "" rdma statistic qp bind link mr0/1 lqpn "$qpn"
+check_counter "manual bind"
+cntn=$(rdma statistic qp show link mr0/1 lqpn "$qpn" | sed -n 's/.* cntn \([0-9]*\).*/\1/p' | head -1)
+[ -n "$cntn" ] || fail "no counter id for QP $qpn"
+expect_err "" rdma statistic qp unbind link mr0/1 cntn $((cntn + 100)) lqpn "$qpn"
+expect_ok rdma statistic qp unbind link mr0/1 cntn "$cntn" lqpn "$qpn"
+s=$(rdma statistic qp show link mr0/1 lqpn "$qpn" 2>&1)
+[ -z "$(value tx_packets "$s")" ] || fail "QP $qpn still bound after unbind: $s"
+log "ok: unbound"
+stop_pingpong
+
+# Auto mode: QPs are bound by type as they are created.
+expect_ok rdma statistic qp set link mr0/1 auto type on
+start_pingpong
+check_counter "auto mode"
+stop_pingpong
+s=$(rdma statistic qp show link mr0/1 2>&1)
+[ -z "$(value tx_packets "$s")" ] || fail "a counter object outlived its QP: $s"
+expect_ok rdma statistic qp set link mr0/1 auto off
+
+# The port counters still add up to the device's traffic, released counter
+# objects included; no malformed packets on the way.
+port=$(rdma statistic show link mr0/1)
+log "$port"
+[ "$(value rx_malformed "$port")" = 0 ] || fail "malformed packets received"
+log "ok: per-QP counters"
