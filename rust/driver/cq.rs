@@ -34,8 +34,9 @@ pub(crate) struct CqState {
 impl CqState {
     /// Creates the ring; a user CQ gets it mapped and learns where.
     pub(crate) fn new(attr: &bindings::ib_cq_init_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
+        // Timestamps and ignored overruns are not offered.
         if attr.flags != 0 {
-            return Err(EINVAL);
+            return Err(crate::ib::eopnotsupp());
         }
         let mut ring = new_ring(attr.cqe)?;
         if let Some(udata) = udata {
