@@ -1,0 +1,266 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""Remote access violations over MetaRoCE, with pyverbs.
+
+    remote_access.py server DEV GID_INDEX PORT          (host B)
+    remote_access.py client DEV GID_INDEX HOST PORT     (host A)
+
+For each case the server registers a fresh buffer (the case says with which
+access rights), fills it with a pattern and creates an RC QP that grants
+remote READ and WRITE; the client connects a fresh QP to it (QPN, GID,
+rkey and address go over a TCP connection on the management link) and posts
+one RDMA operation that the responder must refuse. The client checks the
+error completion, that its QP is then in the error state, that a request
+posted afterwards is flushed, and the server checks its buffer is
+unchanged. A READ that is allowed checks the bytes that come back; local
+errors (a bad lkey, a QP transition that skips states) are checked too.
+Prints one line per check; exits non-zero on the first failure.
+"""
+
+import json
+import socket
+import sys
+import time
+
+import pyverbs.enums as e
+from pyverbs.addr import AHAttr, GID, GlobalRoute
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsRDMAError
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import SGE, SendWR
+
+BUF = 4096
+PATTERN = bytes((i * 7 + 3) & 0xFF for i in range(BUF))
+LW, RW, RR = e.IBV_ACCESS_LOCAL_WRITE, e.IBV_ACCESS_REMOTE_WRITE, e.IBV_ACCESS_REMOTE_READ
+
+# name: (access of the server's buffer, operation, what the client changes,
+#        expected completion status)
+CASES = [
+    ("read allowed", LW | RW | RR, "read", None, e.IBV_WC_SUCCESS),
+    ("write bad rkey", LW | RW | RR, "write", "rkey", e.IBV_WC_REM_ACCESS_ERR),
+    ("write out of bounds", LW | RW | RR, "write", "bounds", e.IBV_WC_REM_ACCESS_ERR),
+    ("write without REMOTE_WRITE", LW | RR, "write", None, e.IBV_WC_REM_ACCESS_ERR),
+    ("read bad rkey", LW | RW | RR, "read", "rkey", e.IBV_WC_REM_ACCESS_ERR),
+    ("read out of bounds", LW | RW | RR, "read", "bounds", e.IBV_WC_REM_ACCESS_ERR),
+    ("read without REMOTE_READ", LW | RW, "read", None, e.IBV_WC_REM_ACCESS_ERR),
+    ("write with a bad lkey", LW | RW | RR, "write", "lkey", e.IBV_WC_LOC_PROT_ERR),
+]
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+def ok(msg):
+    print(f"ok: {msg}", flush=True)
+
+
+class Link:
+    """One JSON object per line over a TCP connection."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.f = sock.makefile("rw")
+
+    def send(self, obj):
+        self.f.write(json.dumps(obj) + "\n")
+        self.f.flush()
+
+    def recv(self):
+        line = self.f.readline()
+        if not line:
+            fail("peer closed the connection")
+        return json.loads(line)
+
+
+class End:
+    """A PD, CQ and RC QP on DEV."""
+
+    def __init__(self, ctx, pd, gid_index):
+        self.ctx, self.pd, self.gid_index = ctx, pd, gid_index
+        self.cq = CQ(ctx, 32)
+        cap = QPCap(max_send_wr=16, max_recv_wr=16, max_send_sge=1, max_recv_sge=1)
+        self.qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap))
+        self.gid = str(ctx.query_gid(1, gid_index))
+
+    def info(self):
+        return {"qpn": self.qp.qp_num, "gid": self.gid}
+
+    def connect(self, peer):
+        a = QPAttr()
+        a.qp_state = e.IBV_QPS_INIT
+        a.pkey_index = 0
+        a.port_num = 1
+        a.qp_access_flags = RW | RR
+        self.qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
+        a = QPAttr()
+        a.qp_state = e.IBV_QPS_RTR
+        a.path_mtu = e.IBV_MTU_1024
+        a.dest_qp_num = peer["qpn"]
+        a.rq_psn = 0
+        a.max_dest_rd_atomic = 1
+        a.min_rnr_timer = 12
+        gr = GlobalRoute(dgid=GID(peer["gid"]), sgid_index=self.gid_index, hop_limit=64)
+        a.ah_attr = AHAttr(is_global=1, port_num=1, gr=gr)
+        self.qp.modify(
+            a,
+            e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN
+            | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER,
+        )
+        a = QPAttr()
+        a.qp_state = e.IBV_QPS_RTS
+        a.timeout = 14
+        a.retry_cnt = 7
+        a.rnr_retry = 7
+        a.sq_psn = 0
+        a.max_rd_atomic = 1
+        self.qp.modify(
+            a,
+            e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY | e.IBV_QP_SQ_PSN
+            | e.IBV_QP_MAX_QP_RD_ATOMIC,
+        )
+
+    def state(self):
+        attr, _ = self.qp.query(e.IBV_QP_STATE)
+        return attr.qp_state
+
+    def poll(self, what, timeout=20.0):
+        end = time.time() + timeout
+        while time.time() < end:
+            n, wcs = self.cq.poll()
+            if n:
+                return wcs[0]
+            time.sleep(0.01)
+        fail(f"{what}: no completion within {timeout:.0f} s")
+
+
+def server(dev, gid_index, port):
+    ctx = Context(name=dev)
+    pd = PD(ctx)
+    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind(("", port))
+    lsock.listen(1)
+    lsock.settimeout(120)
+    conn, _ = lsock.accept()
+    link = Link(conn)
+    for name, access, _op, _change, _status in CASES:
+        mr = MR(pd, BUF, access)
+        mr.write(PATTERN, BUF, 0)
+        end = End(ctx, pd, gid_index)
+        link.send({**end.info(), "rkey": mr.rkey, "addr": mr.buf, "len": BUF})
+        end.connect(link.recv())
+        link.send({"ready": True})
+        link.recv()  # the client is done with the case
+        same = mr.read(BUF, 0) == PATTERN
+        link.send({"unchanged": same})
+        if not same:
+            fail(f"{name}: the responder's buffer changed")
+        ok(f"{name}: responder buffer unchanged")
+        end.qp.close()
+        end.cq.close()
+        mr.close()
+    conn.close()
+
+
+def post(end, op, sge, rkey, addr, wr_id):
+    opcode = e.IBV_WR_RDMA_READ if op == "read" else e.IBV_WR_RDMA_WRITE
+    wr = SendWR(wr_id=wr_id, opcode=opcode, num_sge=1, sg=[sge], send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_rdma(rkey, addr)
+    end.qp.post_send(wr)
+
+
+def client(dev, gid_index, host, port):
+    ctx = Context(name=dev)
+    pd = PD(ctx)
+    sock = None
+    for _ in range(100):
+        try:
+            sock = socket.create_connection((host, port), timeout=60)
+            break
+        except OSError:
+            time.sleep(0.2)
+    if sock is None:
+        fail(f"cannot connect to {host}:{port}")
+    link = Link(sock)
+    local = MR(pd, BUF, LW)
+    for name, _access, op, change, status in CASES:
+        peer = link.recv()
+        end = End(ctx, pd, gid_index)
+        link.send(end.info())
+        end.connect(peer)
+        link.recv()  # the server's QP is ready
+        local.write(bytes(BUF), BUF, 0)
+        rkey, addr, n, lkey = peer["rkey"], peer["addr"], 64, local.lkey
+        if change == "rkey":
+            rkey ^= 0x5A5A00
+        elif change == "bounds":
+            addr += BUF - 32
+        elif change == "lkey":
+            lkey ^= 0x5A5A00
+        post(end, op, SGE(local.buf, n, lkey), rkey, addr, 1)
+        wc = end.poll(name)
+        if wc.status != status:
+            fail(f"{name}: completion status {wc.status}, expected {status}")
+        if status == e.IBV_WC_SUCCESS:
+            if op == "read" and local.read(n, 0) != PATTERN[:n]:
+                fail(f"{name}: READ returned other bytes than the responder's")
+            ok(f"{name}: status {wc.status}, bytes match")
+        else:
+            ok(f"{name}: completion status {wc.status}")
+            st = end.state()
+            if st != e.IBV_QPS_ERR:
+                fail(f"{name}: QP state {st} after the error, expected {e.IBV_QPS_ERR} (ERR)")
+            ok(f"{name}: requester QP in the error state")
+            post(end, "write", SGE(local.buf, 8, local.lkey), peer["rkey"], peer["addr"], 2)
+            wc = end.poll(f"{name}: request after the error")
+            if wc.status != e.IBV_WC_WR_FLUSH_ERR or wc.wr_id != 2:
+                fail(f"{name}: later request completed with status {wc.status}, expected WR_FLUSH_ERR")
+            ok(f"{name}: later request flushed")
+        link.send({"done": True})
+        if not link.recv()["unchanged"]:
+            fail(f"{name}: the responder's buffer changed")
+        end.qp.close()
+        end.cq.close()
+    # A transition that skips a state (RESET -> RTR) is refused.
+    end = End(ctx, pd, gid_index)
+    a = QPAttr()
+    a.qp_state = e.IBV_QPS_RTR
+    a.path_mtu = e.IBV_MTU_1024
+    a.dest_qp_num = 1
+    a.rq_psn = 0
+    a.max_dest_rd_atomic = 1
+    a.min_rnr_timer = 12
+    a.ah_attr = AHAttr(is_global=1, port_num=1, gr=GlobalRoute(dgid=GID(end.gid), sgid_index=gid_index))
+    try:
+        end.qp.modify(
+            a,
+            e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN
+            | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER,
+        )
+        fail("RESET -> RTR succeeded")
+    except PyverbsRDMAError as err:
+        if err.error_code != 22:
+            fail(f"RESET -> RTR failed with errno {err.error_code}, expected EINVAL (22)")
+        ok("RESET -> RTR refused with EINVAL")
+    if end.state() != e.IBV_QPS_RESET:
+        fail("the QP left RESET after a refused transition")
+    ok("QP still in RESET")
+    sock.close()
+
+
+def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "server":
+        server(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif len(sys.argv) == 6 and sys.argv[1] == "client":
+        client(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
+    else:
+        fail(__doc__)
+
+
+if __name__ == "__main__":
+    main()
