@@ -81,3 +81,21 @@ plane0_gids() {
 	done
 	fail "no RoCE v2 GIDs for plane 0 on $dev (host A $PLANE0_IP, host B $PEER_PLANE0_IP)"
 }
+
+# resource_snapshot DEV: what this host holds for users of DEV: user
+# objects by kind (the core's resource tracking), pages still pinned
+# system-wide, and metaroce's module reference count.
+resource_snapshot() {
+	local kind n out=""
+	for kind in qp cq mr pd; do
+		# Kernel-owned objects (the GSI QP, the MAD layer's CQ/PD) are listed
+		# with a comm in brackets; user ones with the process name.
+		n=$(rdma resource show "$kind" dev "$1" 2>/dev/null | grep -c 'comm [^[]') || true
+		out+="$kind=$n "
+	done
+	local acq rel
+	acq=$(awk '$1 == "nr_foll_pin_acquired" { print $2 }' /proc/vmstat)
+	rel=$(awk '$1 == "nr_foll_pin_released" { print $2 }' /proc/vmstat)
+	out+="pinned=$((acq - rel)) refcnt=$(cat /sys/module/metaroce/refcnt)"
+	echo "$out"
+}
