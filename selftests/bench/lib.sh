@@ -132,12 +132,17 @@ tp_down() {
 	return 0
 }
 
-# MetaRoCE. The ONE place that knows how a MetaRoCE device is made: today
-# `rdma link add mr0 type metaroce netdev PLANE0` (one plane per device).
-# When the device can span planes (issue #4 documents the command), put it
-# in mr_add_plane; everything else (scaling, failover) follows TP_PLANES.
+# MetaRoCE. The ONE place that knows how a MetaRoCE device is made:
+# `rdma link add mr0 type metaroce netdev PLANE0` creates mr0 on its first
+# plane, the same command with another plane's netdev adds that plane
+# (README "Several planes"); everything else (scaling, failover) follows
+# TP_PLANES.
 mr_add_plane() { # HOST(A|B) PLANE -> 0 if plane PLANE was added to mr0
-	return 1
+	if [ "$1" = A ]; then
+		rdma link add mr0 type metaroce netdev "$(plane_dev "$2")" > /dev/null 2>&1
+	else
+		peer "rdma link add mr0 type metaroce netdev \$PLANE${2}_DEV" > /dev/null 2>&1
+	fi
 }
 mr_up() {
 	local planes=$1 out gid pgid p
