@@ -123,8 +123,13 @@ impl TunnelSock {
         let rt = from_err_ptr(unsafe {
             bindings::ip_route_output_flow(core::ptr::addr_of_mut!(bindings::init_net), &mut fl, self.as_raw())
         })?;
+        // A route to one of this host's own addresses (two QPs of this host
+        // talking to each other) goes out of `lo`, not the plane: the packet
+        // comes back through our receive hook like any other.
         // SAFETY: `rt` is a valid, held route; `dst.dev` is its output device.
-        if unsafe { (*rt).dst.__bindgen_anon_1.dev } != ndev.as_raw() {
+        let out_dev = unsafe { (*rt).dst.__bindgen_anon_1.dev };
+        // SAFETY: `rt` is a valid, held route.
+        if out_dev != ndev.as_raw() && !unsafe { bindings::metaroce_helper_rt_is_local(rt) } {
             // SAFETY: we hold the route and release it once.
             unsafe { bindings::metaroce_helper_ip_rt_put(rt) };
             return Err(Error::from_errno(-(kernel::bindings::ENETUNREACH as i32)));
@@ -305,8 +310,10 @@ unsafe extern "C" fn encap_rcv<H: RxHandler>(sk: *mut bindings::sock, skb: *mut 
     // SAFETY: the UDP layer hands the skb over to us.
     let skb = unsafe { SkBuff::from_raw(skb) };
     // SAFETY: a received skb's `dev` is its ingress device, held by the
-    // stack while the packet is being received (this call).
-    let dev = unsafe { bindings::metaroce_helper_skb_dev(skb.as_raw()) };
+    // stack while the packet is being received (this call); for a looped
+    // back packet, the helper returns the device owning the destination
+    // address, which RCU (held by our caller) keeps alive for this call.
+    let dev = unsafe { bindings::metaroce_helper_skb_rx_dev(skb.as_raw()) };
     if dev.is_null() || sk.is_null() {
         return 0; // `skb` is freed here.
     }

@@ -113,6 +113,24 @@ struct net_device *metaroce_helper_skb_dev(const struct sk_buff *skb)
 	return skb->dev;
 }
 
+/*
+ * The device a received packet is for: its ingress device, except for a
+ * packet that looped back through `lo` (sent to one of this host's own
+ * addresses), which is for the device owning its destination address.
+ * Caller holds RCU (receive path); the result is not held.
+ */
+struct net_device *metaroce_helper_skb_rx_dev(const struct sk_buff *skb)
+{
+	if (!skb->dev || !(skb->dev->flags & IFF_LOOPBACK))
+		return skb->dev;
+	return __ip_dev_find(dev_net(skb->dev), ip_hdr(skb)->daddr, false);
+}
+
+bool metaroce_helper_rt_is_local(const struct rtable *rt)
+{
+	return rt->rt_type == RTN_LOCAL;
+}
+
 unsigned char metaroce_helper_skb_pkt_type(const struct sk_buff *skb)
 {
 	return skb->pkt_type;

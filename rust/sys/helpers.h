@@ -38,6 +38,8 @@ void metaroce_helper_skb_reserve(struct sk_buff *skb, int len);
 unsigned int metaroce_helper_skb_tailroom(const struct sk_buff *skb);
 bool metaroce_helper_pskb_may_pull(struct sk_buff *skb, unsigned int len);
 struct net_device *metaroce_helper_skb_dev(const struct sk_buff *skb);
+struct net_device *metaroce_helper_skb_rx_dev(const struct sk_buff *skb);
+bool metaroce_helper_rt_is_local(const struct rtable *rt);
 unsigned char metaroce_helper_skb_pkt_type(const struct sk_buff *skb);
 unsigned char *metaroce_helper_skb_network_header(const struct sk_buff *skb);
 unsigned char *metaroce_helper_skb_transport_header(const struct sk_buff *skb);
