@@ -174,13 +174,29 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         if wc_flags & !SUPPORTED_WC_FLAGS != 0 {
             return Err(EOPNOTSUPP);
         }
+        // SAFETY: as above.
+        let (mask, flags) = unsafe { ((*attr).comp_mask, (*attr).flags) };
+        // A parent domain and IGNORE_OVERRUN (a CQ that may overflow
+        // silently) are features we lack; SINGLE_THREADED only allows a
+        // provider to skip locking, so it is accepted and changes nothing.
+        if mask & !sys::ibv_cq_init_attr_mask_IBV_CQ_INIT_ATTR_MASK_FLAGS != 0
+            || (mask & sys::ibv_cq_init_attr_mask_IBV_CQ_INIT_ATTR_MASK_FLAGS != 0
+                && flags & !sys::ibv_create_cq_attr_flags_IBV_CREATE_CQ_ATTR_SINGLE_THREADED != 0)
+        {
+            return Err(EOPNOTSUPP);
+        }
+        // The kernel gets the attributes without SINGLE_THREADED.
+        // SAFETY: as above.
+        let mut kattr = unsafe { *attr };
+        kattr.flags = 0;
+        kattr.comp_mask &= !sys::ibv_cq_init_attr_mask_IBV_CQ_INIT_ATTR_MASK_FLAGS;
         let cq = new_cq();
         let mut resp = abi::CreateCqExResp::new();
         // SAFETY: as in create_cq; the extended response is passed whole.
         let r = Errno::check(unsafe {
             abi::ibv_cmd_create_cq_ex(
                 ctx,
-                attr,
+                &mut kattr,
                 core::ptr::addr_of_mut!((*cq).vcq),
                 core::ptr::null_mut(),
                 0,
