@@ -168,11 +168,14 @@ pub(crate) struct MrState {
     _region: Arc<Region>,
 }
 
-/// Access flags this device implements.
+/// Access flags this device accepts. `MW_BIND` permits binding memory
+/// windows to the MR; the device has no memory windows (`alloc_mw` fails
+/// with `EOPNOTSUPP`), so the permission is accepted and can never be used.
 const SUPPORTED_ACCESS: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE
     | b::ib_access_flags_IB_ACCESS_REMOTE_WRITE
     | b::ib_access_flags_IB_ACCESS_REMOTE_READ
     | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
+    | b::ib_access_flags_IB_ACCESS_MW_BIND
     | b::ib_access_flags_IB_ACCESS_RELAXED_ORDERING;
 
 impl MrState {
