@@ -90,7 +90,8 @@ resource_snapshot() {
 	for kind in qp cq mr pd; do
 		# Kernel-owned objects (the GSI QP, the MAD layer's CQ/PD) are listed
 		# with a comm in brackets; user ones with the process name.
-		n=$(rdma resource show "$kind" dev "$1" 2>/dev/null | grep -c 'comm [^[]') || true
+		n=$(rdma resource show "$kind" 2>/dev/null | grep -E "^(link|dev) $1[/ ]" |
+			grep -c 'comm [^[]') || true
 		out+="$kind=$n "
 	done
 	local acq rel

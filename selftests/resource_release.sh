@@ -23,14 +23,21 @@ plane0_gids mr0
 snapshot() { resource_snapshot mr0; }
 peer_snapshot() { peer ". $METAROCE_REPO/selftests/lib.sh; resource_snapshot mr0"; }
 
-# Wait up to $2 s for host $1 (A or B) to be back at its baseline.
+# expect_baseline HOST BASELINE WHAT: within 30 s, host A or B must be back
+# at BASELINE after WHAT.
 expect_baseline() {
-	local host=$1 want=$2 now i
-	for i in $(seq 40); do
+	local host=$1 want=$2 now end=$((SECONDS + 30))
+	while :; do
 		if [ "$host" = A ]; then now=$(snapshot); else now=$(peer_snapshot); fi
 		[ "$now" = "$want" ] && { log "ok: host $host back to baseline: $now"; return 0; }
-		sleep 0.5
+		[ $SECONDS -lt $end ] || break
+		sleep 1
 	done
+	if [ "$host" = A ]; then
+		rdma resource show; ps -eo pid,stat,wchan:32,comm | grep -v ' \[' | tail -5
+	else
+		peer "rdma resource show; ps -eo pid,stat,wchan:32,args | grep -i ib_"
+	fi
 	fail "host $host holds resources after $3: now '$now', baseline '$want'"
 }
 
