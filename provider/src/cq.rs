@@ -196,7 +196,7 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         let r = Errno::check(unsafe {
             abi::ibv_cmd_create_cq_ex(
                 ctx,
-                &mut kattr,
+                &kattr,
                 core::ptr::addr_of_mut!((*cq).vcq),
                 core::ptr::null_mut(),
                 0,
