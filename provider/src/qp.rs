@@ -871,7 +871,7 @@ mod tests {
         let signaled = sys::ibv_send_flags_IBV_SEND_SIGNALED;
         let inline = sys::ibv_send_flags_IBV_SEND_INLINE;
         type Case = (u32, u32, bool, fn(*mut sys::ibv_qp_ex));
-        let cases: [Case; 8] = [
+        let cases: [Case; 6] = [
             (
                 sys::ibv_wr_opcode_IBV_WR_SEND,
                 signaled,
@@ -906,20 +906,6 @@ mod tests {
                 false,
                 // SAFETY: called with a live fake QP inside a wr_start sequence.
                 |e| unsafe { wr_rdma_read(e, 0x99, 0x2000) },
-            ),
-            (
-                sys::ibv_wr_opcode_IBV_WR_ATOMIC_CMP_AND_SWP,
-                signaled,
-                false,
-                // SAFETY: called with a live fake QP inside a wr_start sequence.
-                |e| unsafe { wr_atomic_cmp_swp(e, 0x99, 0x2000, 1, 2) },
-            ),
-            (
-                sys::ibv_wr_opcode_IBV_WR_ATOMIC_FETCH_AND_ADD,
-                signaled,
-                false,
-                // SAFETY: called with a live fake QP inside a wr_start sequence.
-                |e| unsafe { wr_atomic_fetch_add(e, 0x99, 0x2000, 3) },
             ),
             (
                 sys::ibv_wr_opcode_IBV_WR_SEND,
@@ -1085,6 +1071,15 @@ mod tests {
         assert_eq!(check_qp_init_ex(RC, m, 0, ops | tso), Err(EOPNOTSUPP));
         let read = u64::from(sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_READ);
         assert_eq!(check_qp_init_ex(UD, m, 0, read), Err(EOPNOTSUPP));
+        // Atomics are not in protocol v1; there are no memory windows.
+        for op in [
+            sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
+            sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+            sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_BIND_MW,
+            sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_LOCAL_INV,
+        ] {
+            assert_eq!(check_qp_init_ex(RC, m, 0, u64::from(op)), Err(EOPNOTSUPP));
+        }
         let xrcd = sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_XRCD;
         assert_eq!(check_qp_init_ex(RC, m | xrcd, 0, 0), Err(EOPNOTSUPP));
         let cf = sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_CREATE_FLAGS;

@@ -12,8 +12,7 @@ use crate::queue::SharedQueue;
 use crate::sys;
 use crate::wqe::{
     self, encode_recv, encode_send, Payload, Remote, SendWr, Sge, OP_CMP_SWP, OP_FETCH_ADD,
-    OP_LOCAL_INV, OP_RDMA_READ, OP_RDMA_WRITE, OP_RDMA_WRITE_IMM, OP_SEND, OP_SEND_IMM,
-    OP_SEND_INV, RECV_HDR, SEND_HDR,
+    OP_RDMA_READ, OP_RDMA_WRITE, OP_RDMA_WRITE_IMM, OP_SEND, OP_SEND_IMM, RECV_HDR, SEND_HDR,
 };
 
 /// Opcodes a QP type may post.
@@ -21,42 +20,30 @@ fn opcode_allowed(qp_type: u32, op: u32) -> bool {
     match qp_type {
         sys::ibv_qp_type_IBV_QPT_RC => matches!(
             op,
-            OP_RDMA_WRITE
-                | OP_RDMA_WRITE_IMM
-                | OP_SEND
-                | OP_SEND_IMM
-                | OP_RDMA_READ
-                | OP_CMP_SWP
-                | OP_FETCH_ADD
-                | OP_LOCAL_INV
-                | OP_SEND_INV
+            OP_RDMA_WRITE | OP_RDMA_WRITE_IMM | OP_SEND | OP_SEND_IMM | OP_RDMA_READ
         ),
         sys::ibv_qp_type_IBV_QPT_UC => matches!(
             op,
-            OP_RDMA_WRITE | OP_RDMA_WRITE_IMM | OP_SEND | OP_SEND_IMM | OP_LOCAL_INV | OP_SEND_INV
+            OP_RDMA_WRITE | OP_RDMA_WRITE_IMM | OP_SEND | OP_SEND_IMM
         ),
         sys::ibv_qp_type_IBV_QPT_UD => matches!(op, OP_SEND | OP_SEND_IMM),
         _ => false,
     }
 }
 
-/// The `ibv_qp_ex` send-op flags each QP type supports.
+/// The `ibv_qp_ex` send-op flags each QP type supports: what the kernel
+/// carries (atomics are not in protocol v1; there are no memory windows or
+/// invalidation), so `create_qp_ex` refuses the others with `EOPNOTSUPP`.
 pub(crate) fn supported_send_ops(qp_type: u32) -> u64 {
     let rc = sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_IMM
-        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_READ
-        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
-        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
-        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_LOCAL_INV
-        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_INV;
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_READ;
     let uc = sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND
-        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_IMM
-        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_LOCAL_INV
-        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_INV;
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_IMM;
     let ud = sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_IMM;
     u64::from(match qp_type {
