@@ -7,6 +7,10 @@
 //! Layers: `sys` (bindgen output and C helpers), `ib` (safe wrappers, the
 //! only `unsafe` code), `driver` (the driver logic, no `unsafe`).
 
+// `DeviceState`'s pin initialiser has more fields than the default limit
+// of macro recursion expands.
+#![recursion_limit = "256"]
+
 use kernel::prelude::*;
 
 mod driver;

@@ -17,7 +17,8 @@ pub(crate) struct AhState {
 
 impl AhState {
     /// Creates an AH; a process learns its number (WQEs name AHs by it).
-    pub(crate) fn create(dev: &MetaRoceIbDevice, attr: &b::rdma_ah_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
+    /// Atomic context for kernel consumers (no sleeping, no allocation).
+    pub(crate) fn create(dev: &MetaRoceIbDevice, pd: usize, attr: &b::rdma_ah_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
         let ah_num = dev.data().take_ah_num()?;
         let av = AddressVector::from_attr(attr);
         if let Some(udata) = udata {
@@ -26,11 +27,13 @@ impl AhState {
                 return Err(e);
             }
         }
+        dev.data().ahs.set(ah_num, pd, &av);
         Ok(Self { av, ah_num })
     }
 
     /// Gives the AH number back.
     pub(crate) fn release(&self, dev: &MetaRoceIbDevice) {
+        dev.data().ahs.clear(self.ah_num);
         dev.data().give_back_ah_num(self.ah_num);
     }
 

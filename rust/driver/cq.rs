@@ -142,6 +142,12 @@ impl CqState {
             wc.qp = u64::from_ne_bytes(qp) as usize as *mut bindings::ib_qp;
             wc.src_qp = c.src_qp;
             wc.wc_flags = c.wc_flags as i32;
+            if c.wc_flags & bindings::ib_wc_flags_IB_WC_GRH != 0 {
+                // Datagrams arrive over IPv4 only (v1): the GRH area holds
+                // an IPv4 header, which `ib_init_ah_attr_from_wc` reads.
+                wc.network_hdr_type = bindings::rdma_network_type_RDMA_NETWORK_IPV4 as u8;
+                wc.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE as i32;
+            }
             wc.port_num = FIRST_PORT;
             cons = cons.wrapping_add(1);
             n += 1;

@@ -9,6 +9,7 @@ use kernel::sync::{new_spinlock, SpinLock};
 
 use super::ah::AhState;
 use super::cq::CqState;
+use super::datagram::{self, AhTable, DatagramTable};
 use super::ids::IdPool;
 use super::limits::*;
 use super::mr::{MrState, MrTable};
@@ -85,6 +86,11 @@ pub(crate) struct DeviceState {
     /// order: after the QP table and a transport, before the MR table.
     #[pin]
     pub(crate) planes: SpinLockBh<PlaneTable>,
+    /// UD and GSI QPs by number, for the datagram receive path.
+    #[pin]
+    pub(crate) uds: SpinLockBh<DatagramTable>,
+    /// Where each address handle sends to.
+    pub(crate) ahs: AhTable,
 }
 
 /// Period of the engine tick, in jiffies (1 ms at HZ=1000): the granularity
@@ -98,6 +104,8 @@ impl Tick for DeviceState {
         for t in qps.iter() {
             t.tick(&tx);
         }
+        drop(qps);
+        datagram::tick(self);
     }
 }
 
@@ -157,6 +165,8 @@ impl DeviceState {
             mrs <- new_spinlock_bh!(MrTable::new()?, "metaroce_mrs"),
             qps <- new_spinlock_bh!(QpTable::new()?, "metaroce_qps"),
             planes <- new_spinlock_bh!(planes, "metaroce_planes"),
+            uds <- new_spinlock_bh!(DatagramTable::new()?, "metaroce_uds"),
+            ahs: AhTable::new()?,
         })
     }
 
@@ -334,8 +344,8 @@ impl IbDriver for MetaRoceDevice {
         Ok(())
     }
 
-    fn create_ah(dev: &MetaRoceIbDevice, attr: &bindings::rdma_ah_attr, udata: Option<&Udata<'_>>) -> Result<AhState> {
-        AhState::create(dev, attr, udata)
+    fn create_ah(dev: &MetaRoceIbDevice, pd: usize, attr: &bindings::rdma_ah_attr, udata: Option<&Udata<'_>>) -> Result<AhState> {
+        AhState::create(dev, pd, attr, udata)
     }
 
     fn destroy_ah(dev: &MetaRoceIbDevice, ah: &Ah<AhState>) {

@@ -7,6 +7,7 @@
 
 pub(crate) mod ah;
 pub(crate) mod cq;
+pub(crate) mod datagram;
 pub(crate) mod device;
 pub(crate) mod events;
 pub(crate) mod ids;

@@ -9,6 +9,7 @@ use kernel::sync::Arc;
 use super::device::MetaRoceIbDevice;
 use super::limits::{MAX_MR, MAX_MR_SIZE};
 use crate::engine::wire::Syndrome;
+use crate::ib::kdma::{self, KernelConsumer};
 use crate::ib::umem::{PinnedPage, Umem, PAGE_SIZE};
 use crate::sys::bindings as b;
 
@@ -30,9 +31,19 @@ pub(crate) struct Region {
     access: u32,
     /// The protection domain (address of its `ib_pd`).
     pd: usize,
-    /// `None`: the all-memory DMA region of kernel consumers, which the data
-    /// path does not serve yet (their QPs get no transport).
+    /// `None`: the all-memory DMA region of kernel consumers (addresses are
+    /// kernel virtual addresses), served only to kernel QPs.
     pages: Option<UserPages>,
+}
+
+/// Who reaches local memory through an lkey: the QP's protection domain and,
+/// for a kernel QP, the proof that lets it use DMA regions.
+#[derive(Clone, Copy)]
+pub(crate) struct Requester {
+    /// The protection domain (address of its `ib_pd`).
+    pub(crate) pd: usize,
+    /// Set for kernel QPs; a user QP never reaches kernel memory.
+    pub(crate) kernel: Option<KernelConsumer>,
 }
 
 impl Region {
@@ -76,6 +87,24 @@ impl Region {
     /// Copies `data` into the region at `iova`.
     fn copy_in(&self, iova: u64, data: &[u8]) -> Result {
         self.walk(iova, data.len(), |page, at, r| page.write(at, &data[r]))
+    }
+
+    /// A local read by `who`: a DMA region only for kernel QPs.
+    fn read_for(&self, who: &Requester, iova: u64, buf: &mut [u8]) -> Result {
+        match (&self.pages, who.kernel) {
+            (Some(_), _) => self.copy_out(iova, buf),
+            (None, Some(k)) => kdma::read(k, iova, buf),
+            (None, None) => Err(EACCES),
+        }
+    }
+
+    /// A local write by `who`: a DMA region only for kernel QPs.
+    fn write_for(&self, who: &Requester, iova: u64, data: &[u8]) -> Result {
+        match (&self.pages, who.kernel) {
+            (Some(_), _) => self.copy_in(iova, data),
+            (None, Some(k)) => kdma::write(k, iova, data),
+            (None, None) => Err(EACCES),
+        }
     }
 }
 
@@ -135,8 +164,12 @@ impl MrTable {
     /// A local buffer of a work request is usable: its key names a region
     /// of the PD that holds `[va, va + len)`, with LOCAL_WRITE when the
     /// device writes into it (RDMA READ targets).
-    pub(crate) fn check_local(&self, lkey: u32, pd: usize, va: u64, len: u32, write: bool) -> Result {
-        let r = self.find(lkey, pd).ok_or(EACCES)?;
+    pub(crate) fn check_local(&self, lkey: u32, who: &Requester, va: u64, len: u32, write: bool) -> Result {
+        let r = self.find(lkey, who.pd).ok_or(EACCES)?;
+        if r.pages.is_none() && who.kernel.is_none() {
+            // A DMA region (kernel memory) named by a user QP.
+            return Err(EACCES);
+        }
         if write && r.access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0 {
             return Err(EACCES);
         }
@@ -147,18 +180,18 @@ impl MrTable {
     }
 
     /// The receive path fills a posted buffer: needs LOCAL_WRITE.
-    pub(crate) fn write_local(&self, lkey: u32, pd: usize, va: u64, data: &[u8]) -> Result {
-        let r = self.find(lkey, pd).ok_or(EACCES)?;
+    pub(crate) fn write_local(&self, lkey: u32, who: &Requester, va: u64, data: &[u8]) -> Result {
+        let r = self.find(lkey, who.pd).ok_or(EACCES)?;
         if r.access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0 {
             return Err(EACCES);
         }
-        r.copy_in(va, data)
+        r.write_for(who, va, data)
     }
 
     /// The send path reads a local buffer (any registered region).
-    pub(crate) fn read_local(&self, lkey: u32, pd: usize, va: u64, out: &mut [u8]) -> Result {
-        let r = self.find(lkey, pd).ok_or(EACCES)?;
-        r.copy_out(va, out)
+    pub(crate) fn read_local(&self, lkey: u32, who: &Requester, va: u64, out: &mut [u8]) -> Result {
+        let r = self.find(lkey, who.pd).ok_or(EACCES)?;
+        r.read_for(who, va, out)
     }
 }
 

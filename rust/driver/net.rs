@@ -11,7 +11,7 @@ use kernel::prelude::*;
 use super::device::{DeviceState, MetaRoceIbDevice};
 use super::plane::device_of_plane;
 use super::stats::Counter;
-use crate::engine::wire::{self, Packet, Probe, WireError};
+use crate::engine::wire::{self, Opcode, Packet, Probe, WireError};
 use crate::ib::netdev::NetDevice;
 use crate::ib::skb::{Ecn, Ipv4Addr, SkBuff};
 use crate::ib::udp::{RxHandler, TunnelSock, TxSkb, TxV4};
@@ -66,6 +66,8 @@ impl RxHandler for NetRx {
             return;
         };
         let meta = RxMeta { src: ip.src, dst: ip.dst, src_port, ecn: ip.ecn };
+        // Datagram receives report the IP header in their GRH area.
+        let ip_header = skb.ipv4_header();
         if meta.ecn == Ecn::Ce {
             st.counters.inc(Counter::EcnMarks);
         }
@@ -83,6 +85,9 @@ impl RxHandler for NetRx {
             // reached us as a link-layer broadcast or multicast).
             Ok(Packet::Probe(probe)) if to_host => answer_probe(&dev, st, sock, ndev, &probe, &meta),
             Ok(Packet::Probe(_)) => st.counters.inc(Counter::RxNoQp),
+            Ok(Packet::Data { header, payload }) if header.opcode == Opcode::UdSend => {
+                super::datagram::receive(st, &header, payload, ip_header.as_ref());
+            }
             Ok(pkt) => {
                 if !deliver(&dev, st, sock, ndev, &pkt, &meta) {
                     st.counters.inc(Counter::RxNoQp);

@@ -9,6 +9,8 @@ use kernel::prelude::*;
 use kernel::sync::{new_mutex, new_spinlock, Arc, Mutex, SpinLock};
 
 use super::ah::AhState;
+use super::datagram::{self, Datagram};
+use super::mr::Requester;
 use super::device::{active_mtu, MetaRoceDevice, MetaRoceIbDevice, FIRST_PORT};
 use super::qp_counters::QpCounters;
 use super::transport::{gid_ipv4, Peer, Transport, TxCtx};
@@ -60,6 +62,8 @@ pub(crate) struct QpState {
     qpn: u32,
     /// The rings, the CQs and (RC) the engine.
     transport: Arc<Transport>,
+    /// UD and GSI: the datagram send and receive path.
+    datagram: Option<Arc<Datagram>>,
     /// Capabilities granted at creation.
     cap: b::ib_qp_cap,
     /// Completions for every send, not only signalled ones.
@@ -145,17 +149,22 @@ impl QpState {
         let transport = Transport::new(
             qpn,
             init.qp_addr,
-            init.pd_addr,
+            Requester { pd: init.pd_addr, kernel: init.kernel },
             sq,
             rq,
             init.srq,
             (init.send_cq, init.recv_cq),
             sq_sig_all,
         )?;
+        let datagram = match attr.qp_type {
+            b::ib_qp_type_IB_QPT_RC => None,
+            t => Some(Datagram::new(transport.clone(), t == b::ib_qp_type_IB_QPT_GSI)?),
+        };
         let state = Self {
             qp_type: attr.qp_type,
             qpn,
             transport,
+            datagram,
             cap: *cap,
             sq_sig_all,
             user: udata.is_some(),
@@ -171,6 +180,7 @@ impl QpState {
     /// Takes the QP off the receive path and returns its number.
     pub(crate) fn release(dev: &MetaRoceIbDevice, qp: &Qp<QpState>) {
         drop(dev.data().qps.lock().remove(qp.qp_num()));
+        drop(dev.data().uds.lock().remove(qp.qp_num()));
         if qp.qp_type() != b::ib_qp_type_IB_QPT_GSI {
             dev.data().give_back_qpn(qp.qp_num());
         }
@@ -213,6 +223,9 @@ impl QpState {
         }
         if mask & b::ib_qp_attr_mask_IB_QP_QKEY != 0 {
             n.qkey = attr.qkey;
+            if let Some(d) = &self.datagram {
+                d.set_qkey(attr.qkey);
+            }
         }
         if mask & b::ib_qp_attr_mask_IB_QP_RQ_PSN != 0 {
             n.rq_psn = attr.rq_psn & 0xff_ffff;
@@ -250,8 +263,14 @@ impl QpState {
         n.state = next;
         let t = &self.transport;
         t.set_limits(n.access, n.max_rd_atomic);
+        if next == b::ib_qp_state_IB_QPS_ERR || next == b::ib_qp_state_IB_QPS_RESET {
+            drop(dev.data().uds.lock().remove(self.qpn));
+        }
         if next == b::ib_qp_state_IB_QPS_ERR && a.state != b::ib_qp_state_IB_QPS_ERR {
-            t.flush();
+            match &self.datagram {
+                Some(d) => d.flush(),
+                None => t.flush(),
+            }
         }
         if next == b::ib_qp_state_IB_QPS_RESET {
             drop(dev.data().qps.lock().remove(self.qpn));
@@ -273,6 +292,14 @@ impl QpState {
             t.connect(Peer { local, remote, qpn: n.dest_qp_num }, mtu, planes)?;
             dev.data().qps.lock().insert(self.qpn, t.clone());
             dev.data().ticker.start(dev.data());
+        }
+        if next == b::ib_qp_state_IB_QPS_RTR && a.state != b::ib_qp_state_IB_QPS_RTR {
+            if let Some(d) = &self.datagram {
+                let ndev = dev.netdev(FIRST_PORT).ok_or(ENODEV)?;
+                d.attach(ndev, datagram::mtu_bytes(active_mtu(dev)));
+                dev.data().uds.lock().insert(self.qpn, d.clone());
+                dev.data().ticker.start(dev.data());
+            }
         }
         *a = n;
         self.state.store(next, Ordering::Release);
@@ -384,11 +411,15 @@ impl QpState {
     }
 
     fn kick(&self, dev: &MetaRoceIbDevice) -> Result {
-        if self.qp_type != b::ib_qp_type_IB_QPT_RC {
-            // Datagrams (UD/GSI) are not carried yet: they stay queued.
+        let st = dev.data();
+        if let Some(d) = &self.datagram {
+            // Kernel consumers may post with interrupts disabled: the device
+            // tick sends their datagrams.
+            if self.user {
+                d.send_queued(st);
+            }
             return Ok(());
         }
-        let st = dev.data();
         let tx = TxCtx { st, sock: &st.tunnel };
         self.transport.kick(&tx);
         Ok(())

@@ -41,13 +41,20 @@ pub(crate) enum Counter {
     ProbesAnswered,
     /// Packets that could not be sent (no route out of the plane, no memory).
     TxErrors,
+    /// Datagrams (UD_SEND) sent from UD and GSI QPs.
+    UdTxPackets,
+    /// Datagrams delivered into a receive buffer of a UD or GSI QP.
+    UdRxPackets,
+    /// Datagrams dropped at the receiver: no such datagram QP, wrong Q_Key,
+    /// no receive buffer posted, or a buffer that did not fit.
+    UdRxDropped,
 }
 
 /// How many of the first counters are also counted per QP.
 pub(crate) const QP_COUNTERS: usize = 8;
 
 /// Number of counters.
-const COUNT: usize = 12;
+const COUNT: usize = 15;
 
 /// The counter names, in [`Counter`] order.
 pub(crate) static NAMES: [StatDesc; COUNT] = [
@@ -63,6 +70,9 @@ pub(crate) static NAMES: [StatDesc; COUNT] = [
     StatDesc::new(c_str!("rx_no_qp")),
     StatDesc::new(c_str!("probes_answered")),
     StatDesc::new(c_str!("tx_errors")),
+    StatDesc::new(c_str!("ud_tx_packets")),
+    StatDesc::new(c_str!("ud_rx_packets")),
+    StatDesc::new(c_str!("ud_rx_dropped")),
 ];
 
 /// The counters of one device.
@@ -95,5 +105,5 @@ impl Counters {
 }
 
 // Every counter has a name; the per-QP ones come first.
-const _: () = assert!(Counter::TxErrors as usize + 1 == COUNT);
+const _: () = assert!(Counter::UdRxDropped as usize + 1 == COUNT);
 const _: () = assert!(Counter::PathFailures as usize + 1 == QP_COUNTERS);

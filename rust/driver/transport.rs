@@ -20,7 +20,7 @@ use super::cq::CqState;
 use super::stats::Counter;
 use super::device::{DeviceState, MetaRoceIbDevice};
 use super::limits::{MAX_INLINE, MAX_MSG_SIZE, MAX_RD_ATOMIC, MAX_SGE};
-use super::mr::MrTable;
+use super::mr::{MrTable, Requester};
 use super::net::{send, RxMeta};
 use super::plane::PeerPlanes;
 use super::qp_counters::QpCounters;
@@ -185,20 +185,21 @@ struct Inner {
 /// The data path of one RC QP.
 pub(crate) struct Transport {
     inner: Pin<KBox<SpinLockBh<Inner>>>,
-    sq: SharedRing,
-    rq: Option<SharedRing>,
-    srq: Option<ObjRef<b::ib_srq, SrqState>>,
-    send_cq: ObjRef<b::ib_cq, CqState>,
-    recv_cq: ObjRef<b::ib_cq, CqState>,
-    qpn: u32,
+    pub(super) sq: SharedRing,
+    pub(super) rq: Option<SharedRing>,
+    pub(super) srq: Option<ObjRef<b::ib_srq, SrqState>>,
+    pub(super) send_cq: ObjRef<b::ib_cq, CqState>,
+    pub(super) recv_cq: ObjRef<b::ib_cq, CqState>,
+    pub(super) qpn: u32,
     /// The `ib_qp`, for `ib_wc.qp` of kernel consumers.
-    qp_addr: u64,
-    /// The QP's protection domain (memory keys must be of the same one).
-    pd: usize,
+    pub(super) qp_addr: u64,
+    /// The QP's protection domain (memory keys must be of the same one),
+    /// and whether it is a kernel QP.
+    pub(super) local: Requester,
     /// The data path failed: `Inner::failed`, readable without the lock
     /// (the QP state is read from atomic context, possibly under it).
     error: AtomicBool,
-    sq_sig_all: bool,
+    pub(super) sq_sig_all: bool,
     /// Per-QP counting (`rdma statistic qp`).
     pub(crate) counters: QpCounters,
 }
@@ -238,14 +239,14 @@ fn remote_status(s: Syndrome) -> u32 {
 }
 
 /// Why a send work request cannot be carried: its error completion status.
-fn check_request(req: &SendReq, op: Opcode, mrs: &MrTable, pd: usize) -> core::result::Result<u32, u32> {
+fn check_request(req: &SendReq, op: Opcode, mrs: &MrTable, who: &Requester) -> core::result::Result<u32, u32> {
     let len = u32::try_from(req.len()).ok().filter(|&l| l <= MAX_MSG_SIZE).ok_or(b::ib_wc_status_IB_WC_LOC_LEN_ERR)?;
     if op == Opcode::ReadReq && req.is_inline {
         return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
     }
     if !req.is_inline {
         for s in &req.sges[..req.num_sge] {
-            mrs.check_local(s.lkey, pd, s.addr, s.length, op == Opcode::ReadReq)
+            mrs.check_local(s.lkey, who, s.addr, s.length, op == Opcode::ReadReq)
                 .map_err(|_| b::ib_wc_status_IB_WC_LOC_PROT_ERR)?;
         }
     }
@@ -258,7 +259,7 @@ impl Transport {
     pub(crate) fn new(
         qpn: u32,
         qp_addr: u64,
-        pd: usize,
+        local: Requester,
         sq: SharedRing,
         rq: Option<SharedRing>,
         srq: Option<ObjRef<b::ib_srq, SrqState>>,
@@ -303,7 +304,7 @@ impl Transport {
                 recv_cq: cqs.1,
                 qpn,
                 qp_addr,
-                pd,
+                local,
                 error: AtomicBool::new(false),
                 sq_sig_all,
                 counters: QpCounters::new(),
@@ -514,7 +515,7 @@ impl Transport {
                     Some((op, wc_opcode)) => {
                         w.opcode = op;
                         w.wc_opcode = wc_opcode;
-                        check_request(&req, op, &tx.st.mrs.lock(), self.pd)
+                        check_request(&req, op, &tx.st.mrs.lock(), &self.local)
                     }
                     None => Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
                 };
@@ -654,11 +655,11 @@ impl Transport {
                             match out {
                                 OutMsg::Wr { wr, offset } => {
                                     let w = &i.wrs[wr as usize % WR_WINDOW];
-                                    gather(w, (offset + header.offset) as usize, body, &mrs.lock(), self.pd)?;
+                                    gather(w, (offset + header.offset) as usize, body, &mrs.lock(), &self.local)?;
                                 }
                                 OutMsg::ReadResp { va, rkey } => {
                                     let at = va.wrapping_add(u64::from(header.offset));
-                                    mrs.lock().read_remote(rkey, self.pd, at, body)?;
+                                    mrs.lock().read_remote(rkey, self.local.pd, at, body)?;
                                 }
                             }
                         }
@@ -836,14 +837,14 @@ impl Transport {
                         if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 {
                             Err(Syndrome::InvalidRequest)
                         } else {
-                            tx.st.mrs.lock().write_remote(p.rkey, self.pd, p.remote_va, u64::from(p.offset), payload)
+                            tx.st.mrs.lock().write_remote(p.rkey, self.local.pd, p.remote_va, u64::from(p.offset), payload)
                         }
                     }
                     Opcode::ReadReq => {
                         if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_READ == 0 {
                             Err(Syndrome::InvalidRequest)
                         } else {
-                            tx.st.mrs.lock().check_remote_read(p.rkey, self.pd, p.remote_va, u64::from(p.msg_len))
+                            tx.st.mrs.lock().check_remote_read(p.rkey, self.local.pd, p.remote_va, u64::from(p.msg_len))
                         }
                     }
                     // The response names our READ_REQ's MSN in `imm`.
@@ -876,7 +877,7 @@ impl Transport {
     }
 
     /// The receive buffer bound to receive sequence number `rsn`.
-    fn recv_ring(&self) -> Option<&SharedRing> {
+    pub(super) fn recv_ring(&self) -> Option<&SharedRing> {
         match &self.srq {
             Some(srq) => Some(srq.data().ring()),
             None => self.rq.as_ref(),
@@ -892,7 +893,7 @@ impl Transport {
             return Err(Syndrome::InvalidRequest);
         }
         let wqe = wqe::get_recv(ring, index).map_err(|_| Syndrome::InvalidRequest)?;
-        scatter(&wqe.sges[..wqe.num_sge], offset, payload, mrs, self.pd)
+        scatter(&wqe.sges[..wqe.num_sge], offset, payload, mrs, &self.local)
     }
 
     /// Places bytes of the response to our READ_REQ `req_msn` into the
@@ -903,7 +904,7 @@ impl Transport {
             return Err(Syndrome::InvalidRequest);
         }
         let w = &i.wrs[r.wr as usize % WR_WINDOW];
-        scatter(&w.sges[..w.num_sge], (r.offset + offset) as usize, payload, mrs, self.pd)
+        scatter(&w.sges[..w.num_sge], (r.offset + offset) as usize, payload, mrs, &self.local)
     }
 
     /// Completes received messages in order: receive completions, READ
@@ -989,15 +990,20 @@ impl Transport {
 
 /// Copies bytes `[offset, offset + out.len())` of a work request's data
 /// out of its local buffers.
-fn gather(m: &OutWr, offset: usize, out: &mut [u8], mrs: &MrTable, pd: usize) -> Result {
+fn gather(m: &OutWr, offset: usize, out: &mut [u8], mrs: &MrTable, who: &Requester) -> Result {
     if m.is_inline {
         let src = m.inline[..m.inline_len].get(offset..offset + out.len()).ok_or(EINVAL)?;
         out.copy_from_slice(src);
         return Ok(());
     }
+    gather_sges(&m.sges[..m.num_sge], offset, out, mrs, who)
+}
+
+/// Copies bytes `[offset, offset + out.len())` of the buffer made of `sges`.
+pub(super) fn gather_sges(sges: &[Sge], offset: usize, out: &mut [u8], mrs: &MrTable, who: &Requester) -> Result {
     let mut skip = offset;
     let mut done = 0;
-    for s in &m.sges[..m.num_sge] {
+    for s in sges {
         if done == out.len() {
             break;
         }
@@ -1007,7 +1013,7 @@ fn gather(m: &OutWr, offset: usize, out: &mut [u8], mrs: &MrTable, pd: usize) ->
             continue;
         }
         let n = (len - skip).min(out.len() - done);
-        mrs.read_local(s.lkey, pd, s.addr + skip as u64, &mut out[done..done + n])?;
+        mrs.read_local(s.lkey, who, s.addr + skip as u64, &mut out[done..done + n])?;
         done += n;
         skip = 0;
     }
@@ -1015,7 +1021,7 @@ fn gather(m: &OutWr, offset: usize, out: &mut [u8], mrs: &MrTable, pd: usize) ->
 }
 
 /// Writes `payload` at `offset` of a receive buffer made of `sges`.
-fn scatter(sges: &[Sge], offset: usize, payload: &[u8], mrs: &MrTable, pd: usize) -> core::result::Result<(), Syndrome> {
+pub(super) fn scatter(sges: &[Sge], offset: usize, payload: &[u8], mrs: &MrTable, who: &Requester) -> core::result::Result<(), Syndrome> {
     let mut skip = offset;
     let mut done = 0;
     for s in sges {
@@ -1028,7 +1034,7 @@ fn scatter(sges: &[Sge], offset: usize, payload: &[u8], mrs: &MrTable, pd: usize
             continue;
         }
         let n = (len - skip).min(payload.len() - done);
-        mrs.write_local(s.lkey, pd, s.addr + skip as u64, &payload[done..done + n])
+        mrs.write_local(s.lkey, who, s.addr + skip as u64, &payload[done..done + n])
             .map_err(|_| Syndrome::RemoteAccess)?;
         done += n;
         skip = 0;

@@ -61,9 +61,10 @@ pub(crate) trait IbDriver: Sized {
     fn alloc_ucontext(dev: &Device<Self::Data>, udata: &Udata<'_>) -> Result<Self::Ucontext>;
     /// Creates a protection domain.
     fn alloc_pd(dev: &Device<Self::Data>, udata: Option<&Udata<'_>>) -> Result<Self::Pd>;
-    /// Creates an address handle.
+    /// Creates an address handle in the PD at `pd_addr`.
     fn create_ah(
         dev: &Device<Self::Data>,
+        pd_addr: usize,
         attr: &bindings::rdma_ah_attr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self::Ah>;

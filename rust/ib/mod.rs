@@ -6,6 +6,7 @@
 
 pub(crate) mod device;
 pub(crate) mod heap;
+pub(crate) mod kdma;
 pub(crate) mod link;
 pub(crate) mod lock;
 pub(crate) mod netdev;

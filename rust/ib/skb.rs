@@ -15,7 +15,7 @@ use crate::sys::bindings;
 /// Length of the UDP header.
 pub(crate) const UDP_HEADER_LEN: usize = 8;
 /// Length of an IPv4 header without options.
-const IPV4_HEADER_LEN: usize = 20;
+pub(crate) const IPV4_HEADER_LEN: usize = 20;
 /// Length of an IPv6 header.
 const IPV6_HEADER_LEN: usize = 40;
 
@@ -170,6 +170,21 @@ impl SkBuff {
             dst: Ipv4Addr([ip[16], ip[17], ip[18], ip[19]]),
             ecn: Ecn::from_tos(ip[1]),
         })
+    }
+
+    /// The raw IPv4 header (without options) of a received IPv4 packet,
+    /// as UD receives report it in their GRH area.
+    pub(crate) fn ipv4_header(&self) -> Option<[u8; IPV4_HEADER_LEN]> {
+        self.ipv4()?;
+        // SAFETY: as in `ipv4`, which just checked that the header is IPv4
+        // and that IPV4_HEADER_LEN bytes of it are in the linear area.
+        let ip = unsafe {
+            let hdr = bindings::metaroce_helper_skb_network_header(self.as_raw());
+            core::slice::from_raw_parts(hdr, IPV4_HEADER_LEN)
+        };
+        let mut out = [0u8; IPV4_HEADER_LEN];
+        out.copy_from_slice(ip);
+        Some(out)
     }
 
     /// The UDP source port of a received packet (the sender's path entropy).

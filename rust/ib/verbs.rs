@@ -160,6 +160,9 @@ pub(crate) struct QpInit<'a, T: IbDriver> {
     pub(crate) qp_addr: u64,
     /// Address of the QP's `ib_pd` (identifies its protection domain).
     pub(crate) pd_addr: usize,
+    /// Set for a QP of a kernel consumer: its work requests may name kernel
+    /// memory through DMA regions.
+    pub(crate) kernel: Option<super::kdma::KernelConsumer>,
 }
 
 /// Fills `ops` with this layer's callbacks and object sizes for `T`.
@@ -308,7 +311,8 @@ unsafe extern "C" fn create_ah<T: IbDriver>(
         // are valid for the call.
         unsafe {
             let attr = (*init).ah_attr.as_ref().ok_or(EINVAL)?;
-            let data = T::create_ah(dev_of::<T>((*ah).device), attr, Udata::from_raw(udata).as_ref())?;
+            let pd = (*ah).pd as usize;
+            let data = T::create_ah(dev_of::<T>((*ah).device), pd, attr, Udata::from_raw(udata).as_ref())?;
             put::<_, T::Ah>(ah, data);
         }
         Ok(0)
@@ -540,6 +544,7 @@ unsafe extern "C" fn create_qp<T: IbDriver>(
         // SAFETY: zeroed container with device, pd, CQs, SRQ and type set by
         // the core, which holds use counts on the CQs, SRQ and PD until the
         // QP is destroyed (hence the `ObjRef`s); `attr` valid for the call.
+        // The core sets `uobject` (and passes udata) exactly for user QPs.
         unsafe {
             let udata = Udata::from_raw(udata);
             let attr = &mut *attr;
@@ -549,6 +554,13 @@ unsafe extern "C" fn create_qp<T: IbDriver>(
                 srq: ObjRef::new(attr.srq),
                 qp_addr: qp as u64,
                 pd_addr: (*qp).pd as usize,
+                // No user data and no user object: a kernel consumer
+                // creates this QP (`KernelConsumer` invariants).
+                kernel: if udata.is_none() && (*qp).uobject.is_null() {
+                    Some(super::kdma::KernelConsumer::new())
+                } else {
+                    None
+                },
                 attr,
             };
             let dev = dev_of::<T>((*qp).device);

@@ -191,3 +191,8 @@ unsigned long metaroce_helper_jiffies(void)
 {
 	return READ_ONCE(jiffies);
 }
+
+unsigned long metaroce_helper_page_offset(void)
+{
+	return PAGE_OFFSET;
+}

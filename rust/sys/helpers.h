@@ -30,6 +30,7 @@ u64 metaroce_helper_mmap_offset(const struct rdma_user_mmap_entry *entry);
 struct page *metaroce_helper_sg_page_iter_page(struct sg_page_iter *iter);
 void *metaroce_helper_kmap_local_page(struct page *page);
 void metaroce_helper_kunmap_local(void *addr);
+unsigned long metaroce_helper_page_offset(void);
 
 /* Socket buffers and routes (rust/ib/skb.rs, rust/ib/udp.rs). */
 struct sk_buff *metaroce_helper_alloc_skb_atomic(unsigned int size);

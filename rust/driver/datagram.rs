@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Datagrams: UD and GSI (QP1) queue pairs on the wire (protocol.md
+//! section 5). A send work request becomes one UD_SEND packet (`rkey` =
+//! Q_Key, `imm` = source QPN) to the IPv4 address of its address handle; no
+//! ACK, no retransmission. A received datagram takes the next receive
+//! buffer of its QP (or SRQ): a 40-byte GRH area first, whose bytes 20..40
+//! hold the IPv4 header as received (RoCEv2 over IPv4, what
+//! `ib_init_ah_attr_from_wc` and `ibv_init_ah_from_wc` read), then the
+//! payload.
+//!
+//! User QPs send when the process rings the doorbell. Kernel QPs (the MAD
+//! layer's GSI QP) post from atomic context, often with interrupts disabled,
+//! where the bh-safe locks and the UDP transmit path must not run: their
+//! requests are sent from the device tick (at most a millisecond later).
+
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use kernel::prelude::*;
+use kernel::sync::Arc;
+use kernel::time::Ktime;
+
+use super::device::DeviceState;
+use super::limits::{MAX_AH, MAX_QP};
+use super::mr::MrTable;
+use super::net::send;
+use super::stats::Counter;
+use super::transport::{gather_sges, gid_ipv4, scatter, Transport};
+use super::wqe::{self, Completion};
+use crate::engine::crc::crc32;
+use crate::engine::wire::{self, DataHeader, Opcode, Syndrome};
+use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
+use crate::ib::netdev::NetDeviceRef;
+use crate::ib::skb::{Ecn, Ipv4Addr, IPV4_HEADER_LEN};
+use crate::ib::udp::TxV4;
+use crate::ib::verbs::AddressVector;
+use crate::sys::bindings as b;
+
+/// The Q_Key of the GSI QP (QP1), which every GSI datagram carries.
+pub(crate) const GSI_QKEY: u32 = 0x8001_0000;
+
+/// Bytes of the GRH area in front of every UD receive.
+const GRH_LEN: usize = 40;
+
+/// Q_Keys with this bit set in a work request mean "the QP's own Q_Key".
+const QKEY_CONTROLLED: u32 = 0x8000_0000;
+
+/// The destinations of address handles by AH number, for the send path.
+/// Lock-free: kernel consumers create and destroy AHs in atomic context
+/// (the CM with a spinlock held and interrupts disabled).
+pub(crate) struct AhTable {
+    slots: KVec<AhSlot>,
+}
+
+struct AhSlot {
+    /// The AH's protection domain (0: free slot).
+    pd: AtomicUsize,
+    /// Source IPv4 (high 32 bits) and destination IPv4 (low 32 bits);
+    /// 0 when the AH does not address an IPv4 destination.
+    addrs: AtomicU64,
+}
+
+impl AhTable {
+    /// An empty table.
+    pub(crate) fn new() -> Result<Self> {
+        let mut slots = KVec::with_capacity(MAX_AH as usize, GFP_KERNEL)?;
+        for _ in 0..MAX_AH {
+            slots.push(AhSlot { pd: AtomicUsize::new(0), addrs: AtomicU64::new(0) }, GFP_KERNEL)?;
+        }
+        Ok(Self { slots })
+    }
+
+    /// AH `n` of PD `pd` sends to `av`.
+    pub(crate) fn set(&self, n: u32, pd: usize, av: &AddressVector) {
+        let Some(slot) = self.slots.get(n as usize) else { return };
+        let addrs = match (gid_ipv4(&av.sgid), gid_ipv4(&av.dgid)) {
+            (Some(src), Some(dst)) => u64::from(u32::from_be_bytes(src.0)) << 32 | u64::from(u32::from_be_bytes(dst.0)),
+            _ => 0,
+        };
+        slot.addrs.store(addrs, Ordering::Relaxed);
+        slot.pd.store(pd, Ordering::Release);
+    }
+
+    /// AH `n` is gone.
+    pub(crate) fn clear(&self, n: u32) {
+        if let Some(slot) = self.slots.get(n as usize) {
+            slot.pd.store(0, Ordering::Release);
+        }
+    }
+
+    /// (source, destination) of AH `n`, if it is an IPv4 AH of PD `pd`.
+    fn get(&self, n: u32, pd: usize) -> Option<(Ipv4Addr, Ipv4Addr)> {
+        let slot = self.slots.get(n as usize)?;
+        if pd == 0 || slot.pd.load(Ordering::Acquire) != pd {
+            return None;
+        }
+        let a = slot.addrs.load(Ordering::Relaxed);
+        if a == 0 {
+            return None;
+        }
+        Some((Ipv4Addr(((a >> 32) as u32).to_be_bytes()), Ipv4Addr((a as u32).to_be_bytes())))
+    }
+}
+
+/// Send state of a datagram QP, changed under its lock.
+struct Inner {
+    /// The plane datagrams leave on (from RTR on).
+    ndev: Option<NetDeviceRef>,
+    /// Largest datagram payload (the port's active MTU at RTR).
+    mtu: u32,
+    /// Numbers the QP's datagrams (`psn` and `msn` on the wire).
+    next_psn: u32,
+}
+
+/// The datagram side of a UD or GSI QP.
+pub(crate) struct Datagram {
+    t: Arc<Transport>,
+    gsi: bool,
+    /// The QP's Q_Key (`modify_qp`).
+    qkey: AtomicU32,
+    inner: Pin<KBox<SpinLockBh<Inner>>>,
+}
+
+/// The datagram QPs that receive, by QP number (QP1 and the numbers from
+/// `FIRST_QPN` on).
+pub(crate) struct DatagramTable {
+    slots: KVec<Option<Arc<Datagram>>>,
+}
+
+fn slot_of(qpn: u32) -> Option<usize> {
+    if qpn == 1 {
+        return Some(0);
+    }
+    let i = qpn.checked_sub(super::limits::FIRST_QPN)?;
+    (i < MAX_QP).then_some(i as usize + 1)
+}
+
+impl DatagramTable {
+    /// An empty table.
+    pub(crate) fn new() -> Result<Self> {
+        let mut slots = KVec::with_capacity(MAX_QP as usize + 1, GFP_KERNEL)?;
+        for _ in 0..=MAX_QP {
+            slots.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self { slots })
+    }
+
+    /// QP `qpn` receives datagrams from now on.
+    pub(crate) fn insert(&mut self, qpn: u32, d: Arc<Datagram>) {
+        if let Some(slot) = slot_of(qpn).and_then(|i| self.slots.get_mut(i)) {
+            *slot = Some(d);
+        }
+    }
+
+    /// QP `qpn` no longer receives or sends.
+    pub(crate) fn remove(&mut self, qpn: u32) -> Option<Arc<Datagram>> {
+        slot_of(qpn).and_then(|i| self.slots.get_mut(i)).and_then(Option::take)
+    }
+
+    fn get(&self, qpn: u32) -> Option<&Arc<Datagram>> {
+        self.slots.get(slot_of(qpn)?)?.as_ref()
+    }
+}
+
+fn now_ns() -> u64 {
+    Ktime::ktime_get().to_ns() as u64
+}
+
+impl Datagram {
+    /// The datagram side of QP `t` (`gsi`: QP1).
+    pub(crate) fn new(t: Arc<Transport>, gsi: bool) -> Result<Arc<Self>> {
+        let inner = Inner { ndev: None, mtu: 256, next_psn: 0 };
+        Ok(Arc::new(
+            Self {
+                t,
+                gsi,
+                qkey: AtomicU32::new(if gsi { GSI_QKEY } else { 0 }),
+                inner: KBox::pin_init(new_spinlock_bh!(inner, "metaroce_datagram"), GFP_KERNEL)?,
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// `modify_qp` set the Q_Key.
+    pub(crate) fn set_qkey(&self, qkey: u32) {
+        self.qkey.store(qkey, Ordering::Relaxed);
+    }
+
+    /// RTR: datagrams leave on `ndev`, payloads up to `mtu` bytes.
+    pub(crate) fn attach(&self, ndev: NetDeviceRef, mtu: u32) {
+        let mut i = self.inner.lock();
+        i.ndev = Some(ndev);
+        i.mtu = mtu;
+    }
+
+    /// The QP went to the error state: flushes its work requests, serialised
+    /// with the send path.
+    pub(crate) fn flush(&self) {
+        let _i = self.inner.lock();
+        self.t.flush();
+    }
+
+    /// Whether the QP belongs to a kernel consumer.
+    fn is_kernel(&self) -> bool {
+        self.t.local.kernel.is_some()
+    }
+
+    /// Sends the send ring's new requests, one datagram each, and completes
+    /// them. Process context (user doorbell) or softirq (the tick).
+    pub(crate) fn send_queued(&self, st: &DeviceState) {
+        let mut i = self.inner.lock();
+        let Some(ndev) = i.ndev.take() else { return };
+        let sq = &self.t.sq;
+        let (mut cons, prod) = (sq.consumer(), sq.producer());
+        while cons != prod {
+            let status = self.send_one(st, &ndev, &mut i, cons);
+            cons = cons.wrapping_add(1);
+            sq.set_consumer(cons);
+            if status.is_err() {
+                break;
+            }
+        }
+        i.ndev = Some(ndev);
+    }
+
+    /// Sends request `index` of the send ring and completes it; `Err` when
+    /// the completion queue overflowed (the rest waits).
+    fn send_one(&self, st: &DeviceState, ndev: &NetDeviceRef, i: &mut Inner, index: u32) -> Result {
+        let t = &*self.t;
+        let (status, wr_id, len, signaled) = match wqe::get_send(&t.sq, index) {
+            Err(_) => (b::ib_wc_status_IB_WC_LOC_QP_OP_ERR, 0, 0, true),
+            Ok(req) => {
+                let signaled = t.sq_sig_all || req.send_flags & (b::ib_send_flags_IB_SEND_SIGNALED as u32) != 0;
+                let len = u32::try_from(req.len()).unwrap_or(u32::MAX);
+                // The `ud` member of the WQE's `wr` union: remote QPN and
+                // Q_Key where `remote_addr` sits, the AH number at `rkey`.
+                let ud = req.remote_addr.to_ne_bytes();
+                let qpn = u32::from_ne_bytes([ud[0], ud[1], ud[2], ud[3]]) & 0xff_ffff;
+                let mut qkey = u32::from_ne_bytes([ud[4], ud[5], ud[6], ud[7]]);
+                if qkey & QKEY_CONTROLLED != 0 {
+                    qkey = self.qkey.load(Ordering::Relaxed);
+                }
+                let status = if req.opcode != b::ib_wr_opcode_IB_WR_SEND {
+                    // UD_SEND's `imm` carries the source QPN: no immediate.
+                    b::ib_wc_status_IB_WC_LOC_QP_OP_ERR
+                } else if len > i.mtu || len as usize > wire::MAX_PAYLOAD {
+                    b::ib_wc_status_IB_WC_LOC_LEN_ERR
+                } else {
+                    match st.ahs.get(req.rkey, t.local.pd) {
+                        None => b::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
+                        Some((src, dst)) => {
+                            let psn = i.next_psn;
+                            i.next_psn = psn.wrapping_add(1);
+                            let h = DataHeader {
+                                opcode: Opcode::UdSend,
+                                flags: 0,
+                                dst_qpn: qpn,
+                                path_id: 0,
+                                floor_delta: 0,
+                                psn,
+                                msn: psn,
+                                offset: 0,
+                                msg_len: len,
+                                payload_len: len as u16,
+                                rsn: 0,
+                                remote_va: 0,
+                                rkey: qkey,
+                                imm: t.qpn,
+                                timestamp: now_ns(),
+                            };
+                            // Any entropy will do: vary the port per datagram.
+                            let src_port = 0xc000 | ((t.qpn.wrapping_mul(0x9e37_79b1) ^ psn.wrapping_mul(0x85eb_ca6b)) >> 18) as u16;
+                            let to = TxV4 { src, dst, src_port, ecn: Ecn::Ect0 };
+                            self.transmit(st, ndev, &to, &h, &req)
+                        }
+                    }
+                };
+                (status, req.wr_id, len, signaled)
+            }
+        };
+        if !signaled && status == b::ib_wc_status_IB_WC_SUCCESS {
+            return Ok(());
+        }
+        let wc = Completion {
+            wr_id,
+            status,
+            opcode: b::ib_wc_opcode_IB_WC_SEND,
+            byte_len: len,
+            qp_num: t.qpn,
+            ..Default::default()
+        };
+        t.send_cq.data().push(&t.send_cq, &wc, t.qp_addr, false)
+    }
+
+    /// Puts one datagram on the wire; the work request's status.
+    fn transmit(&self, st: &DeviceState, ndev: &NetDeviceRef, to: &TxV4, h: &DataHeader, req: &wqe::SendReq) -> u32 {
+        let n = h.payload_len as usize;
+        let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
+        let mut unreadable = false;
+        let sent = send(st, &st.tunnel, ndev, to, len, |buf| {
+            h.encode(buf).map_err(|_| EINVAL)?;
+            let body = &mut buf[wire::DATA_HEADER_LEN..wire::DATA_HEADER_LEN + n];
+            let read = if req.is_inline {
+                body.copy_from_slice(&req.inline[..n]);
+                Ok(())
+            } else {
+                gather_sges(&req.sges[..req.num_sge], 0, body, &st.mrs.lock(), &self.t.local)
+            };
+            if read.is_err() {
+                unreadable = true;
+                return Err(EFAULT);
+            }
+            let icrc = crc32(&buf[..wire::DATA_HEADER_LEN + n]);
+            buf[wire::DATA_HEADER_LEN + n..len].copy_from_slice(&icrc.to_be_bytes());
+            Ok(len)
+        });
+        if unreadable {
+            return b::ib_wc_status_IB_WC_LOC_PROT_ERR;
+        }
+        if sent.is_ok() {
+            st.counters.inc(Counter::UdTxPackets);
+        }
+        // A datagram lost on the way out is lost like one on the wire.
+        b::ib_wc_status_IB_WC_SUCCESS
+    }
+
+    /// Places a received datagram into the next receive buffer and
+    /// completes it. Returns whether it was delivered.
+    fn receive(&self, st: &DeviceState, h: &DataHeader, payload: &[u8], ip: &[u8; IPV4_HEADER_LEN]) -> bool {
+        let want = if self.gsi { GSI_QKEY } else { self.qkey.load(Ordering::Relaxed) };
+        if h.rkey != want {
+            return false;
+        }
+        let t = &*self.t;
+        let _i = self.inner.lock();
+        let Some(ring) = t.recv_ring() else { return false };
+        let cons = ring.consumer();
+        if cons == ring.producer() {
+            // No receive posted: the datagram is dropped.
+            return false;
+        }
+        let (wr_id, placed) = match wqe::get_recv(ring, cons) {
+            Ok(w) => (w.wr_id, place(&w.sges[..w.num_sge], ip, payload, &st.mrs.lock(), t)),
+            Err(_) => (0, Err(Syndrome::InvalidRequest)),
+        };
+        let status = match placed {
+            Ok(()) => b::ib_wc_status_IB_WC_SUCCESS,
+            Err(Syndrome::InvalidRequest) => b::ib_wc_status_IB_WC_LOC_LEN_ERR,
+            Err(_) => b::ib_wc_status_IB_WC_LOC_PROT_ERR,
+        };
+        let wc = Completion {
+            wr_id,
+            status,
+            opcode: b::ib_wc_opcode_IB_WC_RECV,
+            byte_len: (GRH_LEN + payload.len()) as u32,
+            qp_num: t.qpn,
+            src_qp: h.imm & 0xff_ffff,
+            wc_flags: b::ib_wc_flags_IB_WC_GRH,
+            ..Default::default()
+        };
+        if t.recv_cq.data().push(&t.recv_cq, &wc, t.qp_addr, false).is_err() {
+            return false;
+        }
+        ring.set_consumer(cons.wrapping_add(1));
+        status == b::ib_wc_status_IB_WC_SUCCESS
+    }
+}
+
+/// Writes the GRH area (IPv4 header in bytes 20..40) and the payload into
+/// a receive buffer.
+fn place(sges: &[wqe::Sge], ip: &[u8; IPV4_HEADER_LEN], payload: &[u8], mrs: &MrTable, t: &Transport) -> core::result::Result<(), Syndrome> {
+    let total: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
+    if total < (GRH_LEN + payload.len()) as u64 {
+        return Err(Syndrome::InvalidRequest);
+    }
+    let mut grh = [0u8; GRH_LEN];
+    grh[GRH_LEN - IPV4_HEADER_LEN..].copy_from_slice(ip);
+    scatter(sges, 0, &grh, mrs, &t.local)?;
+    scatter(sges, GRH_LEN, payload, mrs, &t.local)
+}
+
+/// A UD_SEND packet arrived (receive softirq): hands it to its QP. Returns
+/// whether it was delivered; counts it either way.
+pub(crate) fn receive(st: &DeviceState, h: &DataHeader, payload: &[u8], ip: Option<&[u8; IPV4_HEADER_LEN]>) -> bool {
+    let delivered = match ip {
+        Some(ip) => st.uds.lock().get(h.dst_qpn).is_some_and(|d| d.receive(st, h, payload, ip)),
+        None => false,
+    };
+    st.counters.inc(if delivered { Counter::UdRxPackets } else { Counter::UdRxDropped });
+    delivered
+}
+
+/// The device tick: sends what kernel datagram QPs posted since.
+pub(crate) fn tick(st: &DeviceState) {
+    let uds = st.uds.lock();
+    for d in uds.slots.iter().flatten() {
+        if d.is_kernel() && d.t.sq.producer() != d.t.sq.consumer() {
+            d.send_queued(st);
+        }
+    }
+}
+
+/// The payload size of IB MTU `mtu` (`IB_MTU_*`).
+pub(crate) fn mtu_bytes(mtu: u32) -> u32 {
+    256u32 << mtu.saturating_sub(b::ib_mtu_IB_MTU_256).min(4)
+}
