@@ -26,7 +26,9 @@ fn opcode_allowed(qp_type: u32, op: u32) -> bool {
             op,
             OP_RDMA_WRITE | OP_RDMA_WRITE_IMM | OP_SEND | OP_SEND_IMM
         ),
-        sys::ibv_qp_type_IBV_QPT_UD => matches!(op, OP_SEND | OP_SEND_IMM),
+        // UD_SEND's `imm` field carries the source QPN (protocol.md 5): no
+        // immediate data on datagrams in v1.
+        sys::ibv_qp_type_IBV_QPT_UD => op == OP_SEND,
         _ => false,
     }
 }
@@ -44,8 +46,7 @@ pub(crate) fn supported_send_ops(qp_type: u32) -> u64 {
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_IMM;
-    let ud = sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND
-        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_IMM;
+    let ud = sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND;
     u64::from(match qp_type {
         sys::ibv_qp_type_IBV_QPT_RC => rc,
         sys::ibv_qp_type_IBV_QPT_UC => uc,
@@ -467,9 +468,9 @@ mod tests {
         let mut b = SendQueue::new(SharedQueue::for_test(8, 7), UD, 4, 64);
         let wr = SendWr {
             wr_id: 9,
-            opcode: OP_SEND_IMM,
+            opcode: OP_SEND,
             send_flags: SEND_SIGNALED,
-            ex: 0x1234,
+            ex: 0,
             remote: Remote::Ud {
                 qpn: 7,
                 qkey: 8,
