@@ -399,8 +399,3 @@ pub(crate) fn tick(st: &DeviceState) {
         }
     }
 }
-
-/// The payload size of IB MTU `mtu` (`IB_MTU_*`).
-pub(crate) fn mtu_bytes(mtu: u32) -> u32 {
-    256u32 << mtu.saturating_sub(b::ib_mtu_IB_MTU_256).min(4)
-}

@@ -225,6 +225,11 @@ pub(crate) fn active_mtu(dev: &MetaRoceIbDevice) -> u32 {
 /// A MetaRoCE device as the driver sees it.
 pub(crate) type MetaRoceIbDevice = Device<DeviceState>;
 
+/// The payload size of IB MTU `mtu` (`IB_MTU_*`).
+pub(crate) fn mtu_bytes(mtu: u32) -> u32 {
+    256u32 << mtu.saturating_sub(bindings::ib_mtu_IB_MTU_256).min(4)
+}
+
 /// Maps a payload size to the largest IB MTU enum value that fits in it.
 fn ib_mtu_for_payload(payload: u32) -> u32 {
     match payload {

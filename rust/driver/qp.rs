@@ -9,9 +9,9 @@ use kernel::prelude::*;
 use kernel::sync::{new_mutex, new_spinlock, Arc, Mutex, SpinLock};
 
 use super::ah::AhState;
-use super::datagram::{self, Datagram};
+use super::datagram::Datagram;
 use super::mr::Requester;
-use super::device::{active_mtu, MetaRoceDevice, MetaRoceIbDevice, FIRST_PORT};
+use super::device::{active_mtu, mtu_bytes, MetaRoceDevice, MetaRoceIbDevice, FIRST_PORT};
 use super::qp_counters::QpCounters;
 use super::transport::{gid_ipv4, Peer, Transport, TxCtx};
 use super::limits::{MAX_INLINE, MAX_QP_WR, MAX_RD_ATOMIC, MAX_SGE};
@@ -287,7 +287,7 @@ impl QpState {
                 // v1 carries RC over IPv4 only.
                 return Err(EINVAL);
             };
-            let mtu = 256u32 << n.path_mtu.saturating_sub(b::ib_mtu_IB_MTU_256).min(4);
+            let mtu = mtu_bytes(n.path_mtu);
             let planes = dev.data().planes.lock().count();
             t.connect(Peer { local, remote, qpn: n.dest_qp_num }, mtu, planes)?;
             dev.data().qps.lock().insert(self.qpn, t.clone());
@@ -296,7 +296,7 @@ impl QpState {
         if next == b::ib_qp_state_IB_QPS_RTR && a.state != b::ib_qp_state_IB_QPS_RTR {
             if let Some(d) = &self.datagram {
                 let ndev = dev.netdev(FIRST_PORT).ok_or(ENODEV)?;
-                d.attach(ndev, datagram::mtu_bytes(active_mtu(dev)));
+                d.attach(ndev, mtu_bytes(active_mtu(dev)));
                 dev.data().uds.lock().insert(self.qpn, d.clone());
                 dev.data().ticker.start(dev.data());
             }
