@@ -742,15 +742,21 @@ mod tests {
             }
             _ => panic!("wrong kind"),
         }
-        // Any single bit flip is caught.
-        for i in 0..n * 8 {
-            let mut b = buf;
+        assert_corruption_caught(&buf[..n]);
+    }
+
+    /// Any single bit flip of the encoded packet `pkt`, and every
+    /// truncation of it, is rejected by the parser.
+    fn assert_corruption_caught(pkt: &[u8]) {
+        let mut b = [0u8; 2048];
+        let b = &mut b[..pkt.len()];
+        for i in 0..pkt.len() * 8 {
+            b.copy_from_slice(pkt);
             b[i / 8] ^= 1 << (i % 8);
-            assert!(parse_packet(&b[..n]).is_err(), "bit {i}");
+            assert!(parse_packet(b).is_err(), "bit {i}");
         }
-        // Every truncation is caught.
-        for l in 0..n {
-            assert!(parse_packet(&buf[..l]).is_err());
+        for l in 0..pkt.len() {
+            assert!(parse_packet(&pkt[..l]).is_err(), "truncated to {l}");
         }
     }
 
@@ -817,14 +823,7 @@ mod tests {
         assert_eq!(parse_packet(&buf[..m]), Ok(Packet::Planes(q)));
         let n = p.encode(&mut buf).unwrap();
         // Any single bit flip is caught, every truncation and extension too.
-        for i in 0..n * 8 {
-            let mut b = buf;
-            b[i / 8] ^= 1 << (i % 8);
-            assert!(parse_packet(&b[..n]).is_err(), "bit {i}");
-        }
-        for l in 0..n {
-            assert!(parse_packet(&buf[..l]).is_err());
-        }
+        assert_corruption_caught(&buf[..n]);
         assert_eq!(parse_packet(&buf[..n + 1]), Err(WireError::TrailingBytes));
     }
 
