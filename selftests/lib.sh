@@ -100,3 +100,22 @@ resource_snapshot() {
 	out+="pinned=$((acq - rel)) refcnt=$(cat /sys/module/metaroce/refcnt)"
 	echo "$out"
 }
+
+# pingpong_run TOOL SECONDS LABEL ARGS...: an rdma-core pingpong example
+# (ibv_rc_pingpong, ibv_ud_pingpong) with its server on host B and its
+# client on host A, retried while the server starts, over the plane 0 GIDs
+# $pgid/$gid (plane0_gids). The client's output is left in $pp_out. Fails
+# the test (naming LABEL) unless both sides complete.
+pingpong_run() {
+	local tool=$1 secs=$2 label=$3 job server
+	shift 3
+	job=$(peer_spawn "timeout $secs $tool $* -g $pgid") || fail "cannot start the $tool server ($label)"
+	pp_out=""
+	for _ in $(seq 10); do
+		sleep 1
+		pp_out=$(timeout "$secs" "$tool" "$@" -g "$gid" "$PEER_PLANE0_IP" 2>&1) && break
+	done
+	log "$pp_out"
+	grep -q "iters in" <<< "$pp_out" || fail "$tool client did not complete ($label)"
+	server=$(peer_wait "$job" $((secs + 10))) || fail "$tool server failed ($label): $server"
+}

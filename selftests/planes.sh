@@ -86,17 +86,8 @@ both_planes() {
 }
 
 pingpong() { # iterations size label
-	local args="-d mr0 -n $1 -s $2 -c" job out server
-	job=$(peer_spawn "timeout 200 ibv_rc_pingpong $args -g $pgid") || fail "cannot start the server"
-	out=""
-	for _ in $(seq 10); do
-		sleep 1
-		out=$(timeout 200 ibv_rc_pingpong $args -g "$gid" "$PEER_PLANE0_IP" 2>&1) && break
-	done
-	log "$out"
-	usec=$(sed -n 's/.* = \([0-9]*\)\.[0-9]* usec\/iter.*/\1/p' <<< "$out")
-	grep -q "iters in" <<< "$out" || fail "client did not complete ($1 x $2 B, $3)"
-	server=$(peer_wait "$job" 210) || fail "server failed ($1 x $2 B, $3): $server"
+	pingpong_run ibv_rc_pingpong 200 "$1 x $2 B, $3" -d mr0 -n "$1" -s "$2" -c
+	usec=$(sed -n 's/.* = \([0-9]*\)\.[0-9]* usec\/iter.*/\1/p' <<< "$pp_out")
 	log "ok: $2 B x $1 round trips, data checked, $3"
 }
 

@@ -18,17 +18,8 @@ ibv_devices | grep -q "mr0" || fail "libibverbs does not list mr0 (provider not 
 plane0_gids mr0
 
 pingpong() { # size label
-	local size=$1 args="-d mr0 -n 100 -s $1 -c" job out server
-	job=$(peer_spawn "timeout 100 ibv_rc_pingpong $args -g $pgid") || fail "cannot start the server"
-	out=""
-	for _ in $(seq 10); do
-		sleep 1
-		out=$(timeout 100 ibv_rc_pingpong $args -g "$gid" "$PEER_PLANE0_IP" 2>&1) && break
-	done
-	log "$out"
-	grep -q "iters in" <<< "$out" || fail "client did not complete ($size B, $2)"
-	server=$(peer_wait "$job" 110) || fail "server failed ($size B, $2): $server"
-	log "ok: $size B x 100 round trips, data checked, $2"
+	pingpong_run ibv_rc_pingpong 100 "$1 B, $2" -d mr0 -n 100 -s "$1" -c
+	log "ok: $1 B x 100 round trips, data checked, $2"
 }
 pingpong 64 lossless
 pingpong 16384 lossless

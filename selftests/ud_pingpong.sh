@@ -23,16 +23,7 @@ mtu=$(ibv_devinfo -d mr0 | sed -n 's/.*active_mtu:[[:space:]]*\([0-9]*\).*/\1/p'
 [ -n "$mtu" ] || fail "no active_mtu for mr0"
 iters=100
 pingpong() { # size
-	local args="-d mr0 -n $iters -s $1 -c" job out server
-	job=$(peer_spawn "timeout 100 ibv_ud_pingpong $args -g $pgid") || fail "cannot start the server"
-	out=""
-	for _ in $(seq 10); do
-		sleep 1
-		out=$(timeout 100 ibv_ud_pingpong $args -g "$gid" "$PEER_PLANE0_IP" 2>&1) && break
-	done
-	log "$out"
-	grep -q "iters in" <<< "$out" || fail "client did not complete ($1 B)"
-	server=$(peer_wait "$job" 110) || fail "server failed ($1 B): $server"
+	pingpong_run ibv_ud_pingpong 100 "$1 B" -d mr0 -n "$iters" -s "$1" -c
 	log "ok: $1 B x $iters round trips as datagrams, data checked"
 }
 tx0=$(stat ud_tx_packets) rx0=$(stat ud_rx_packets)
