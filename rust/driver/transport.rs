@@ -847,6 +847,8 @@ impl Transport {
                             tx.st.mrs.lock().check_remote_read(p.rkey, self.local.pd, p.remote_va, u64::from(p.msg_len))
                         }
                     }
+                    // Not carried by this driver yet: refused, never placed.
+                    Opcode::CmpSwap | Opcode::FetchAdd | Opcode::AtomicWrite | Opcode::AtomicResp => Err(Syndrome::InvalidRequest),
                     // The response names our READ_REQ's MSN in `imm`.
                     Opcode::ReadResp => self.place_read_response(i, h.imm, p.msg_len, p.offset, payload, &tx.st.mrs.lock()),
                     _ => {

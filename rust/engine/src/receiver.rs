@@ -430,7 +430,7 @@ impl Receiver {
             msn: m.msn,
             opcode: m.opcode,
             len: m.len,
-            imm: if m.opcode.has_imm() || m.opcode == Opcode::ReadResp {
+            imm: if m.opcode.has_imm() || m.opcode.is_response() {
                 Some(m.imm)
             } else {
                 None

@@ -14,15 +14,18 @@ use super::wire::{Ack, DataHeader, Nak, Opcode, Probe, FLAG_IMM, FLAG_RETRANSMIT
 /// A message to send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Message {
-    /// SEND, SEND_IMM, WRITE, WRITE_IMM, READ_REQ or READ_RESP.
+    /// A reliable data opcode: SEND, SEND_IMM, WRITE, WRITE_IMM, READ_REQ,
+    /// READ_RESP, CMP_SWAP, FETCH_ADD, ATOMIC_WRITE or ATOMIC_RESP.
     pub opcode: Opcode,
-    /// Length in bytes (READ_REQ: bytes requested).
+    /// Length in bytes (READ_REQ: bytes requested; atomics: exactly
+    /// [`Opcode::atomic_len`], the operands the caller attaches).
     pub len: u32,
-    /// Remote virtual address of the message start (WRITE, READ_REQ).
+    /// Remote virtual address of the message start (WRITE, READ_REQ,
+    /// atomic requests).
     pub remote_va: u64,
-    /// Remote key (WRITE, READ_REQ).
+    /// Remote key (WRITE, READ_REQ, atomic requests).
     pub rkey: u32,
-    /// Immediate data (*_IMM) or requester MSN (READ_RESP).
+    /// Immediate data (*_IMM) or requester MSN (READ_RESP, ATOMIC_RESP).
     pub imm: u32,
     /// Receive sequence number, copied into every packet of the message.
     /// For SEND, SEND_IMM and WRITE_IMM the caller (the driver) numbers the
@@ -44,6 +47,9 @@ pub enum PostError {
     /// Non-zero `rsn` on an opcode that does not consume a receive
     /// (see [`Opcode::has_rsn`]).
     BadRsn,
+    /// An atomic request or response whose length is not its operands'
+    /// (see [`Opcode::atomic_len`]).
+    BadLength,
 }
 
 /// What `next_packet` produced.
@@ -408,6 +414,9 @@ impl<C: CongestionControl> Sender<C> {
         }
         if msg.rsn != 0 && !msg.opcode.has_rsn() {
             return Err(PostError::BadRsn);
+        }
+        if msg.opcode.atomic_len().is_some_and(|l| l != msg.len) {
+            return Err(PostError::BadLength);
         }
         let npkts = packets_for(msg.opcode, msg.len, self.cfg.mtu);
         if npkts as usize > MAX_MSG_PKTS {
@@ -1077,7 +1086,7 @@ impl<C: CongestionControl> Sender<C> {
                     rsn,
                     remote_va,
                     rkey,
-                    imm: if opcode.has_imm() || opcode == Opcode::ReadResp {
+                    imm: if opcode.has_imm() || opcode.is_response() {
                         imm
                     } else {
                         0
@@ -1211,6 +1220,91 @@ mod tests {
         assert_eq!(
             b_tx.pop_completion().map(|c| c.opcode),
             Some(Opcode::ReadResp)
+        );
+    }
+
+    /// An atomic goes like a READ: the request is one packet placed once
+    /// (a retransmitted copy is a duplicate, so the responder never runs
+    /// it twice), the response is a message of the responder's own stream
+    /// naming the request's MSN, and the request's length is its operands'.
+    #[test]
+    fn atomic_request_executes_once_and_is_answered() {
+        let mut a_tx = Sender::new(cfg(2, 1), 0).unwrap();
+        let mut b_rx = Receiver::new(ReceiverConfig {
+            peer_qpn: 0,
+            mtu: MTU,
+        })
+        .unwrap();
+        let mut b_tx = Sender::new(cfg(2, 1), 0).unwrap();
+        let mut a_rx = Receiver::new(ReceiverConfig {
+            peer_qpn: 0,
+            mtu: MTU,
+        })
+        .unwrap();
+        let swap = |len| Message {
+            opcode: Opcode::CmpSwap,
+            len,
+            remote_va: 0x1008,
+            rkey: 7,
+            imm: 0,
+            rsn: 0,
+        };
+        assert_eq!(a_tx.post(&swap(8)), Err(PostError::BadLength));
+        let req_msn = a_tx.post(&swap(16)).unwrap();
+        let p = a_tx.next_packet(1).unwrap();
+        let h = data(&p);
+        assert_eq!(
+            (h.opcode, h.msg_len, h.payload_len, h.offset),
+            (Opcode::CmpSwap, 16, 16, 0)
+        );
+        // The first copy is placed (executed), a second copy of the same
+        // packet (a retransmission whose ACK was lost) is not.
+        let mut executed = 0;
+        for _ in 0..2 {
+            match b_rx.on_data(&h, false, 2) {
+                RxVerdict::Place(pl) => {
+                    assert_eq!(
+                        (pl.opcode, pl.remote_va, pl.rkey, pl.len),
+                        (Opcode::CmpSwap, 0x1008, 7, 16)
+                    );
+                    executed += 1;
+                }
+                v => assert_eq!(v, RxVerdict::Duplicate),
+            }
+        }
+        assert_eq!(executed, 1);
+        let req = b_rx.pop_completion().unwrap();
+        assert_eq!(
+            (req.opcode, req.msn, req.imm),
+            (Opcode::CmpSwap, req_msn, None)
+        );
+        // Once the request has completed, a late copy is a duplicate too.
+        assert_eq!(b_rx.on_data(&h, false, 3), RxVerdict::Duplicate);
+        assert!(b_rx.pop_completion().is_none());
+        let resp = |len| Message {
+            opcode: Opcode::AtomicResp,
+            len,
+            remote_va: 0,
+            rkey: 0,
+            imm: req.msn,
+            rsn: 0,
+        };
+        assert_eq!(b_tx.post(&resp(16)), Err(PostError::BadLength));
+        b_tx.post(&resp(8)).unwrap();
+        let r = data(&b_tx.next_packet(4).unwrap());
+        assert_eq!(
+            (r.opcode, r.imm, r.payload_len),
+            (Opcode::AtomicResp, req_msn, 8)
+        );
+        assert!(matches!(
+            deliver(&mut a_rx, &mut b_tx, &r, 4),
+            RxVerdict::Place(_)
+        ));
+        let done = a_rx.pop_completion().unwrap();
+        assert_eq!((done.opcode, done.imm), (Opcode::AtomicResp, Some(req_msn)));
+        assert_eq!(
+            b_tx.pop_completion().map(|c| c.opcode),
+            Some(Opcode::AtomicResp)
         );
     }
 

@@ -30,6 +30,11 @@ pub const ICRC_LEN: usize = 4;
 pub const MAX_PAYLOAD: usize = 8192;
 /// Width of the per-path SACK bitvector carried in ACKs.
 pub const SACK_BITS: usize = 256;
+/// Bytes an atomic operates on; payload of FETCH_ADD, ATOMIC_WRITE and
+/// ATOMIC_RESP. The remote address must be a multiple of it.
+pub const ATOMIC_LEN: u32 = 8;
+/// Payload of CMP_SWAP: compare value, then swap value.
+pub const ATOMIC_CMP_SWAP_LEN: u32 = 16;
 
 /// Data flag: packet is a retransmission (informational only).
 pub const FLAG_RETRANSMIT: u16 = 0x0001;
@@ -60,6 +65,19 @@ pub enum Opcode {
     ReadResp = 0x06,
     /// Unreliable datagram (UD/GSI): single packet, no ACK, no retransmission.
     UdSend = 0x07,
+    /// Atomic compare-and-swap of the 8 bytes at `remote_va`: one packet,
+    /// payload = compare value then swap value (two big-endian u64).
+    CmpSwap = 0x08,
+    /// Atomic fetch-and-add of the 8 bytes at `remote_va`: one packet,
+    /// payload = the value to add (big-endian u64).
+    FetchAdd = 0x09,
+    /// Atomic 8-byte write at `remote_va`: one packet, payload = the 8 bytes
+    /// to store, in memory order.
+    AtomicWrite = 0x0A,
+    /// Atomic response, a message in the responder's own send stream:
+    /// payload = the 8 bytes' original value (big-endian u64), `imm` = MSN
+    /// of the request.
+    AtomicResp = 0x0B,
     /// Per-path acknowledgement with SACK.
     Ack = 0x10,
     /// Negative acknowledgement with a syndrome.
@@ -83,6 +101,10 @@ impl Opcode {
             0x05 => Self::ReadReq,
             0x06 => Self::ReadResp,
             0x07 => Self::UdSend,
+            0x08 => Self::CmpSwap,
+            0x09 => Self::FetchAdd,
+            0x0A => Self::AtomicWrite,
+            0x0B => Self::AtomicResp,
             0x10 => Self::Ack,
             0x11 => Self::Nak,
             0x20 => Self::Probe,
@@ -103,7 +125,37 @@ impl Opcode {
                 | Self::ReadReq
                 | Self::ReadResp
                 | Self::UdSend
+                | Self::CmpSwap
+                | Self::FetchAdd
+                | Self::AtomicWrite
+                | Self::AtomicResp
         )
+    }
+
+    /// For the atomic requests (CMP_SWAP, FETCH_ADD, ATOMIC_WRITE) and the
+    /// atomic response: the exact length of their one packet's payload
+    /// (and of the message). `None` for every other opcode.
+    pub fn atomic_len(self) -> Option<u32> {
+        match self {
+            Self::CmpSwap => Some(ATOMIC_CMP_SWAP_LEN),
+            Self::FetchAdd | Self::AtomicWrite | Self::AtomicResp => Some(ATOMIC_LEN),
+            _ => None,
+        }
+    }
+
+    /// True for the requests answered by a message of the responder's own
+    /// send stream (READ_REQ, CMP_SWAP, FETCH_ADD, ATOMIC_WRITE).
+    pub fn expects_response(self) -> bool {
+        matches!(
+            self,
+            Self::ReadReq | Self::CmpSwap | Self::FetchAdd | Self::AtomicWrite
+        )
+    }
+
+    /// True for the responses (READ_RESP, ATOMIC_RESP): `imm` carries the
+    /// MSN of the request they answer.
+    pub fn is_response(self) -> bool {
+        matches!(self, Self::ReadResp | Self::AtomicResp)
     }
 
     /// True for opcodes that carry immediate data.
@@ -256,11 +308,13 @@ pub struct DataHeader {
     /// consume a receive buffer (the first is 0), so the receiver binds the
     /// right buffer whatever order packets arrive in. 0 for other opcodes.
     pub rsn: u16,
-    /// Remote virtual address of the message start (WRITE/READ_REQ), else 0.
+    /// Remote virtual address of the message start (WRITE/READ_REQ), or of
+    /// the 8 bytes an atomic request operates on, else 0.
     pub remote_va: u64,
-    /// Remote key (WRITE/READ_REQ), or Q_Key for UD, else 0.
+    /// Remote key (WRITE/READ_REQ/atomic requests), or Q_Key for UD, else 0.
     pub rkey: u32,
-    /// Immediate data (*_IMM), requester MSN (READ_RESP), source QPN (UD).
+    /// Immediate data (*_IMM), requester MSN (READ_RESP, ATOMIC_RESP),
+    /// source QPN (UD).
     pub imm: u32,
     /// Sender timestamp in ns, echoed by ACKs for RTT measurement.
     pub timestamp: u64,
@@ -326,6 +380,15 @@ impl DataHeader {
             }
             Opcode::UdSend => {
                 if self.offset != 0 || u32::from(self.payload_len) != self.msg_len {
+                    return Err(WireError::BadLength);
+                }
+            }
+            Opcode::CmpSwap | Opcode::FetchAdd | Opcode::AtomicWrite | Opcode::AtomicResp => {
+                let len = self.opcode.atomic_len();
+                if self.offset != 0
+                    || Some(self.msg_len) != len
+                    || Some(u32::from(self.payload_len)) != len
+                {
                     return Err(WireError::BadLength);
                 }
             }
@@ -757,6 +820,111 @@ mod tests {
         }
         for l in 0..pkt.len() {
             assert!(parse_packet(&pkt[..l]).is_err(), "truncated to {l}");
+        }
+    }
+
+    fn atomic_header(opcode: Opcode) -> DataHeader {
+        let len = opcode.atomic_len().unwrap();
+        DataHeader {
+            opcode,
+            flags: 0,
+            dst_qpn: 0x11,
+            path_id: (3 << 6) | 5,
+            floor_delta: 1,
+            psn: 77,
+            msn: 9,
+            offset: 0,
+            msg_len: len,
+            payload_len: len as u16,
+            rsn: 0,
+            remote_va: if opcode == Opcode::AtomicResp {
+                0
+            } else {
+                0x7f00_1238
+            },
+            rkey: if opcode == Opcode::AtomicResp {
+                0
+            } else {
+                0x4201
+            },
+            imm: if opcode == Opcode::AtomicResp { 8 } else { 0 },
+            timestamp: 55,
+        }
+    }
+
+    /// Each atomic opcode round-trips with its operands, every corruption
+    /// is caught, and the parser holds each to its one operand length.
+    #[test]
+    fn atomic_roundtrip_and_lengths() {
+        for op in [
+            Opcode::CmpSwap,
+            Opcode::FetchAdd,
+            Opcode::AtomicWrite,
+            Opcode::AtomicResp,
+        ] {
+            assert_eq!(Opcode::from_u8(op as u8), Some(op));
+            assert!(op.is_reliable_data() && !op.has_imm() && !op.has_rsn());
+            assert_eq!(op.expects_response(), op != Opcode::AtomicResp);
+            assert_eq!(op.is_response(), op == Opcode::AtomicResp);
+            let h = atomic_header(op);
+            let mut operands = [0u8; 16];
+            for (i, b) in operands.iter_mut().enumerate() {
+                *b = 0xA0 + i as u8;
+            }
+            let payload = &operands[..h.payload_len as usize];
+            let mut buf = [0u8; 128];
+            let n = encode_data_packet(&h, payload, &mut buf).unwrap();
+            assert_eq!(n, DATA_HEADER_LEN + payload.len() + ICRC_LEN);
+            assert_eq!(buf[1], op as u8);
+            match parse_packet(&buf[..n]).unwrap() {
+                Packet::Data { header, payload: p } => {
+                    assert_eq!(header, h);
+                    assert_eq!(p, payload);
+                }
+                _ => panic!("wrong kind"),
+            }
+            assert_corruption_caught(&buf[..n]);
+            // Other lengths, a non-zero offset, immediate or rsn: refused
+            // by the encoder and by the parser.
+            let len = h.msg_len;
+            for (msg_len, payload_len, offset) in [
+                (len + 8, len + 8, 0),
+                (len - 4, len - 4, 0),
+                (len, 0, 0),
+                (len, len, 8),
+                (24, 8, 16),
+            ] {
+                let bad = DataHeader {
+                    msg_len,
+                    payload_len: payload_len as u16,
+                    offset,
+                    ..h
+                };
+                assert_eq!(
+                    bad.validate(),
+                    Err(WireError::BadLength),
+                    "{op:?} {msg_len} {payload_len}"
+                );
+                let mut body = [0u8; 128];
+                body[..DATA_HEADER_LEN].copy_from_slice(&buf[..DATA_HEADER_LEN]);
+                body[20..24].copy_from_slice(&offset.to_be_bytes());
+                body[24..28].copy_from_slice(&msg_len.to_be_bytes());
+                body[28..30].copy_from_slice(&(payload_len as u16).to_be_bytes());
+                let l = DATA_HEADER_LEN + payload_len as usize;
+                let total = seal(&mut body, l).unwrap();
+                assert_eq!(parse_packet(&body[..total]), Err(WireError::BadLength));
+            }
+            let bad = DataHeader {
+                flags: FLAG_IMM,
+                ..h
+            };
+            assert_eq!(bad.validate(), Err(WireError::BadFlags));
+            let bad = DataHeader { rsn: 1, ..h };
+            assert_eq!(bad.validate(), Err(WireError::BadRsn));
+        }
+        // The values between the data opcodes and ACK stay unassigned.
+        for v in 0x0C..0x10 {
+            assert_eq!(Opcode::from_u8(v), None);
         }
     }
 

@@ -43,6 +43,10 @@ fn random_header(rng: &mut Rng) -> DataHeader {
         Opcode::ReadReq,
         Opcode::ReadResp,
         Opcode::UdSend,
+        Opcode::CmpSwap,
+        Opcode::FetchAdd,
+        Opcode::AtomicWrite,
+        Opcode::AtomicResp,
     ];
     let small = |rng: &mut Rng| -> u32 {
         match rng.below(4) {
