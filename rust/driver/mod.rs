@@ -20,5 +20,6 @@ pub(crate) mod qp;
 pub(crate) mod qp_counters;
 pub(crate) mod srq;
 pub(crate) mod transport;
+pub(crate) mod uc;
 pub(crate) mod stats;
 pub(crate) mod wqe;

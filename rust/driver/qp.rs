@@ -82,7 +82,15 @@ pub(crate) struct QpState {
 }
 
 fn supported(qp_type: u32) -> bool {
-    matches!(qp_type, b::ib_qp_type_IB_QPT_RC | b::ib_qp_type_IB_QPT_UD | b::ib_qp_type_IB_QPT_GSI)
+    matches!(
+        qp_type,
+        b::ib_qp_type_IB_QPT_RC | b::ib_qp_type_IB_QPT_UC | b::ib_qp_type_IB_QPT_UD | b::ib_qp_type_IB_QPT_GSI
+    )
+}
+
+/// RC and UC: one peer QP, carried by the engine (UC: see `uc.rs`).
+fn connected(qp_type: u32) -> bool {
+    matches!(qp_type, b::ib_qp_type_IB_QPT_RC | b::ib_qp_type_IB_QPT_UC)
 }
 
 impl QpState {
@@ -156,8 +164,11 @@ impl QpState {
             (init.send_cq, init.recv_cq),
             sq_sig_all,
         )?;
+        if attr.qp_type == b::ib_qp_type_IB_QPT_UC {
+            transport.set_unreliable();
+        }
         let datagram = match attr.qp_type {
-            b::ib_qp_type_IB_QPT_RC => None,
+            t if connected(t) => None,
             t => Some(Datagram::new(transport.clone(), t == b::ib_qp_type_IB_QPT_GSI)?),
         };
         let state = Self {
@@ -282,9 +293,9 @@ impl QpState {
                 }
             }
         }
-        if next == b::ib_qp_state_IB_QPS_RTR && a.state != b::ib_qp_state_IB_QPS_RTR && self.qp_type == b::ib_qp_type_IB_QPT_RC {
+        if next == b::ib_qp_state_IB_QPS_RTR && a.state != b::ib_qp_state_IB_QPS_RTR && connected(self.qp_type) {
             let (Some(local), Some(remote)) = (gid_ipv4(&n.av.sgid), gid_ipv4(&n.av.dgid)) else {
-                // v1 carries RC over IPv4 only.
+                // v1 carries RC and UC over IPv4 only.
                 return Err(EINVAL);
             };
             let mtu = mtu_bytes(n.path_mtu);
@@ -338,7 +349,7 @@ impl QpState {
     pub(crate) fn state(&self) -> u32 {
         let s = self.state.load(Ordering::Acquire);
         let live = matches!(s, b::ib_qp_state_IB_QPS_RTR | b::ib_qp_state_IB_QPS_RTS | b::ib_qp_state_IB_QPS_SQD);
-        if live && self.qp_type == b::ib_qp_type_IB_QPT_RC && self.transport.failed() {
+        if live && connected(self.qp_type) && self.transport.failed() {
             b::ib_qp_state_IB_QPS_ERR
         } else {
             s
@@ -399,7 +410,7 @@ impl QpState {
     /// A process rang the doorbell: its send ring has new requests.
     pub(crate) fn doorbell(&self, dev: &MetaRoceIbDevice) -> Result {
         let state = self.state();
-        if state == b::ib_qp_state_IB_QPS_ERR && self.qp_type == b::ib_qp_type_IB_QPT_RC {
+        if state == b::ib_qp_state_IB_QPS_ERR && connected(self.qp_type) {
             // Requests posted in the error state complete flushed.
             self.transport.flush();
             return Ok(());

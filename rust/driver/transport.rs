@@ -25,13 +25,14 @@ use super::net::{send, RxMeta};
 use super::plane::PeerPlanes;
 use super::qp_counters::QpCounters;
 use super::srq::SrqState;
+use super::uc::{RecvFate, UcDrops};
 use super::wqe::{self, Completion, SendReq, Sge};
 use crate::engine::bitmap::MAX_MSG_PKTS;
 use crate::engine::cc::Aimd;
-use crate::engine::completion::CompletionStatus;
+use crate::engine::completion::{CompletionStatus, RxCompletion};
 use crate::engine::config::{ReceiverConfig, SenderConfig, MSG_WINDOW};
 use crate::engine::crc::crc32;
-use crate::engine::receiver::{Receiver, RxVerdict};
+use crate::engine::receiver::{Placement, Receiver, RxVerdict};
 use crate::engine::sender::{Message, PostError, Sender, TxKind};
 use crate::engine::wire::{self, Ack, DataHeader, Nak, Opcode, Packet, Planes, Syndrome};
 use crate::ib::heap::kvbox_copy;
@@ -180,6 +181,18 @@ struct Inner {
     peer_planes: PeerPlanes,
     /// A send failed or the peer reported an error: the QP is in error.
     failed: bool,
+    /// UC QPs: the messages the responder drops (an RC QP NAKs instead).
+    uc: Option<UcDrops>,
+}
+
+/// What a UC QP does with a received message's completion.
+enum UcCompletion {
+    /// Nothing more (a dropped message, or its receive was never posted).
+    Done,
+    /// As on RC.
+    AsRc,
+    /// Its receive completes with this error status; the QP stays up.
+    RecvFailed(u32),
 }
 
 /// The data path of one RC QP.
@@ -293,6 +306,7 @@ impl Transport {
             peer: None,
             peer_planes: PeerPlanes::new(Ipv4Addr::default(), 0),
             failed: false,
+            uc: None,
         };
         Ok(Arc::new(
             Self {
@@ -355,7 +369,16 @@ impl Transport {
         i.answers = [None; MAX_RD_ATOMIC as usize];
         i.tx_rsn = 0;
         i.rx_rsn = 0;
+        if let Some(uc) = i.uc.as_mut() {
+            *uc = UcDrops::NONE;
+        }
         Ok(())
+    }
+
+    /// The QP is unreliable connected (UC): no READs, and the responder
+    /// drops what it cannot place instead of failing both QPs.
+    pub(crate) fn set_unreliable(&self) {
+        self.inner.lock().uc = Some(UcDrops::NONE);
     }
 
     /// The QP's remote access flags (`IB_ACCESS_REMOTE_*`) and the READs it
@@ -512,6 +535,8 @@ impl Transport {
                     ..NO_WR
                 };
                 let checked = match wc_opcode_for(req.opcode) {
+                    // UC carries no READs.
+                    Some((Opcode::ReadReq, _)) if i.uc.is_some() => Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
                     Some((op, wc_opcode)) => {
                         w.opcode = op;
                         w.wc_opcode = wc_opcode;
@@ -831,6 +856,7 @@ impl Transport {
 
     fn receive_data(&self, i: &mut Inner, tx: &TxCtx<'_>, ndev: &NetDevice, h: &DataHeader, payload: &[u8], meta: &RxMeta) {
         match i.receiver.on_data(h, meta.ecn == Ecn::Ce, now_ns()) {
+            RxVerdict::Place(p) if i.uc.is_some() => self.place_uc(i, tx, &p, payload),
             RxVerdict::Place(p) => {
                 let placed = match p.opcode {
                     Opcode::Write | Opcode::WriteImm => {
@@ -886,14 +912,88 @@ impl Transport {
         }
     }
 
+    /// The receive ring entry bound to receive number `rsn`, if it is
+    /// posted: the consumer entry plus the distance from the next number to
+    /// complete (less, on UC, the numbers dropped without a receive).
+    fn recv_index(&self, i: &Inner, rsn: u16) -> Option<u32> {
+        let ring = self.recv_ring()?;
+        let mut ahead = rsn.wrapping_sub(i.rx_rsn) as u32;
+        if let Some(uc) = &i.uc {
+            ahead -= uc.not_posted_between(i.rx_rsn, rsn);
+        }
+        (ahead < ring.producer().wrapping_sub(ring.consumer())).then(|| ring.consumer().wrapping_add(ahead))
+    }
+
+    /// UC: places a packet, or drops its message when it cannot be placed
+    /// (no NAK; a receive it would consume completes in error or, if not
+    /// posted, is not consumed). READs are not UC operations: dropped.
+    fn place_uc(&self, i: &mut Inner, tx: &TxCtx<'_>, p: &Placement, payload: &[u8]) {
+        let Some(uc) = &i.uc else { return };
+        if uc.dropping(p.msn) {
+            return;
+        }
+        let placed = (|| {
+            if p.opcode.has_rsn() {
+                match uc.recv_fate(p.rsn) {
+                    RecvFate::Taken => {}
+                    // Another part of the same SEND was dropped.
+                    fate => return Err(fate),
+                }
+                self.recv_index(i, p.rsn).ok_or(RecvFate::NotPosted)?;
+            }
+            let refused = RecvFate::Failed(b::ib_wc_status_IB_WC_REM_ACCESS_ERR);
+            match p.opcode {
+                Opcode::Write | Opcode::WriteImm if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 => Err(refused),
+                Opcode::Write | Opcode::WriteImm => tx
+                    .st
+                    .mrs
+                    .lock()
+                    .write_remote(p.rkey, self.local.pd, p.remote_va, u64::from(p.offset), payload)
+                    .map_err(|_| refused),
+                Opcode::Send | Opcode::SendImm => {
+                    let at = (p.remote_va & !SEND_MORE).saturating_add(u64::from(p.offset));
+                    self.place_send(i, p.rsn, at as usize, payload, &tx.st.mrs.lock()).map_err(|s| {
+                        RecvFate::Failed(match s {
+                            Syndrome::InvalidRequest => b::ib_wc_status_IB_WC_LOC_LEN_ERR,
+                            _ => b::ib_wc_status_IB_WC_LOC_PROT_ERR,
+                        })
+                    })
+                }
+                _ => Err(RecvFate::Taken),
+            }
+        })();
+        if let (Err(fate), Some(uc)) = (placed, i.uc.as_mut()) {
+            uc.drop_message(p.msn);
+            if p.opcode.has_rsn() {
+                uc.set_recv_fate(p.rsn, fate);
+            }
+        }
+    }
+
+    /// UC: what completing received message `c` does, given what was
+    /// dropped.
+    fn complete_uc(&self, i: &mut Inner, c: &RxCompletion) -> UcCompletion {
+        let Some(uc) = i.uc.as_mut() else { return UcCompletion::AsRc };
+        let dropped = uc.complete_message(c.msn);
+        let last_part = !(c.opcode == Opcode::Send && c.remote_va & SEND_MORE != 0);
+        if !(c.opcode.has_rsn() && last_part) {
+            return if dropped { UcCompletion::Done } else { UcCompletion::AsRc };
+        }
+        // The receive's fate, whichever part of a SEND was dropped.
+        match uc.complete_recv(c.rsn) {
+            RecvFate::Taken => UcCompletion::AsRc,
+            RecvFate::NotPosted => {
+                i.rx_rsn = i.rx_rsn.wrapping_add(1);
+                UcCompletion::Done
+            }
+            RecvFate::Failed(status) => UcCompletion::RecvFailed(status),
+        }
+    }
+
     fn place_send(&self, i: &Inner, rsn: u16, offset: usize, payload: &[u8], mrs: &MrTable) -> core::result::Result<(), Syndrome> {
         let ring = self.recv_ring().ok_or(Syndrome::InvalidRequest)?;
-        let ahead = rsn.wrapping_sub(i.rx_rsn) as u32;
-        let index = ring.consumer().wrapping_add(ahead);
-        if index.wrapping_sub(ring.consumer()) >= ring.producer().wrapping_sub(ring.consumer()) {
-            // No receive posted for it (an RNR condition; fatal in v1).
-            return Err(Syndrome::InvalidRequest);
-        }
+        // No receive posted for it: an RNR condition, fatal on RC in v1.
+        let index = self.recv_index(i, rsn).ok_or(Syndrome::InvalidRequest)?;
         let wqe = wqe::get_recv(ring, index).map_err(|_| Syndrome::InvalidRequest)?;
         scatter(&wqe.sges[..wqe.num_sge], offset, payload, mrs, &self.local)
     }
@@ -916,6 +1016,11 @@ impl Transport {
         let mut progress = false;
         while let Some(c) = i.receiver.pop_completion() {
             let ok = c.status == CompletionStatus::Success;
+            let recv_status = match self.complete_uc(i, &c) {
+                UcCompletion::Done => continue,
+                UcCompletion::AsRc => None,
+                UcCompletion::RecvFailed(status) => Some(status),
+            };
             match c.opcode {
                 Opcode::ReadReq if ok => {
                     match i.answers.iter_mut().find(|a| a.is_none()) {
@@ -958,7 +1063,11 @@ impl Transport {
             let Some(ring) = self.recv_ring() else { continue };
             let cons = ring.consumer();
             let wr_id = wqe::get_recv(ring, cons).map(|w| w.wr_id).unwrap_or(0);
-            let status = if ok { b::ib_wc_status_IB_WC_SUCCESS } else { b::ib_wc_status_IB_WC_LOC_PROT_ERR };
+            let status = match recv_status {
+                Some(s) => s,
+                None if ok => b::ib_wc_status_IB_WC_SUCCESS,
+                None => b::ib_wc_status_IB_WC_LOC_PROT_ERR,
+            };
             let (opcode, flags) = match c.opcode {
                 Opcode::WriteImm => (b::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM, b::ib_wc_flags_IB_WC_WITH_IMM),
                 Opcode::SendImm => (b::ib_wc_opcode_IB_WC_RECV, b::ib_wc_flags_IB_WC_WITH_IMM),

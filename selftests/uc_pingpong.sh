@@ -1,0 +1,50 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# UC (unreliable connected) QPs over MetaRoCE. UC rides the RC engine
+# (protocol.md 5): its packets are acknowledged and retransmitted, which UC
+# semantics permit, so the unmodified ibv_uc_pingpong --chk passes between
+# host A and host B for a small and a multi-packet message, also with 2%
+# random loss on the link in both directions (where a UC transport without
+# retransmission would lose messages and hang the pingpong). Then
+# uc_drop.py checks what makes UC differ from RC on one host: the responder
+# drops what it cannot take (wrong rkey, no receive, receive too short)
+# instead of failing both QPs, and READs are refused.
+. "$(dirname "$0")/lib.sh"
+trap 'tc qdisc del dev "$PLANE0_DEV" root 2>/dev/null; reset_rdma; peer "tc qdisc del dev \$PLANE0_DEV root; rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1' EXIT
+reset_rdma
+command -v ibv_uc_pingpong > /dev/null || skip "ibverbs-utils not installed"
+
+expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
+peer "rdma link add mr0 type metaroce netdev \$PLANE0_DEV" > /dev/null || fail "mr0 on host B"
+plane0_gids mr0
+
+# stat NAME: the value of counter NAME of mr0/1.
+stat() {
+	rdma statistic show link mr0/1 | tr -s ' ' '\n' | awk -v n="$1" 'p { print; exit } $0 == n { p = 1 }'
+}
+
+pingpong() { # size label
+	pingpong_run ibv_uc_pingpong 100 "$1 B, $2" -d mr0 -n 100 -s "$1" -c
+	log "ok: UC $1 B x 100 round trips, data checked, $2"
+}
+pingpong 64 lossless
+pingpong 16384 lossless
+
+expect_ok tc qdisc add dev "$PLANE0_DEV" root netem loss 2%
+peer "tc qdisc add dev \$PLANE0_DEV root netem loss 2%" || fail "netem on host B"
+retx0=$(stat retransmissions)
+pingpong 16384 "2% loss both ways"
+dropped=$(tc -s qdisc show dev "$PLANE0_DEV" | sed -n 's/.*dropped \([0-9]*\).*/\1/p' | head -1)
+log "netem dropped ${dropped:-0} packets leaving host A"
+[ "${dropped:-0}" -gt 0 ] || fail "netem dropped nothing: the loss run proves nothing"
+retx=$(($(stat retransmissions) - retx0))
+[ "$retx" -gt 0 ] || fail "no retransmissions counted under loss"
+[ "$(stat rx_malformed)" = 0 ] || fail "$(stat rx_malformed) malformed packets"
+log "ok: $retx UC packets retransmitted under loss, none malformed"
+tc qdisc del dev "$PLANE0_DEV" root
+peer "tc qdisc del dev \$PLANE0_DEV root" > /dev/null
+
+out=$(/usr/bin/python3 "$METAROCE_REPO/selftests/uc_drop.py" mr0 "$gid" 2>&1)
+rc=$?
+log "$out"
+[ $rc = 0 ] || fail "uc_drop.py failed"
