@@ -145,7 +145,8 @@ type Fp<A, R> = Option<unsafe extern "C" fn(A) -> R>;
 pub(crate) struct VerbsContextOps {
     pub(crate) advise_mr: Unused,
     pub(crate) alloc_dm: Unused,
-    pub(crate) alloc_mw: Unused,
+    pub(crate) alloc_mw:
+        Option<unsafe extern "C" fn(*mut sys::ibv_pd, sys::ibv_mw_type) -> *mut sys::ibv_mw>,
     pub(crate) alloc_null_mr: Unused,
     pub(crate) alloc_parent_domain: Unused,
     pub(crate) alloc_pd: Fp<*mut sys::ibv_context, *mut sys::ibv_pd>,
@@ -154,7 +155,9 @@ pub(crate) struct VerbsContextOps {
     pub(crate) attach_counters_point_flow: Unused,
     pub(crate) attach_mcast:
         Option<unsafe extern "C" fn(*mut sys::ibv_qp, *const sys::ibv_gid, u16) -> c_int>,
-    pub(crate) bind_mw: Unused,
+    pub(crate) bind_mw: Option<
+        unsafe extern "C" fn(*mut sys::ibv_qp, *mut sys::ibv_mw, *mut sys::ibv_mw_bind) -> c_int,
+    >,
     pub(crate) close_xrcd: Unused,
     pub(crate) cq_event: Unused,
     pub(crate) create_ah:
@@ -196,7 +199,7 @@ pub(crate) struct VerbsContextOps {
         ) -> *mut sys::ibv_srq,
     >,
     pub(crate) create_wq: Unused,
-    pub(crate) dealloc_mw: Unused,
+    pub(crate) dealloc_mw: Fp<*mut sys::ibv_mw, c_int>,
     pub(crate) dealloc_pd: Fp<*mut sys::ibv_pd, c_int>,
     pub(crate) dealloc_td: Unused,
     pub(crate) dereg_mr: Fp<*mut VerbsMr, c_int>,
@@ -367,6 +370,9 @@ write_cmd!(
 write_cmd!(
     /// `struct ibv_reg_mr`.
     CmdRegMr, sys::ib_uverbs_cmd_hdr, sys::ib_uverbs_reg_mr);
+write_cmd!(
+    /// `struct ibv_alloc_mw`.
+    CmdAllocMw, sys::ib_uverbs_cmd_hdr, sys::ib_uverbs_alloc_mw);
 write_cmd!(
     /// `struct ibv_resize_cq`.
     CmdResizeCq, sys::ib_uverbs_cmd_hdr, sys::ib_uverbs_resize_cq);
@@ -617,6 +623,16 @@ extern "C" {
         resp_size: usize,
     ) -> c_int;
     pub(crate) fn ibv_cmd_dereg_mr(vmr: *mut VerbsMr) -> c_int;
+    pub(crate) fn ibv_cmd_alloc_mw(
+        pd: *mut sys::ibv_pd,
+        mw_type: sys::ibv_mw_type,
+        mw: *mut sys::ibv_mw,
+        cmd: *mut CmdAllocMw,
+        cmd_size: usize,
+        resp: *mut sys::ib_uverbs_alloc_mw_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub(crate) fn ibv_cmd_dealloc_mw(mw: *mut sys::ibv_mw) -> c_int;
     pub(crate) fn ibv_cmd_create_cq(
         context: *mut sys::ibv_context,
         cqe: c_int,

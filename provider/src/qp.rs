@@ -14,9 +14,9 @@ use crate::sys;
 use crate::verbs::ah_num;
 use crate::wq::{supported_send_ops, RecvQueue, SendQueue};
 use crate::wqe::{
-    uverbs_opcode, uverbs_send_flags, Payload, Remote, SendWr, Sge, OP_CMP_SWP, OP_FETCH_ADD,
-    OP_LOCAL_INV, OP_RDMA_READ, OP_RDMA_WRITE, OP_RDMA_WRITE_IMM, OP_SEND, OP_SEND_IMM,
-    OP_SEND_INV, RECV_HDR, SEND_HDR, SEND_INLINE,
+    uverbs_opcode, uverbs_send_flags, Payload, Remote, SendWr, Sge, OP_BIND_MW, OP_CMP_SWP,
+    OP_FETCH_ADD, OP_LOCAL_INV, OP_RDMA_READ, OP_RDMA_WRITE, OP_RDMA_WRITE_IMM, OP_SEND,
+    OP_SEND_IMM, OP_SEND_INV, RECV_HDR, SEND_HDR, SEND_INLINE,
 };
 
 // Our Sge is laid out as struct ibv_sge, so SGE arrays from the application
@@ -371,6 +371,13 @@ pub(crate) unsafe fn send_wr_from_ibv(w: &sys::ibv_send_wr, qp_type: u32) -> Res
                 rkey: w.wr.atomic.rkey,
             }
         },
+        // SAFETY: as above; the window is the application's (non-NULL
+        // checked), its region NULL or the application's.
+        OP_BIND_MW => unsafe {
+            let b = &w.__bindgen_anon_2.bind_mw;
+            let mw = b.mw.as_ref().ok_or(EINVAL)?;
+            bind_remote(mw, b.rkey, &b.bind_info)
+        },
         // SAFETY: as above; the AH is one of ours per the caller.
         _ if qp_type == sys::ibv_qp_type_IBV_QPT_UD => unsafe {
             Remote::Ud {
@@ -387,6 +394,65 @@ pub(crate) unsafe fn send_wr_from_ibv(w: &sys::ibv_send_wr, qp_type: u32) -> Res
         send_flags: send_flags & !SEND_INLINE,
         ex,
         remote,
+    })
+}
+
+/// The BIND_MW part of a work request binding `mw` as `info` says, under
+/// the new rkey `rkey`.
+///
+/// # Safety
+///
+/// `info.mr` must be NULL or a live MR.
+unsafe fn bind_remote(mw: &sys::ibv_mw, rkey: u32, info: &sys::ibv_mw_bind_info) -> Remote {
+    // SAFETY: per the caller.
+    let mr_lkey = unsafe { info.mr.as_ref() }.map_or(0, |mr| mr.lkey);
+    Remote::Mw {
+        addr: info.addr,
+        length: info.length,
+        mr_lkey,
+        mw_rkey: mw.rkey,
+        rkey,
+        access: info.mw_access_flags,
+    }
+}
+
+/// `ibv_inc_rkey`: the next key byte of a key.
+fn inc_rkey(rkey: u32) -> u32 {
+    (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
+}
+
+/// `ibv_bind_mw` (type 1 windows): a BIND_MW work request on the QP's send
+/// queue; the window takes its new rkey once the request is posted.
+pub(crate) unsafe extern "C" fn bind_mw(
+    ibqp: *mut sys::ibv_qp,
+    mw: *mut sys::ibv_mw,
+    bind: *mut sys::ibv_mw_bind,
+) -> c_int {
+    int_verb(|| {
+        // SAFETY: the application's window and bind request (libibverbs
+        // checked the type and the MR's PD); NULL is refused.
+        let (mw, bind) = unsafe { (mw.as_mut().ok_or(EINVAL)?, bind.as_ref().ok_or(EINVAL)?) };
+        let rkey = inc_rkey(mw.rkey);
+        let wr = SendWr {
+            wr_id: bind.wr_id,
+            opcode: OP_BIND_MW,
+            send_flags: uverbs_send_flags(bind.send_flags)? & !SEND_INLINE,
+            ex: 0,
+            // SAFETY: the MR is NULL or the application's.
+            remote: unsafe { bind_remote(mw, rkey, &bind.bind_info) },
+        };
+        // SAFETY: one of our QPs.
+        let qp = unsafe { qp_ref(ibqp) };
+        let mut g = qp.sq.lock();
+        let sq = g.as_mut().ok_or(EINVAL)?;
+        sq.sync();
+        sq.push(&wr, Payload::Sges(&[]))?;
+        sq.publish();
+        drop(g);
+        // SAFETY: live QP.
+        unsafe { doorbell(ibqp) }?;
+        mw.rkey = rkey;
+        Ok(())
     })
 }
 
@@ -539,6 +605,7 @@ fn set_wr_ops(ex: &mut sys::ibv_qp_ex) {
     ex.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp);
     ex.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
     ex.wr_local_inv = Some(wr_local_inv);
+    ex.wr_bind_mw = Some(wr_bind_mw);
     ex.wr_set_sge = Some(wr_set_sge);
     ex.wr_set_sge_list = Some(wr_set_sge_list);
     ex.wr_set_inline_data = Some(wr_set_inline_data);
@@ -651,6 +718,29 @@ unsafe extern "C" fn wr_send_inv(ex: *mut sys::ibv_qp_ex, rkey: u32) {
 unsafe extern "C" fn wr_local_inv(ex: *mut sys::ibv_qp_ex, rkey: u32) {
     // SAFETY: as wr_send.
     unsafe { in_batch(ex, |sq, e| op(sq, e, OP_LOCAL_INV, rkey, Remote::None)) }
+}
+
+unsafe extern "C" fn wr_bind_mw(
+    ex: *mut sys::ibv_qp_ex,
+    mw: *mut sys::ibv_mw,
+    rkey: u32,
+    info: *const sys::ibv_mw_bind_info,
+) {
+    // SAFETY: the application's window and bind information, NULL refused;
+    // the MR in it NULL or the application's.
+    let remote = unsafe {
+        match (mw.as_ref(), info.as_ref()) {
+            (Some(mw), Some(info)) => Some(bind_remote(mw, rkey, info)),
+            _ => None,
+        }
+    };
+    // SAFETY: as wr_send.
+    unsafe {
+        in_batch(ex, |sq, e| match remote {
+            Some(r) => op(sq, e, OP_BIND_MW, 0, r),
+            None => sq.batch_fail(EINVAL),
+        })
+    }
 }
 
 unsafe extern "C" fn wr_rdma_write(ex: *mut sys::ibv_qp_ex, rkey: u32, addr: u64) {
@@ -971,6 +1061,108 @@ mod tests {
         }
     }
 
+    /// Window binds, local invalidation and SEND_WITH_INV: the legacy verb,
+    /// the `ibv_wr_*` calls and (binds of type 1 windows) `ibv_bind_mw`
+    /// write the same WQE; `ibv_bind_mw` gives the window its new rkey.
+    #[test]
+    fn window_binds_and_invalidations_encode_alike() {
+        // SAFETY: plain C data.
+        let mut mr: Box<sys::ibv_mr> = unsafe { crate::ffi::boxed_zeroed() };
+        mr.lkey = 0x0301;
+        // SAFETY: plain C data.
+        let mut mw: Box<sys::ibv_mw> = unsafe { crate::ffi::boxed_zeroed() };
+        mw.rkey = 0x04ff;
+        mw.type_ = sys::ibv_mw_type_IBV_MW_TYPE_1;
+        let info = sys::ibv_mw_bind_info {
+            mr: &mut *mr,
+            addr: 0x1000,
+            length: 64,
+            mw_access_flags: sys::ibv_access_flags_IBV_ACCESS_REMOTE_WRITE,
+        };
+        let signaled = sys::ibv_send_flags_IBV_SEND_SIGNALED;
+
+        // BIND_MW: legacy, wr API, ibv_bind_mw.
+        let (mut a, mut b, mut c) = (fake_qp(RC), fake_qp(RC), fake_qp(RC));
+        let mut w = legacy_wr(sys::ibv_wr_opcode_IBV_WR_BIND_MW, signaled, &mut []);
+        w.__bindgen_anon_2.bind_mw = sys::ibv_send_wr__bindgen_ty_4__bindgen_ty_1 {
+            mw: &mut *mw,
+            rkey: 0x0400,
+            bind_info: info,
+        };
+        assert_eq!(post_legacy(&mut a, &mut [w]).0, 0);
+        let e = &mut b.vqp.qp_ex as *mut sys::ibv_qp_ex;
+        // SAFETY: a live fake QP driven through a wr_start sequence.
+        unsafe {
+            (*e).wr_id = 0x77;
+            (*e).wr_flags = signaled;
+            wr_start(e);
+            wr_bind_mw(e, &mut *mw, 0x0400, &info);
+            assert_eq!(wr_complete(e), 0);
+        }
+        let mut bind = sys::ibv_mw_bind {
+            wr_id: 0x77,
+            send_flags: signaled,
+            bind_info: info,
+        };
+        let cq = &mut *c as *mut Qp as *mut sys::ibv_qp;
+        // SAFETY: a live fake QP and window.
+        assert_eq!(unsafe { bind_mw(cq, &mut *mw, &mut bind) }, 0);
+        assert_eq!(mw.rkey, 0x0400, "the key byte wraps within the index");
+        let slot = sq_slot(&mut a, 0);
+        assert_eq!(slot, sq_slot(&mut b, 0));
+        assert_eq!(slot, sq_slot(&mut c, 0));
+        assert_eq!(&slot[8..12], &OP_BIND_MW.to_ne_bytes());
+        assert_eq!(
+            &slot[52..56],
+            &0x04ffu32.to_ne_bytes(),
+            "window key before the bind"
+        );
+        assert_eq!(
+            &slot[56..60],
+            &0x0400u32.to_ne_bytes(),
+            "window key after the bind"
+        );
+
+        // LOCAL_INV and SEND_WITH_INV: the key rides in `ex`.
+        type Case = (u32, fn(*mut sys::ibv_qp_ex, u32));
+        let cases: [Case; 2] = [
+            (sys::ibv_wr_opcode_IBV_WR_LOCAL_INV, |e, k| {
+                // SAFETY: called with a live fake QP inside a wr_start sequence.
+                unsafe { wr_local_inv(e, k) }
+            }),
+            (sys::ibv_wr_opcode_IBV_WR_SEND_WITH_INV, |e, k| {
+                // SAFETY: called with a live fake QP inside a wr_start sequence.
+                unsafe { wr_send_inv(e, k) }
+            }),
+        ];
+        for (opcode, call) in cases {
+            let (mut a, mut b) = (fake_qp(RC), fake_qp(RC));
+            let mut w = legacy_wr(opcode, signaled, &mut []);
+            w.__bindgen_anon_1.invalidate_rkey = 0x0400;
+            assert_eq!(post_legacy(&mut a, &mut [w]).0, 0, "opcode {opcode}");
+            let e = &mut b.vqp.qp_ex as *mut sys::ibv_qp_ex;
+            // SAFETY: a live fake QP driven through a wr_start sequence.
+            unsafe {
+                (*e).wr_id = 0x77;
+                (*e).wr_flags = signaled;
+                wr_start(e);
+            }
+            call(e, 0x0400);
+            // SAFETY: as above.
+            assert_eq!(unsafe { wr_complete(e) }, 0);
+            let slot = sq_slot(&mut a, 0);
+            assert_eq!(slot, sq_slot(&mut b, 0), "opcode {opcode}");
+            assert_eq!(&slot[28..32], &0x0400u32.to_ne_bytes());
+        }
+        // Not on UD QPs; a bind without its window is refused.
+        let mut u = fake_qp(UD);
+        let w = legacy_wr(sys::ibv_wr_opcode_IBV_WR_LOCAL_INV, signaled, &mut []);
+        assert_eq!(post_legacy(&mut u, &mut [w]).0, EINVAL.0);
+        let mut w = legacy_wr(sys::ibv_wr_opcode_IBV_WR_BIND_MW, signaled, &mut []);
+        w.__bindgen_anon_2.bind_mw.mw = core::ptr::null_mut();
+        assert_eq!(post_legacy(&mut a, &mut [w]).0, EINVAL.0);
+    }
+
     #[test]
     fn ud_send_carries_the_ah_number() {
         // SAFETY: Ah is plain C data.
@@ -1071,14 +1263,21 @@ mod tests {
         assert_eq!(check_qp_init_ex(RC, m, 0, ops | tso), Err(EOPNOTSUPP));
         let read = u64::from(sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_READ);
         assert_eq!(check_qp_init_ex(UD, m, 0, read), Err(EOPNOTSUPP));
-        // Atomics are not in protocol v1; there are no memory windows.
+        // Atomics are not in protocol v1.
         for op in [
             sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
             sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
-            sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_BIND_MW,
-            sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_LOCAL_INV,
         ] {
             assert_eq!(check_qp_init_ex(RC, m, 0, u64::from(op)), Err(EOPNOTSUPP));
+        }
+        // Memory windows and invalidation: RC only.
+        for op in [
+            sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_BIND_MW,
+            sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_LOCAL_INV,
+            sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_INV,
+        ] {
+            assert_eq!(check_qp_init_ex(RC, m, 0, u64::from(op)), Ok(()));
+            assert_eq!(check_qp_init_ex(UD, m, 0, u64::from(op)), Err(EOPNOTSUPP));
         }
         let xrcd = sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_XRCD;
         assert_eq!(check_qp_init_ex(RC, m | xrcd, 0, 0), Err(EOPNOTSUPP));

@@ -1,4 +1,4 @@
-//! Context-level verbs: device/port queries, PD, MR, AH, multicast.
+//! Context-level verbs: device/port queries, PD, MR, MW, AH, multicast.
 
 use core::ffi::{c_int, c_void};
 use core::mem::size_of;
@@ -138,6 +138,45 @@ pub(crate) unsafe extern "C" fn dereg_mr(vmr: *mut VerbsMr) -> c_int {
         Errno::check(unsafe { abi::ibv_cmd_dereg_mr(vmr) })?;
         // SAFETY: deregistered; the Box from reg_mr is released once.
         drop(unsafe { Box::from_raw(vmr) });
+        Ok(())
+    })
+}
+
+pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut sys::ibv_pd, mw_type: u32) -> *mut sys::ibv_mw {
+    ptr_verb(|| {
+        // SAFETY: ibv_mw is a plain C struct.
+        let mw: *mut sys::ibv_mw = Box::into_raw(unsafe { boxed_zeroed::<sys::ibv_mw>() });
+        let mut cmd = abi::CmdAllocMw::new();
+        // SAFETY: zero is a valid response.
+        let mut resp: sys::ib_uverbs_alloc_mw_resp = unsafe { core::mem::zeroed() };
+        // SAFETY: mw is ours; pd is the application's; buffers of the sizes
+        // given. The kernel checks the type.
+        let r = Errno::check(unsafe {
+            abi::ibv_cmd_alloc_mw(
+                pd,
+                mw_type,
+                mw,
+                &mut cmd,
+                size_of::<abi::CmdAllocMw>(),
+                &mut resp,
+                size_of::<sys::ib_uverbs_alloc_mw_resp>(),
+            )
+        });
+        if let Err(e) = r {
+            // SAFETY: mw came from Box::into_raw above.
+            drop(unsafe { Box::from_raw(mw) });
+            return Err(e);
+        }
+        Ok(mw)
+    })
+}
+
+pub(crate) unsafe extern "C" fn dealloc_mw(mw: *mut sys::ibv_mw) -> c_int {
+    int_verb(|| {
+        // SAFETY: mw is one of ours (alloc_mw).
+        Errno::check(unsafe { abi::ibv_cmd_dealloc_mw(mw) })?;
+        // SAFETY: freed in the kernel; the Box from alloc_mw is released once.
+        drop(unsafe { Box::from_raw(mw) });
         Ok(())
     })
 }

@@ -11,8 +11,9 @@ use crate::errno::{Errno, EINVAL, ENOMEM};
 use crate::queue::SharedQueue;
 use crate::sys;
 use crate::wqe::{
-    self, encode_recv, encode_send, Payload, Remote, SendWr, Sge, OP_CMP_SWP, OP_FETCH_ADD,
-    OP_RDMA_READ, OP_RDMA_WRITE, OP_RDMA_WRITE_IMM, OP_SEND, OP_SEND_IMM, RECV_HDR, SEND_HDR,
+    self, encode_recv, encode_send, Payload, Remote, SendWr, Sge, OP_BIND_MW, OP_CMP_SWP,
+    OP_FETCH_ADD, OP_LOCAL_INV, OP_RDMA_READ, OP_RDMA_WRITE, OP_RDMA_WRITE_IMM, OP_SEND,
+    OP_SEND_IMM, OP_SEND_INV, RECV_HDR, SEND_HDR,
 };
 
 /// Opcodes a QP type may post.
@@ -20,7 +21,14 @@ fn opcode_allowed(qp_type: u32, op: u32) -> bool {
     match qp_type {
         sys::ibv_qp_type_IBV_QPT_RC => matches!(
             op,
-            OP_RDMA_WRITE | OP_RDMA_WRITE_IMM | OP_SEND | OP_SEND_IMM | OP_RDMA_READ
+            OP_RDMA_WRITE
+                | OP_RDMA_WRITE_IMM
+                | OP_SEND
+                | OP_SEND_IMM
+                | OP_RDMA_READ
+                | OP_SEND_INV
+                | OP_LOCAL_INV
+                | OP_BIND_MW
         ),
         sys::ibv_qp_type_IBV_QPT_UC => matches!(
             op,
@@ -34,14 +42,18 @@ fn opcode_allowed(qp_type: u32, op: u32) -> bool {
 }
 
 /// The `ibv_qp_ex` send-op flags each QP type supports: what the kernel
-/// carries (atomics are not in protocol v1; there are no memory windows or
-/// invalidation), so `create_qp_ex` refuses the others with `EOPNOTSUPP`.
+/// carries (atomics are not in protocol v1; memory windows and
+/// invalidation on RC only), so `create_qp_ex` refuses the others with
+/// `EOPNOTSUPP`.
 pub(crate) fn supported_send_ops(qp_type: u32) -> u64 {
     let rc = sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_IMM
-        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_READ;
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_READ
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_INV
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_LOCAL_INV
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_BIND_MW;
     let uc = sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND
@@ -137,6 +149,10 @@ impl SendQueue {
             (OP_CMP_SWP | OP_FETCH_ADD, _) => return Err(EINVAL),
             (OP_RDMA_WRITE | OP_RDMA_WRITE_IMM | OP_RDMA_READ, Remote::Rdma { .. }) => {}
             (OP_RDMA_WRITE | OP_RDMA_WRITE_IMM | OP_RDMA_READ, _) => return Err(EINVAL),
+            // Local operations move no data.
+            (OP_BIND_MW, Remote::Mw { .. }) | (OP_LOCAL_INV, Remote::None)
+                if payload.len() == 0 => {}
+            (OP_BIND_MW | OP_LOCAL_INV, _) => return Err(EINVAL),
             _ => {}
         }
         if self.qp_type == sys::ibv_qp_type_IBV_QPT_UD && !matches!(wr.remote, Remote::Ud { .. }) {

@@ -15,6 +15,7 @@ type SendWqe = sys::metaroce_send_wqe;
 type RdmaPart = sys::metaroce_send_wqe__bindgen_ty_2__bindgen_ty_1;
 type AtomicPart = sys::metaroce_send_wqe__bindgen_ty_2__bindgen_ty_2;
 type UdPart = sys::metaroce_send_wqe__bindgen_ty_2__bindgen_ty_3;
+type MwPart = sys::metaroce_send_wqe__bindgen_ty_2__bindgen_ty_4;
 
 /// Bytes of a send WQE before its SGEs / inline data.
 pub(crate) const SEND_HDR: usize = size_of::<SendWqe>();
@@ -45,6 +46,7 @@ pub(crate) const OP_CMP_SWP: u32 = sys::ib_uverbs_wr_opcode_IB_UVERBS_WR_ATOMIC_
 pub(crate) const OP_FETCH_ADD: u32 = sys::ib_uverbs_wr_opcode_IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
 pub(crate) const OP_LOCAL_INV: u32 = sys::ib_uverbs_wr_opcode_IB_UVERBS_WR_LOCAL_INV;
 pub(crate) const OP_SEND_INV: u32 = sys::ib_uverbs_wr_opcode_IB_UVERBS_WR_SEND_WITH_INV;
+pub(crate) const OP_BIND_MW: u32 = sys::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW;
 
 // Send flags. The uapi has no `enum ib_uverbs_send_flags` (the header's
 // comment names one): uverbs hands userspace flags to the driver unchanged
@@ -73,6 +75,7 @@ pub(crate) fn uverbs_opcode(ibv: u32) -> Option<u32> {
         sys::ibv_wr_opcode_IBV_WR_ATOMIC_FETCH_AND_ADD => OP_FETCH_ADD,
         sys::ibv_wr_opcode_IBV_WR_LOCAL_INV => OP_LOCAL_INV,
         sys::ibv_wr_opcode_IBV_WR_SEND_WITH_INV => OP_SEND_INV,
+        sys::ibv_wr_opcode_IBV_WR_BIND_MW => OP_BIND_MW,
         _ => return None,
     })
 }
@@ -127,6 +130,16 @@ pub(crate) enum Remote {
         qpn: u32,
         qkey: u32,
         ah_num: u32,
+    },
+    /// BIND_MW: bind window `mw_rkey` to `[addr, addr + length)` of the
+    /// region `mr_lkey` with `access`, its rkey becoming `rkey`.
+    Mw {
+        addr: u64,
+        length: u64,
+        mr_lkey: u32,
+        mw_rkey: u32,
+        rkey: u32,
+        access: u32,
     },
 }
 
@@ -248,6 +261,21 @@ pub(crate) fn encode_send(slot: &mut [u8], wr: &SendWr, payload: Payload<'_>) ->
             put_u32(slot, WR + offset_of!(UdPart, remote_qpn), qpn);
             put_u32(slot, WR + offset_of!(UdPart, remote_qkey), qkey);
             put_u32(slot, WR + offset_of!(UdPart, ah_num), ah_num);
+        }
+        Remote::Mw {
+            addr,
+            length,
+            mr_lkey,
+            mw_rkey,
+            rkey,
+            access,
+        } => {
+            put_u64(slot, WR + offset_of!(MwPart, addr), addr);
+            put_u64(slot, WR + offset_of!(MwPart, length), length);
+            put_u32(slot, WR + offset_of!(MwPart, mr_lkey), mr_lkey);
+            put_u32(slot, WR + offset_of!(MwPart, mw_rkey), mw_rkey);
+            put_u32(slot, WR + offset_of!(MwPart, rkey), rkey);
+            put_u32(slot, WR + offset_of!(MwPart, access), access);
         }
     }
     match payload {
@@ -409,6 +437,34 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn bind_mw_layout() {
+        let mut slot = [0xaau8; 64];
+        let wr = SendWr {
+            wr_id: 9,
+            opcode: OP_BIND_MW,
+            send_flags: SEND_SIGNALED,
+            ex: 0,
+            remote: Remote::Mw {
+                addr: 0x7f00_0000_1000,
+                length: 0x2000,
+                mr_lkey: 0x0301,
+                mw_rkey: 0x0402,
+                rkey: 0x0403,
+                access: 2,
+            },
+        };
+        encode_send(&mut slot, &wr, Payload::Sges(&[])).unwrap();
+        let mut want = manual(9, 8, SEND_SIGNALED, 0, 0, 0);
+        want[32..40].copy_from_slice(&0x7f00_0000_1000u64.to_ne_bytes());
+        want[40..48].copy_from_slice(&0x2000u64.to_ne_bytes());
+        want[48..52].copy_from_slice(&0x0301u32.to_ne_bytes());
+        want[52..56].copy_from_slice(&0x0402u32.to_ne_bytes());
+        want[56..60].copy_from_slice(&0x0403u32.to_ne_bytes());
+        want[60..64].copy_from_slice(&2u32.to_ne_bytes());
+        assert_eq!(&slot[..], &want[..]);
+    }
+
+    #[test]
     fn atomic_and_ud_and_imm_layout() {
         let mut slot = [0u8; 128];
         let wr = SendWr {
@@ -506,7 +562,10 @@ pub(crate) mod tests {
             uverbs_opcode(sys::ibv_wr_opcode_IBV_WR_RDMA_READ),
             Some(OP_RDMA_READ)
         );
-        assert_eq!(uverbs_opcode(sys::ibv_wr_opcode_IBV_WR_BIND_MW), None);
+        assert_eq!(
+            uverbs_opcode(sys::ibv_wr_opcode_IBV_WR_BIND_MW),
+            Some(OP_BIND_MW)
+        );
         assert_eq!(uverbs_opcode(sys::ibv_wr_opcode_IBV_WR_TSO), None);
         let f = sys::ibv_send_flags_IBV_SEND_SIGNALED | sys::ibv_send_flags_IBV_SEND_INLINE;
         assert_eq!(uverbs_send_flags(f), Ok(SEND_SIGNALED | SEND_INLINE));

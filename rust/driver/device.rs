@@ -12,7 +12,7 @@ use super::cq::CqState;
 use super::datagram::{self, AhTable, DatagramTable};
 use super::ids::IdPool;
 use super::limits::*;
-use super::mr::{MrState, MrTable};
+use super::mr::{MrState, MrTable, MwState};
 use super::transport::{Transport, TxCtx};
 use crate::ib::timer::{Tick, Ticker};
 use kernel::sync::Arc;
@@ -20,7 +20,7 @@ use super::qp::QpState;
 use super::srq::SrqState;
 use crate::ib::device::{Device, DeviceAttr, IbDriver, PortAttr, PortImmutable};
 use crate::ib::udata::Udata;
-use crate::ib::verbs::{Ah, Cq, Mr, Pd, Qp, QpInit, Srq};
+use crate::ib::verbs::{Ah, Cq, Mr, Mw, Pd, Qp, QpInit, Srq};
 use super::net::{log_last_drop, DropRecord, NetRx};
 use super::plane::PlaneTable;
 use crate::ib::netdev::NetDevice;
@@ -256,6 +256,7 @@ impl IbDriver for MetaRoceDevice {
     type Srq = SrqState;
     type Qp = QpState;
     type Mr = MrState;
+    type Mw = MwState;
 
     fn query_device(dev: &MetaRoceIbDevice, attr: &mut DeviceAttr) -> Result {
         let mac = dev.netdev(FIRST_PORT).map(|n| n.mac()).unwrap_or_default();
@@ -290,7 +291,8 @@ impl IbDriver for MetaRoceDevice {
         attr.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_NONE;
         attr.device_cap_flags = (bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
             | bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN
-            | bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE) as u64;
+            | bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE
+            | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW) as u64;
         Ok(())
     }
 
@@ -446,6 +448,14 @@ impl IbDriver for MetaRoceDevice {
 
     fn dereg_mr(dev: &MetaRoceIbDevice, mr: &Mr<MrState>) {
         mr.data().release(dev);
+    }
+
+    fn alloc_mw(dev: &MetaRoceIbDevice, pd: usize, mw_type: u32) -> Result<(u32, MwState)> {
+        MwState::alloc(dev, pd, mw_type)
+    }
+
+    fn dealloc_mw(dev: &MetaRoceIbDevice, mw: &Mw<MwState>) {
+        mw.data().release(dev);
     }
 
     const PORT_STATS: &'static [StatDesc] = &NAMES;

@@ -2,6 +2,10 @@
 
 //! Memory regions: user memory pinned for direct placement, the device's
 //! table the data path finds them in by key, and the access checks.
+//!
+//! Memory windows share the table (and the key space) with regions: a
+//! window's rkey reaches a range of the region it is bound to, with the
+//! window's own remote rights.
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -108,11 +112,85 @@ impl Region {
     }
 }
 
-/// The regions of a device by key index. Lookups happen under the device's
-/// bh-safe lock of this table, so a region is never unpinned while the data
-/// path copies through it (unregistration removes it under the same lock).
+/// A memory window: a range of a region that a peer reaches through the
+/// window's own rkey and rights. Type 1 windows are bound and unbound with
+/// `ibv_bind_mw`, type 2 ones bound by a BIND_MW work request and unbound by
+/// invalidation (LOCAL_INV, or a peer's SEND_WITH_INV). Windows belong to a
+/// protection domain, and so do the QPs that reach them (type 2 windows are
+/// not tied to the QP that bound them).
+struct Window {
+    /// The current rkey: the index stays, the low byte is the binder's.
+    key: u32,
+    /// The protection domain (address of its `ib_pd`).
+    pd: usize,
+    type2: bool,
+    bound: Option<Binding>,
+}
+
+/// What a bound window reaches.
+#[derive(Clone, Copy)]
+struct Binding {
+    /// The region's key, looked up at every access (a deregistered region
+    /// unbinds its windows).
+    region_key: u32,
+    addr: u64,
+    length: u64,
+    /// `IB_ACCESS_REMOTE_*` the window grants.
+    access: u32,
+}
+
+/// A slot of the key table.
+enum Entry {
+    Region(Arc<Region>),
+    Window(Window),
+}
+
+/// What an rkey reaches: a region, with the rights of the key (the
+/// region's or a window's) and, for a window, its range.
+struct Reach<'a> {
+    region: &'a Region,
+    access: u32,
+    window: Option<(u64, u64)>,
+}
+
+impl Reach<'_> {
+    /// The key grants `right` (one `IB_ACCESS_REMOTE_*`) on `[va, va + len)`.
+    fn allows(&self, right: u32, va: u64, len: u64) -> bool {
+        let in_window = self.window.is_none_or(|(addr, length)| {
+            va.checked_sub(addr)
+                .and_then(|off| off.checked_add(len))
+                .is_some_and(|end| end <= length)
+        });
+        self.access & right != 0 && in_window && self.region.contains(va, len)
+    }
+}
+
+/// A BIND_MW work request: bind window `window_key` to `[addr, addr +
+/// length)` of region `region_key` with rights `access`, under the new key
+/// byte of `new_key`. Length 0 unbinds a type 1 window.
+#[derive(Clone, Copy)]
+pub(crate) struct Bind {
+    pub(crate) window_key: u32,
+    pub(crate) new_key: u32,
+    pub(crate) region_key: u32,
+    pub(crate) addr: u64,
+    pub(crate) length: u64,
+    pub(crate) access: u32,
+}
+
+/// Rights a window may grant (LOCAL_WRITE means nothing for a window and
+/// is accepted, as other providers do).
+const WINDOW_ACCESS: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE
+    | b::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+    | b::ib_access_flags_IB_ACCESS_REMOTE_READ
+    | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
+
+/// The regions and windows of a device by key index. Lookups happen under
+/// the device's bh-safe lock of this table, so a region is never unpinned
+/// while the data path copies through it (unregistration removes it under
+/// the same lock).
 pub(crate) struct MrTable {
-    slots: KVec<Option<Arc<Region>>>,
+    slots: KVec<Option<Entry>>,
 }
 
 impl MrTable {
@@ -125,26 +203,118 @@ impl MrTable {
         Ok(Self { slots })
     }
 
+    fn entry(&self, key: u32) -> Option<&Entry> {
+        self.slots.get((key >> 8) as usize)?.as_ref()
+    }
+
+    fn window_mut(&mut self, key: u32, pd: usize) -> Option<&mut Window> {
+        match self.slots.get_mut((key >> 8) as usize)?.as_mut()? {
+            Entry::Window(w) if w.pd == pd => Some(w),
+            _ => None,
+        }
+    }
+
+    /// The region named by `key` (an lkey or a region's rkey) in `pd`.
     fn find(&self, key: u32, pd: usize) -> Option<&Region> {
-        let r = self.slots.get((key >> 8) as usize)?.as_deref()?;
-        (r.key == key && r.pd == pd).then_some(r)
+        match self.entry(key)? {
+            Entry::Region(r) => (r.key == key && r.pd == pd).then_some(&**r),
+            Entry::Window(_) => None,
+        }
+    }
+
+    /// What the peer reaches with `rkey` through a QP of `pd`: a region's
+    /// rkey, or a bound window's.
+    fn find_remote(&self, rkey: u32, pd: usize) -> Option<Reach<'_>> {
+        match self.entry(rkey)? {
+            Entry::Region(r) => (r.key == rkey && r.pd == pd).then_some(Reach { region: r, access: r.access, window: None }),
+            Entry::Window(w) => {
+                let b = w.bound.filter(|_| w.key == rkey && w.pd == pd)?;
+                let region = self.find(b.region_key, pd)?;
+                Some(Reach { region, access: b.access, window: Some((b.addr, b.length)) })
+            }
+        }
+    }
+
+    /// Binds (or, type 1 with length 0, unbinds) a window for a QP of `pd`;
+    /// returns the window's new rkey. `EINVAL` for whatever the bind rules
+    /// refuse (IBA 10.6.7.2: the region allows binding, and local writes if
+    /// the window grants remote writes; the range lies inside the region).
+    pub(crate) fn bind(&mut self, pd: usize, req: &Bind) -> Result<u32> {
+        if req.access & !WINDOW_ACCESS != 0 {
+            return Err(EINVAL);
+        }
+        let binding = if req.length == 0 {
+            None
+        } else {
+            let r = self.find(req.region_key, pd).ok_or(EINVAL)?;
+            let writes = b::ib_access_flags_IB_ACCESS_REMOTE_WRITE | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
+            if r.pages.is_none()
+                || r.access & b::ib_access_flags_IB_ACCESS_MW_BIND == 0
+                || (req.access & writes != 0 && r.access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0)
+                || !r.contains(req.addr, req.length)
+            {
+                return Err(EINVAL);
+            }
+            Some(Binding { region_key: req.region_key, addr: req.addr, length: req.length, access: req.access })
+        };
+        let w = self.window_mut(req.window_key, pd).ok_or(EINVAL)?;
+        if w.type2 && (binding.is_none() || w.bound.is_some()) {
+            // A type 2 window is bound only when free, and freed only by
+            // invalidation.
+            return Err(EINVAL);
+        }
+        if !w.type2 && w.key != req.window_key {
+            return Err(EINVAL);
+        }
+        w.key = (w.key & !0xff) | (req.new_key & 0xff);
+        w.bound = binding;
+        Ok(w.key)
+    }
+
+    /// Whether `key` names a bound type 2 window of `pd` (what LOCAL_INV
+    /// and SEND_WITH_INV may invalidate).
+    pub(crate) fn can_invalidate(&self, key: u32, pd: usize) -> bool {
+        matches!(self.entry(key), Some(Entry::Window(w)) if w.type2 && w.key == key && w.pd == pd && w.bound.is_some())
+    }
+
+    /// Invalidates `key` for a QP of `pd`: the window is unbound and its
+    /// rkey reaches nothing until bound again. `EINVAL` unless
+    /// [`Self::can_invalidate`].
+    pub(crate) fn invalidate(&mut self, key: u32, pd: usize) -> Result {
+        if !self.can_invalidate(key, pd) {
+            return Err(EINVAL);
+        }
+        let w = self.window_mut(key, pd).ok_or(EINVAL)?;
+        w.bound = None;
+        Ok(())
+    }
+
+    /// Region `key` goes away: the windows bound to it are unbound.
+    fn unbind_windows_of(&mut self, key: u32) {
+        for slot in self.slots.iter_mut() {
+            if let Some(Entry::Window(w)) = slot {
+                if w.bound.is_some_and(|b| b.region_key == key) {
+                    w.bound = None;
+                }
+            }
+        }
     }
 
     /// The peer writes (RDMA WRITE): needs REMOTE_WRITE.
     pub(crate) fn write_remote(&self, rkey: u32, pd: usize, va: u64, offset: u64, data: &[u8]) -> core::result::Result<(), Syndrome> {
-        let r = self.find(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
-        if r.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 {
+        let r = self.find_remote(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
+        let iova = va.checked_add(offset).ok_or(Syndrome::RemoteAccess)?;
+        if !r.allows(b::ib_access_flags_IB_ACCESS_REMOTE_WRITE, iova, data.len() as u64) {
             return Err(Syndrome::RemoteAccess);
         }
-        let iova = va.checked_add(offset).ok_or(Syndrome::RemoteAccess)?;
-        r.copy_in(iova, data).map_err(|_| Syndrome::RemoteAccess)
+        r.region.copy_in(iova, data).map_err(|_| Syndrome::RemoteAccess)
     }
 
     /// The peer may read `[va, va + len)` (RDMA READ, checked once for the
     /// whole request): the key, the PD, REMOTE_READ and the bounds.
     pub(crate) fn check_remote_read(&self, rkey: u32, pd: usize, va: u64, len: u64) -> core::result::Result<(), Syndrome> {
-        let r = self.find(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
-        if r.access & b::ib_access_flags_IB_ACCESS_REMOTE_READ == 0 || !r.contains(va, len) {
+        let r = self.find_remote(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
+        if !r.allows(b::ib_access_flags_IB_ACCESS_REMOTE_READ, va, len) {
             return Err(Syndrome::RemoteAccess);
         }
         Ok(())
@@ -154,11 +324,11 @@ impl MrTable {
     /// (checked again per packet: the region may have gone since the
     /// request was accepted).
     pub(crate) fn read_remote(&self, rkey: u32, pd: usize, va: u64, out: &mut [u8]) -> Result {
-        let r = self.find(rkey, pd).ok_or(EACCES)?;
-        if r.access & b::ib_access_flags_IB_ACCESS_REMOTE_READ == 0 {
+        let r = self.find_remote(rkey, pd).ok_or(EACCES)?;
+        if !r.allows(b::ib_access_flags_IB_ACCESS_REMOTE_READ, va, out.len() as u64) {
             return Err(EACCES);
         }
-        r.copy_out(va, out)
+        r.region.copy_out(va, out)
     }
 
     /// A local buffer of a work request is usable: its key names a region
@@ -202,8 +372,7 @@ pub(crate) struct MrState {
 }
 
 /// Access flags this device accepts. `MW_BIND` permits binding memory
-/// windows to the MR; the device has no memory windows (`alloc_mw` fails
-/// with `EOPNOTSUPP`), so the permission is accepted and can never be used.
+/// windows to the MR.
 const SUPPORTED_ACCESS: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE
     | b::ib_access_flags_IB_ACCESS_REMOTE_WRITE
     | b::ib_access_flags_IB_ACCESS_REMOTE_READ
@@ -222,7 +391,7 @@ impl MrState {
             }
         };
         if let Some(slot) = dev.data().mrs.lock().slots.get_mut(index as usize) {
-            *slot = Some(region.clone());
+            *slot = Some(Entry::Region(region.clone()));
         }
         Ok(((key, key), Self { index, _region: region }))
     }
@@ -260,6 +429,41 @@ impl MrState {
 
     /// Removes the region from the table (the data path no longer finds it)
     /// and gives the key back; the pages are unpinned when `self` drops.
+    pub(crate) fn release(&self, dev: &MetaRoceIbDevice) {
+        {
+            let mut mrs = dev.data().mrs.lock();
+            if let Some(slot) = mrs.slots.get_mut(self.index as usize) {
+                if let Some(Entry::Region(r)) = slot.take() {
+                    mrs.unbind_windows_of(r.key);
+                }
+            }
+        }
+        dev.data().give_back_mr_key(self.index);
+    }
+}
+
+/// Driver state of a memory window: its slot in the device table.
+pub(crate) struct MwState {
+    index: u32,
+}
+
+impl MwState {
+    /// A new, unbound window of type `mw_type` (`IB_MW_TYPE_*`) in `pd`;
+    /// returns its rkey. A type 1 window reaches nothing until bound.
+    pub(crate) fn alloc(dev: &MetaRoceIbDevice, pd: usize, mw_type: u32) -> Result<(u32, Self)> {
+        let type2 = match mw_type {
+            b::ib_mw_type_IB_MW_TYPE_1 => false,
+            b::ib_mw_type_IB_MW_TYPE_2 => true,
+            _ => return Err(EINVAL),
+        };
+        let (index, key) = dev.data().take_mr_key()?;
+        if let Some(slot) = dev.data().mrs.lock().slots.get_mut(index as usize) {
+            *slot = Some(Entry::Window(Window { key, pd, type2, bound: None }));
+        }
+        Ok((key, Self { index }))
+    }
+
+    /// Removes the window: its rkey reaches nothing from now on.
     pub(crate) fn release(&self, dev: &MetaRoceIbDevice) {
         if let Some(slot) = dev.data().mrs.lock().slots.get_mut(self.index as usize) {
             *slot = None;

@@ -231,6 +231,7 @@ fn wc_opcode_for(opcode: u32) -> Option<(Opcode, u32)> {
     Some(match opcode {
         b::ib_wr_opcode_IB_WR_SEND => (Opcode::Send, b::ib_wc_opcode_IB_WC_SEND),
         b::ib_wr_opcode_IB_WR_SEND_WITH_IMM => (Opcode::SendImm, b::ib_wc_opcode_IB_WC_SEND),
+        b::ib_wr_opcode_IB_WR_SEND_WITH_INV => (Opcode::SendInv, b::ib_wc_opcode_IB_WC_SEND),
         b::ib_wr_opcode_IB_WR_RDMA_WRITE => (Opcode::Write, b::ib_wc_opcode_IB_WC_RDMA_WRITE),
         b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM => (Opcode::WriteImm, b::ib_wc_opcode_IB_WC_RDMA_WRITE),
         b::ib_wr_opcode_IB_WR_RDMA_READ => (Opcode::ReadReq, b::ib_wc_opcode_IB_WC_RDMA_READ),
@@ -238,8 +239,23 @@ fn wc_opcode_for(opcode: u32) -> Option<(Opcode, u32)> {
     })
 }
 
+/// The completion opcode of a work request carried out locally, without
+/// messages: memory window binds and local invalidation.
+fn local_op_wc(opcode: u32) -> Option<u32> {
+    match opcode {
+        b::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW => Some(b::ib_wc_opcode_IB_WC_BIND_MW),
+        b::ib_wr_opcode_IB_WR_LOCAL_INV => Some(b::ib_wc_opcode_IB_WC_LOCAL_INV),
+        _ => None,
+    }
+}
+
+/// The completion opcode of any send work request (flushes included).
+fn wc_opcode_of(opcode: u32) -> u32 {
+    local_op_wc(opcode).or(wc_opcode_for(opcode).map(|(_, o)| o)).unwrap_or(b::ib_wc_opcode_IB_WC_SEND)
+}
+
 fn consumes_receive(op: Opcode) -> bool {
-    matches!(op, Opcode::Send | Opcode::SendImm | Opcode::WriteImm)
+    matches!(op, Opcode::Send | Opcode::SendImm | Opcode::SendInv | Opcode::WriteImm)
 }
 
 /// The send completion status of a message the peer failed.
@@ -534,6 +550,19 @@ impl Transport {
                     imm: u32::from_be(req.ex),
                     ..NO_WR
                 };
+                if let Some(wc_opcode) = local_op_wc(req.opcode) {
+                    // Carried out now, in posting order; completes in its
+                    // turn without a message (a failure fails the QP then).
+                    w.wc_opcode = wc_opcode;
+                    w.status = self.local_op(&req, index, &tx.st.mrs);
+                    i.wrs[slot] = w;
+                    i.sq_taken = index.wrapping_add(1);
+                    continue;
+                }
+                if req.opcode == b::ib_wr_opcode_IB_WR_SEND_WITH_INV {
+                    // The peer's key to invalidate rides in the SEND_INV's rkey.
+                    w.rkey = req.ex;
+                }
                 let checked = match wc_opcode_for(req.opcode) {
                     // UC carries no READs.
                     Some((Opcode::ReadReq, _)) if i.uc.is_some() => Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
@@ -571,21 +600,21 @@ impl Transport {
                 // (and, for WRITE_IMM, consumes the receive).
                 let op = match w.opcode {
                     Opcode::WriteImm if !last => Opcode::Write,
-                    Opcode::SendImm if !last => Opcode::Send,
+                    Opcode::SendImm | Opcode::SendInv if !last => Opcode::Send,
                     op => op,
                 };
                 let rsn = if consumes_receive(op) { i.tx_rsn } else { 0 };
                 // The parts of a SEND name where they go in the one receive
                 // buffer, and whether more follow (protocol.md 1.3).
                 let remote_va = match op {
-                    Opcode::Send | Opcode::SendImm => u64::from(w.posted) | if last { 0 } else { SEND_MORE },
+                    Opcode::Send | Opcode::SendImm | Opcode::SendInv => u64::from(w.posted) | if last { 0 } else { SEND_MORE },
                     _ => w.remote_va.wrapping_add(u64::from(w.posted)),
                 };
                 let msg = Message {
                     opcode: op,
                     len: chunk,
                     remote_va,
-                    rkey: w.rkey,
+                    rkey: if matches!(op, Opcode::Send | Opcode::SendImm) { 0 } else { w.rkey },
                     imm: w.imm,
                     rsn,
                 };
@@ -616,6 +645,23 @@ impl Transport {
             }
             i.taking = false;
             i.sq_taken = index.wrapping_add(1);
+        }
+    }
+
+    /// Carries out a local work request (window bind, local invalidation)
+    /// at send ring index `index`; returns its completion status.
+    fn local_op(&self, req: &SendReq, index: u32, mrs: &SpinLockBh<MrTable>) -> u32 {
+        if req.opcode == b::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW {
+            let bind = wqe::get_bind(&self.sq, index);
+            match mrs.lock().bind(self.local.pd, &bind) {
+                Ok(_) => b::ib_wc_status_IB_WC_SUCCESS,
+                Err(_) => b::ib_wc_status_IB_WC_MW_BIND_ERR,
+            }
+        } else {
+            match mrs.lock().invalidate(req.ex, self.local.pd) {
+                Ok(()) => b::ib_wc_status_IB_WC_SUCCESS,
+                Err(_) => b::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
+            }
         }
     }
 
@@ -793,7 +839,7 @@ impl Transport {
                 (w.wr_id, w.wc_opcode)
             } else {
                 match wqe::get_send(&self.sq, cons) {
-                    Ok(r) => (r.wr_id, wc_opcode_for(r.opcode).map_or(b::ib_wc_opcode_IB_WC_SEND, |(_, o)| o)),
+                    Ok(r) => (r.wr_id, wc_opcode_of(r.opcode)),
                     Err(_) => (0, b::ib_wc_opcode_IB_WC_SEND),
                 }
             };
@@ -875,6 +921,9 @@ impl Transport {
                     }
                     // Not carried by this driver yet: refused, never placed.
                     Opcode::CmpSwap | Opcode::FetchAdd | Opcode::AtomicWrite | Opcode::AtomicResp => Err(Syndrome::InvalidRequest),
+                    // The key must be one the QP may invalidate when the
+                    // SEND completes.
+                    Opcode::SendInv if !tx.st.mrs.lock().can_invalidate(p.rkey, self.local.pd) => Err(Syndrome::InvalidRequest),
                     // The response names our READ_REQ's MSN in `imm`.
                     Opcode::ReadResp => self.place_read_response(i, h.imm, p.msg_len, p.offset, payload, &tx.st.mrs.lock()),
                     _ => {
@@ -899,7 +948,7 @@ impl Transport {
         if let Some(ack) = i.receiver.ack_for(h.path_id) {
             let _ = self.send(tx, ndev, &reply, wire::ACK_LEN + wire::ICRC_LEN, |buf| ack.encode(buf).map_err(|_| EINVAL));
         }
-        if self.complete_receives(i) {
+        if self.complete_receives(i, &tx.st.mrs) {
             self.after_progress(i, tx);
         }
     }
@@ -1012,7 +1061,7 @@ impl Transport {
     /// Completes received messages in order: receive completions, READ
     /// requests to answer, READ responses. Returns whether READs finished
     /// or requests to answer arrived (the send side has work).
-    fn complete_receives(&self, i: &mut Inner) -> bool {
+    fn complete_receives(&self, i: &mut Inner, mrs: &SpinLockBh<MrTable>) -> bool {
         let mut progress = false;
         while let Some(c) = i.receiver.pop_completion() {
             let ok = c.status == CompletionStatus::Success;
@@ -1071,18 +1120,24 @@ impl Transport {
             let (opcode, flags) = match c.opcode {
                 Opcode::WriteImm => (b::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM, b::ib_wc_flags_IB_WC_WITH_IMM),
                 Opcode::SendImm => (b::ib_wc_opcode_IB_WC_RECV, b::ib_wc_flags_IB_WC_WITH_IMM),
+                Opcode::SendInv => (b::ib_wc_opcode_IB_WC_RECV, b::ib_wc_flags_IB_WC_WITH_INVALIDATE),
                 _ => (b::ib_wc_opcode_IB_WC_RECV, 0),
             };
+            if ok && c.opcode == Opcode::SendInv {
+                // Checked when placed; it may have gone since (deallocated).
+                let _ = mrs.lock().invalidate(c.rkey, self.local.pd);
+            }
             let wc = Completion {
                 wr_id,
                 status,
                 opcode,
                 byte_len: match c.opcode {
                     // The SEND's bytes up to and including its last part.
-                    Opcode::Send | Opcode::SendImm => ((c.remote_va & !SEND_MORE) as u32).saturating_add(c.len),
+                    Opcode::Send | Opcode::SendImm | Opcode::SendInv => ((c.remote_va & !SEND_MORE) as u32).saturating_add(c.len),
                     _ => c.len,
                 },
-                ex: c.imm.map_or(0, u32::to_be),
+                // The invalidated key, or the immediate (network order).
+                ex: if c.opcode == Opcode::SendInv { c.rkey } else { c.imm.map_or(0, u32::to_be) },
                 qp_num: self.qpn,
                 wc_flags: flags,
                 ..Default::default()

@@ -9,6 +9,7 @@
 use kernel::prelude::*;
 
 use super::limits::{MAX_INLINE, MAX_SGE};
+use super::mr::Bind;
 use crate::ib::ring::SharedRing;
 use crate::sys::bindings;
 
@@ -317,6 +318,30 @@ impl SendReq {
         }
     }
 }
+
+/// The `wr.mw` part of the BIND_MW work request in element `index` of
+/// `ring` (the bind rules are checked where it is carried out).
+pub(crate) fn get_bind(ring: &SharedRing, index: u32) -> Bind {
+    let mut buf = [0u8; SEND_WQE_HEADER];
+    ring.read(index, &mut buf);
+    Bind {
+        addr: u64_at(&buf, 32),
+        length: u64_at(&buf, 40),
+        region_key: u32_at(&buf, 48),
+        window_key: u32_at(&buf, 52),
+        new_key: u32_at(&buf, 56),
+        access: u32_at(&buf, 60),
+    }
+}
+
+// The `wr.mw` layout `get_bind` decodes, checked against the header.
+const _: () = {
+    use core::mem::offset_of;
+    type M = bindings::metaroce_send_wqe__bindgen_ty_2__bindgen_ty_4;
+    assert!(offset_of!(M, addr) == 0 && offset_of!(M, length) == 8);
+    assert!(offset_of!(M, mr_lkey) == 16 && offset_of!(M, mw_rkey) == 20);
+    assert!(offset_of!(M, rkey) == 24 && offset_of!(M, access) == 28);
+};
 
 /// Reads and validates the send WQE in element `index` of `ring`.
 pub(crate) fn get_send(ring: &SharedRing, index: u32) -> Result<SendReq> {

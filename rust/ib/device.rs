@@ -12,7 +12,7 @@ use kernel::types::Opaque;
 
 use super::netdev::{NetDevice, NetDeviceRef};
 use super::udata::Udata;
-use super::verbs::{Ah, Cq, Mr, Pd, Qp, QpInit, Srq};
+use super::verbs::{Ah, Cq, Mr, Mw, Pd, Qp, QpInit, Srq};
 use crate::sys::bindings;
 
 /// Device attributes reported by `query_device` (the core's `ib_device_attr`).
@@ -47,6 +47,8 @@ pub(crate) trait IbDriver: Sized {
     type Qp: Send + Sync;
     /// Driver state of a memory region.
     type Mr: Send + Sync;
+    /// Driver state of a memory window.
+    type Mw: Send + Sync;
 
     /// Fills the device attributes.
     fn query_device(dev: &Device<Self::Data>, attr: &mut DeviceAttr) -> Result;
@@ -137,6 +139,11 @@ pub(crate) trait IbDriver: Sized {
     ) -> Result<((u32, u32), Self::Mr)>;
     /// The region is about to be freed (its data is dropped right after).
     fn dereg_mr(dev: &Device<Self::Data>, mr: &Mr<Self::Mr>);
+    /// Creates a memory window of type `mw_type` (`IB_MW_TYPE_*`) in the PD
+    /// at `pd_addr`; returns `(rkey, state)`.
+    fn alloc_mw(dev: &Device<Self::Data>, pd_addr: usize, mw_type: u32) -> Result<(u32, Self::Mw)>;
+    /// The window is about to be freed (its data is dropped right after).
+    fn dealloc_mw(dev: &Device<Self::Data>, mw: &Mw<Self::Mw>);
 
     /// The per-port counters of `rdma statistic` (none by default).
     const PORT_STATS: &'static [super::stats::StatDesc] = &[];

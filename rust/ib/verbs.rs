@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Verbs objects: the containers behind `ib_ucontext`, `ib_pd`, `ib_ah`,
-//! `ib_cq`, `ib_srq`, `ib_qp` and `ib_mr`, and the `ib_device_ops` callbacks
+//! `ib_cq`, `ib_srq`, `ib_qp`, `ib_mr` and `ib_mw`, and the `ib_device_ops` callbacks
 //! that turn [`IbDriver`] methods into C.
 //!
 //! The core allocates every object but the MR (zeroed, `size_ib_*` bytes)
@@ -70,6 +70,8 @@ pub(crate) type Srq<D> = Obj<bindings::ib_srq, D>;
 pub(crate) type Qp<D> = Obj<bindings::ib_qp, D>;
 /// A memory region.
 pub(crate) type Mr<D> = Obj<bindings::ib_mr, D>;
+/// A memory window.
+pub(crate) type Mw<D> = Obj<bindings::ib_mw, D>;
 
 /// A reference to a verbs object that the core keeps alive for as long as
 /// the holder exists (a CQ or SRQ used by a QP: the core refuses to destroy
@@ -173,6 +175,7 @@ pub(crate) fn fill_ops<T: IbDriver>(ops: &mut bindings::ib_device_ops) {
     ops.size_ib_cq = core::mem::size_of::<Container<bindings::ib_cq, T::Cq>>();
     ops.size_ib_srq = core::mem::size_of::<Container<bindings::ib_srq, T::Srq>>();
     ops.size_ib_qp = core::mem::size_of::<Container<bindings::ib_qp, T::Qp>>();
+    ops.size_ib_mw = core::mem::size_of::<Container<bindings::ib_mw, T::Mw>>();
     ops.alloc_ucontext = Some(alloc_ucontext::<T>);
     ops.dealloc_ucontext = Some(dealloc_ucontext::<T>);
     ops.mmap = Some(super::ring::mmap);
@@ -201,6 +204,8 @@ pub(crate) fn fill_ops<T: IbDriver>(ops: &mut bindings::ib_device_ops) {
     ops.get_dma_mr = Some(get_dma_mr::<T>);
     ops.reg_user_mr = Some(reg_user_mr::<T>);
     ops.dereg_mr = Some(dereg_mr::<T>);
+    ops.alloc_mw = Some(alloc_mw::<T>);
+    ops.dealloc_mw = Some(dealloc_mw::<T>);
 }
 
 /// Writes `data` into the container behind `raw`.
@@ -756,6 +761,40 @@ unsafe extern "C" fn dereg_mr<T: IbDriver>(mr: *mut bindings::ib_mr, _udata: *mu
     unsafe {
         T::dereg_mr(dev_of::<T>((*mr).device), Mr::<T::Mr>::from_raw(mr));
         drop(KBox::from_raw(mr.cast::<Container<bindings::ib_mr, T::Mr>>()));
+    }
+    0
+}
+
+/// The `alloc_mw` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
+unsafe extern "C" fn alloc_mw<T: IbDriver>(mw: *mut bindings::ib_mw, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: a zeroed container of our size, with its device, PD and
+        // type set by the core.
+        unsafe {
+            let (rkey, data) = T::alloc_mw(dev_of::<T>((*mw).device), (*mw).pd as usize, (*mw).type_)?;
+            (*mw).rkey = rkey;
+            put::<_, T::Mw>(mw, data);
+        }
+        Ok(0)
+    })
+}
+
+/// The `dealloc_mw` op of `ib_device_ops`.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
+unsafe extern "C" fn dealloc_mw<T: IbDriver>(mw: *mut bindings::ib_mw) -> kernel::ffi::c_int {
+    // SAFETY: created by `alloc_mw`; the core frees it once, unused.
+    unsafe {
+        T::dealloc_mw(dev_of::<T>((*mw).device), Mw::<T::Mw>::from_raw(mw));
+        drop_data::<_, T::Mw>(mw);
     }
     0
 }

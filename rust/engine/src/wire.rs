@@ -78,6 +78,8 @@ pub enum Opcode {
     /// payload = the 8 bytes' original value (big-endian u64), `imm` = MSN
     /// of the request.
     AtomicResp = 0x0B,
+    /// Send that invalidates the responder's key `rkey` when it completes.
+    SendInv = 0x0F,
     /// Per-path acknowledgement with SACK.
     Ack = 0x10,
     /// Negative acknowledgement with a syndrome.
@@ -105,6 +107,7 @@ impl Opcode {
             0x09 => Self::FetchAdd,
             0x0A => Self::AtomicWrite,
             0x0B => Self::AtomicResp,
+            0x0F => Self::SendInv,
             0x10 => Self::Ack,
             0x11 => Self::Nak,
             0x20 => Self::Probe,
@@ -129,6 +132,7 @@ impl Opcode {
                 | Self::FetchAdd
                 | Self::AtomicWrite
                 | Self::AtomicResp
+                | Self::SendInv
         )
     }
 
@@ -165,9 +169,12 @@ impl Opcode {
 
     /// True for opcodes that carry a receive sequence number (`rsn`): the
     /// reliable messages that consume a posted receive buffer (SEND,
-    /// SEND_IMM, WRITE_IMM). Every other opcode sends `rsn = 0`.
+    /// SEND_IMM, SEND_INV, WRITE_IMM). Every other opcode sends `rsn = 0`.
     pub fn has_rsn(self) -> bool {
-        matches!(self, Self::Send | Self::SendImm | Self::WriteImm)
+        matches!(
+            self,
+            Self::Send | Self::SendImm | Self::SendInv | Self::WriteImm
+        )
     }
 
     /// True for reliable data opcodes (sequenced, acknowledged, retransmitted).
@@ -311,7 +318,8 @@ pub struct DataHeader {
     /// Remote virtual address of the message start (WRITE/READ_REQ), or of
     /// the 8 bytes an atomic request operates on, else 0.
     pub remote_va: u64,
-    /// Remote key (WRITE/READ_REQ/atomic requests), or Q_Key for UD, else 0.
+    /// Remote key (WRITE/READ_REQ/atomic requests), the key to invalidate
+    /// (SEND_INV), or Q_Key for UD, else 0.
     pub rkey: u32,
     /// Immediate data (*_IMM), requester MSN (READ_RESP, ATOMIC_RESP),
     /// source QPN (UD).
@@ -808,6 +816,41 @@ mod tests {
         assert_corruption_caught(&buf[..n]);
     }
 
+    /// SEND_INV: a receive-consuming data opcode (0x0F) whose `rkey` is the
+    /// responder's key to invalidate, carried through encode and parse; no
+    /// immediate (the IMM flag is refused on it).
+    #[test]
+    fn send_inv_roundtrip() {
+        assert_eq!(Opcode::from_u8(0x0F), Some(Opcode::SendInv));
+        assert_eq!(Opcode::SendInv as u8, 0x0F);
+        assert!(Opcode::SendInv.is_reliable_data() && Opcode::SendInv.has_rsn());
+        assert!(!Opcode::SendInv.has_imm());
+        let h = DataHeader {
+            opcode: Opcode::SendInv,
+            flags: 0,
+            remote_va: 0,
+            rkey: 0x1234_56AB,
+            imm: 0,
+            rsn: 9,
+            ..sample()
+        };
+        let payload = [3u8; 16];
+        let mut buf = [0u8; 128];
+        let n = encode_data_packet(&h, &payload, &mut buf).unwrap();
+        assert_eq!(buf[1], 0x0F);
+        assert_eq!(&buf[40..44], &0x1234_56ABu32.to_be_bytes());
+        match parse_packet(&buf[..n]).unwrap() {
+            Packet::Data { header, .. } => assert_eq!(header, h),
+            _ => panic!("wrong kind"),
+        }
+        assert_corruption_caught(&buf[..n]);
+        let imm = DataHeader {
+            flags: FLAG_IMM,
+            ..h
+        };
+        assert_eq!(imm.encode(&mut buf), Err(WireError::BadFlags));
+    }
+
     /// Any single bit flip of the encoded packet `pkt`, and every
     /// truncation of it, is rejected by the parser.
     fn assert_corruption_caught(pkt: &[u8]) {
@@ -922,8 +965,9 @@ mod tests {
             let bad = DataHeader { rsn: 1, ..h };
             assert_eq!(bad.validate(), Err(WireError::BadRsn));
         }
-        // The values between the data opcodes and ACK stay unassigned.
-        for v in 0x0C..0x10 {
+        // The values between the data opcodes and ACK (SEND_INV, 0x0F,
+        // aside) stay unassigned.
+        for v in 0x0C..0x0F {
             assert_eq!(Opcode::from_u8(v), None);
         }
     }
