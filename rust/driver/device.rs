@@ -19,6 +19,7 @@ use kernel::sync::Arc;
 use super::qp::QpState;
 use super::srq::SrqState;
 use crate::ib::device::{Device, DeviceAttr, IbDriver, PortAttr, PortImmutable};
+use crate::ib::kdma::KernelConsumer;
 use crate::ib::udata::Udata;
 use crate::ib::verbs::{Ah, Cq, Mr, Mw, Pd, Qp, QpInit, Srq};
 use super::net::{log_last_drop, DropRecord, NetRx};
@@ -286,13 +287,14 @@ impl IbDriver for MetaRoceDevice {
         attr.max_srq_wr = MAX_SRQ_WR as i32;
         attr.max_srq_sge = MAX_SGE as i32;
         attr.max_ah = MAX_AH as i32;
-        attr.max_fast_reg_page_list_len = 0;
+        attr.max_fast_reg_page_list_len = MAX_FAST_REG_PAGES;
         attr.local_ca_ack_delay = 15;
         attr.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_NONE;
         attr.device_cap_flags = (bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
             | bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN
             | bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE
-            | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW) as u64;
+            | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
+            | bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS) as u64;
         Ok(())
     }
 
@@ -448,6 +450,22 @@ impl IbDriver for MetaRoceDevice {
 
     fn dereg_mr(dev: &MetaRoceIbDevice, mr: &Mr<MrState>) {
         mr.data().release(dev);
+    }
+
+    fn alloc_mr(dev: &MetaRoceIbDevice, pd: &Pd<()>, max_num_sg: u32, who: KernelConsumer) -> Result<((u32, u32), MrState)> {
+        MrState::alloc_fast(dev, pd.as_raw() as usize, max_num_sg, who)
+    }
+
+    fn map_mr_begin(dev: &MetaRoceIbDevice, mr: &Mr<MrState>, page_size: u32) -> Result {
+        mr.data().map_begin(dev, page_size)
+    }
+
+    fn map_mr_page(dev: &MetaRoceIbDevice, mr: &Mr<MrState>, addr: u64) -> Result {
+        mr.data().map_page(dev, addr)
+    }
+
+    fn map_mr_end(dev: &MetaRoceIbDevice, mr: &Mr<MrState>, iova: u64, length: u64) {
+        mr.data().map_end(dev, iova, length);
     }
 
     fn alloc_mw(dev: &MetaRoceIbDevice, pd: usize, mw_type: u32) -> Result<(u32, MwState)> {

@@ -34,3 +34,5 @@ pub(crate) const MAX_MR_SIZE: u64 = 1 << 32;
 /// First QP number handed out (0 and 1 are the special QPs; the rest of
 /// the low range is kept free as InfiniBand does).
 pub(crate) const FIRST_QPN: u32 = 16;
+/// Pages of a fast-registration region (`ib_alloc_mr` max_num_sg).
+pub(crate) const MAX_FAST_REG_PAGES: u32 = 512;

@@ -5,13 +5,15 @@
 //!
 //! Memory windows share the table (and the key space) with regions: a
 //! window's rkey reaches a range of the region it is bound to, with the
-//! window's own remote rights.
+//! window's own remote rights. So do the fast-registration regions of
+//! kernel consumers (`fastreg.rs`), reachable only while registered.
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use super::device::MetaRoceIbDevice;
-use super::limits::{MAX_MR, MAX_MR_SIZE};
+use super::fastreg::FastRegion;
+use super::limits::{MAX_FAST_REG_PAGES, MAX_MR, MAX_MR_SIZE};
 use crate::engine::wire::Syndrome;
 use crate::ib::kdma::{self, KernelConsumer};
 use crate::ib::umem::{PinnedPage, Umem, PAGE_SIZE};
@@ -143,12 +145,76 @@ struct Binding {
 enum Entry {
     Region(Arc<Region>),
     Window(Window),
+    Fast(KBox<FastRegion>),
+}
+
+/// Memory a key names: a registered region, or a fast-registration region
+/// while registered.
+#[derive(Clone, Copy)]
+enum Mem<'a> {
+    Region(&'a Region),
+    Fast(&'a FastRegion),
+}
+
+impl Mem<'_> {
+    fn access(&self) -> u32 {
+        match self {
+            Mem::Region(r) => r.access,
+            Mem::Fast(f) => f.access,
+        }
+    }
+
+    fn contains(&self, iova: u64, len: u64) -> bool {
+        match self {
+            Mem::Region(r) => r.contains(iova, len),
+            Mem::Fast(f) => f.contains(iova, len),
+        }
+    }
+
+    /// Kernel memory (a DMA or fast-registration region): only kernel QPs
+    /// name it locally.
+    fn is_kernel(&self) -> bool {
+        !matches!(self, Mem::Region(Region { pages: Some(_), .. }))
+    }
+
+    /// A peer's access (user pages or a fast-registration region; never
+    /// the DMA region).
+    fn copy_in(&self, iova: u64, data: &[u8]) -> Result {
+        match self {
+            Mem::Region(r) => r.copy_in(iova, data),
+            Mem::Fast(f) => f.copy_in(iova, data),
+        }
+    }
+
+    fn copy_out(&self, iova: u64, out: &mut [u8]) -> Result {
+        match self {
+            Mem::Region(r) => r.copy_out(iova, out),
+            Mem::Fast(f) => f.copy_out(iova, out),
+        }
+    }
+
+    /// A local access by `who`: kernel memory only for kernel QPs.
+    fn write_for(&self, who: &Requester, iova: u64, data: &[u8]) -> Result {
+        match self {
+            Mem::Region(r) => r.write_for(who, iova, data),
+            Mem::Fast(_) if who.kernel.is_none() => Err(EACCES),
+            Mem::Fast(f) => f.copy_in(iova, data),
+        }
+    }
+
+    fn read_for(&self, who: &Requester, iova: u64, out: &mut [u8]) -> Result {
+        match self {
+            Mem::Region(r) => r.read_for(who, iova, out),
+            Mem::Fast(_) if who.kernel.is_none() => Err(EACCES),
+            Mem::Fast(f) => f.copy_out(iova, out),
+        }
+    }
 }
 
 /// What an rkey reaches: a region, with the rights of the key (the
 /// region's or a window's) and, for a window, its range.
 struct Reach<'a> {
-    region: &'a Region,
+    region: Mem<'a>,
     access: u32,
     window: Option<(u64, u64)>,
 }
@@ -214,19 +280,41 @@ impl MrTable {
         }
     }
 
-    /// The region named by `key` (an lkey or a region's rkey) in `pd`.
-    fn find(&self, key: u32, pd: usize) -> Option<&Region> {
+    /// The memory named by `key` (an lkey or a region's rkey) in `pd`.
+    fn find(&self, key: u32, pd: usize) -> Option<Mem<'_>> {
         match self.entry(key)? {
-            Entry::Region(r) => (r.key == key && r.pd == pd).then_some(&**r),
+            Entry::Region(r) => (r.key == key && r.pd == pd).then_some(Mem::Region(r)),
+            Entry::Fast(f) => (f.valid && f.key == key && f.pd == pd).then_some(Mem::Fast(f)),
             Entry::Window(_) => None,
         }
+    }
+
+    fn fast_mut(&mut self, index: u32) -> Option<&mut FastRegion> {
+        match self.slots.get_mut(index as usize)?.as_mut()? {
+            Entry::Fast(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// `IB_WR_REG_MR` by a kernel QP of `pd`: the fast-registration region
+    /// `req.region_key` names becomes reachable (see
+    /// [`FastRegion::register`]); `req.window_key` is unused.
+    pub(crate) fn fast_register(&mut self, pd: usize, req: &Bind) -> Result {
+        if req.access & !SUPPORTED_ACCESS != 0 || req.access & b::ib_access_flags_IB_ACCESS_MW_BIND != 0 {
+            return Err(EINVAL);
+        }
+        let f = self.fast_mut(req.region_key >> 8).filter(|f| f.pd == pd).ok_or(EINVAL)?;
+        f.register(req.new_key, req.addr, req.length, req.access)
     }
 
     /// What the peer reaches with `rkey` through a QP of `pd`: a region's
     /// rkey, or a bound window's.
     fn find_remote(&self, rkey: u32, pd: usize) -> Option<Reach<'_>> {
         match self.entry(rkey)? {
-            Entry::Region(r) => (r.key == rkey && r.pd == pd).then_some(Reach { region: r, access: r.access, window: None }),
+            Entry::Region(_) | Entry::Fast(_) => {
+                let region = self.find(rkey, pd)?;
+                Some(Reach { region, access: region.access(), window: None })
+            }
             Entry::Window(w) => {
                 let b = w.bound.filter(|_| w.key == rkey && w.pd == pd)?;
                 let region = self.find(b.region_key, pd)?;
@@ -246,7 +334,7 @@ impl MrTable {
         let binding = if req.length == 0 {
             None
         } else {
-            let r = self.find(req.region_key, pd).ok_or(EINVAL)?;
+            let Some(Mem::Region(r)) = self.find(req.region_key, pd) else { return Err(EINVAL) };
             let writes = b::ib_access_flags_IB_ACCESS_REMOTE_WRITE | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
             if r.pages.is_none()
                 || r.access & b::ib_access_flags_IB_ACCESS_MW_BIND == 0
@@ -271,21 +359,30 @@ impl MrTable {
         Ok(w.key)
     }
 
-    /// Whether `key` names a bound type 2 window of `pd` (what LOCAL_INV
-    /// and SEND_WITH_INV may invalidate).
+    /// Whether `key` names a bound type 2 window or a registered
+    /// fast-registration region of `pd` (what LOCAL_INV and SEND_WITH_INV
+    /// may invalidate).
     pub(crate) fn can_invalidate(&self, key: u32, pd: usize) -> bool {
-        matches!(self.entry(key), Some(Entry::Window(w)) if w.type2 && w.key == key && w.pd == pd && w.bound.is_some())
+        match self.entry(key) {
+            Some(Entry::Window(w)) => w.type2 && w.key == key && w.pd == pd && w.bound.is_some(),
+            Some(Entry::Fast(f)) => f.valid && f.key == key && f.pd == pd,
+            _ => false,
+        }
     }
 
-    /// Invalidates `key` for a QP of `pd`: the window is unbound and its
-    /// rkey reaches nothing until bound again. `EINVAL` unless
+    /// Invalidates `key` for a QP of `pd`: the window is unbound, or the
+    /// fast-registration region unregistered, and the key reaches nothing
+    /// until bound (registered) again. `EINVAL` unless
     /// [`Self::can_invalidate`].
     pub(crate) fn invalidate(&mut self, key: u32, pd: usize) -> Result {
         if !self.can_invalidate(key, pd) {
             return Err(EINVAL);
         }
-        let w = self.window_mut(key, pd).ok_or(EINVAL)?;
-        w.bound = None;
+        match self.slots.get_mut((key >> 8) as usize).and_then(Option::as_mut) {
+            Some(Entry::Window(w)) => w.bound = None,
+            Some(Entry::Fast(f)) => f.valid = false,
+            _ => return Err(EINVAL),
+        }
         Ok(())
     }
 
@@ -336,11 +433,11 @@ impl MrTable {
     /// device writes into it (RDMA READ targets).
     pub(crate) fn check_local(&self, lkey: u32, who: &Requester, va: u64, len: u32, write: bool) -> Result {
         let r = self.find(lkey, who.pd).ok_or(EACCES)?;
-        if r.pages.is_none() && who.kernel.is_none() {
-            // A DMA region (kernel memory) named by a user QP.
+        if r.is_kernel() && who.kernel.is_none() {
+            // Kernel memory named by a user QP.
             return Err(EACCES);
         }
-        if write && r.access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0 {
+        if write && r.access() & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0 {
             return Err(EACCES);
         }
         if !r.contains(va, u64::from(len)) {
@@ -352,7 +449,7 @@ impl MrTable {
     /// The receive path fills a posted buffer: needs LOCAL_WRITE.
     pub(crate) fn write_local(&self, lkey: u32, who: &Requester, va: u64, data: &[u8]) -> Result {
         let r = self.find(lkey, who.pd).ok_or(EACCES)?;
-        if r.access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0 {
+        if r.access() & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0 {
             return Err(EACCES);
         }
         r.write_for(who, va, data)
@@ -368,7 +465,9 @@ impl MrTable {
 /// Driver state of an MR: its slot in the device table.
 pub(crate) struct MrState {
     index: u32,
-    _region: Arc<Region>,
+    /// A registered region (the table holds a fast-registration region
+    /// alone).
+    _region: Option<Arc<Region>>,
 }
 
 /// Access flags this device accepts. `MW_BIND` permits binding memory
@@ -393,7 +492,45 @@ impl MrState {
         if let Some(slot) = dev.data().mrs.lock().slots.get_mut(index as usize) {
             *slot = Some(Entry::Region(region.clone()));
         }
-        Ok(((key, key), Self { index, _region: region }))
+        Ok(((key, key), Self { index, _region: Some(region) }))
+    }
+
+    /// A fast-registration region of a kernel consumer for up to
+    /// `max_pages` pages (`ib_alloc_mr`), unregistered.
+    pub(crate) fn alloc_fast(dev: &MetaRoceIbDevice, pd: usize, max_pages: u32, who: KernelConsumer) -> Result<((u32, u32), Self)> {
+        if max_pages == 0 || max_pages > MAX_FAST_REG_PAGES {
+            return Err(EINVAL);
+        }
+        let (index, key) = dev.data().take_mr_key()?;
+        let fast = match FastRegion::new(key, pd, max_pages, who).and_then(|f| Ok(KBox::new(f, GFP_KERNEL)?)) {
+            Ok(f) => f,
+            Err(e) => {
+                dev.data().give_back_mr_key(index);
+                return Err(e);
+            }
+        };
+        if let Some(slot) = dev.data().mrs.lock().slots.get_mut(index as usize) {
+            *slot = Some(Entry::Fast(fast));
+        }
+        Ok(((key, key), Self { index, _region: None }))
+    }
+
+    /// `ib_map_mr_sg` of a fast-registration region starts, with pages of
+    /// `page_size` bytes.
+    pub(crate) fn map_begin(&self, dev: &MetaRoceIbDevice, page_size: u32) -> Result {
+        dev.data().mrs.lock().fast_mut(self.index).ok_or(EINVAL)?.map_begin(page_size)
+    }
+
+    /// The next page address of the mapping.
+    pub(crate) fn map_page(&self, dev: &MetaRoceIbDevice, addr: u64) -> Result {
+        dev.data().mrs.lock().fast_mut(self.index).ok_or(EINVAL)?.map_page(addr)
+    }
+
+    /// The mapping spans `[iova, iova + length)`.
+    pub(crate) fn map_end(&self, dev: &MetaRoceIbDevice, iova: u64, length: u64) {
+        if let Some(f) = dev.data().mrs.lock().fast_mut(self.index) {
+            f.map_end(iova, length);
+        }
     }
 
     /// Registers `[start, start + length)` of the calling process.
@@ -437,6 +574,8 @@ impl MrState {
                     mrs.unbind_windows_of(r.key);
                 }
             }
+            // (A fast-registration region dropped with its slot: windows
+            // never bind to it.)
         }
         dev.data().give_back_mr_key(self.index);
     }

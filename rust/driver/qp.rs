@@ -377,10 +377,17 @@ impl QpState {
         if w.sges.len() > self.cap.max_send_sge as usize {
             return Err(EINVAL);
         }
-        let remote = match (w.rdma, w.ud) {
-            (_, Some((ah, qpn, qkey))) => Remote::Ud { qpn, qkey, ah: ah.data().ah_num() },
-            (Some((addr, rkey)), None) => Remote::Rdma { addr, rkey },
-            (None, None) => Remote::Rdma { addr: 0, rkey: 0 },
+        let remote = match (w.reg, w.rdma, w.ud) {
+            (Some(r), _, _) => Remote::Reg {
+                region_key: r.region_key,
+                new_key: r.new_key,
+                access: r.access,
+                iova: r.iova,
+                length: r.length,
+            },
+            (None, _, Some((ah, qpn, qkey))) => Remote::Ud { qpn, qkey, ah: ah.data().ah_num() },
+            (None, Some((addr, rkey)), None) => Remote::Rdma { addr, rkey },
+            (None, None, None) => Remote::Rdma { addr: 0, rkey: 0 },
         };
         let mut s = [Sge::default(); MAX_SGE as usize];
         for (d, g) in s.iter_mut().zip(w.sges) {

@@ -245,6 +245,7 @@ fn local_op_wc(opcode: u32) -> Option<u32> {
     match opcode {
         b::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW => Some(b::ib_wc_opcode_IB_WC_BIND_MW),
         b::ib_wr_opcode_IB_WR_LOCAL_INV => Some(b::ib_wc_opcode_IB_WC_LOCAL_INV),
+        b::ib_wr_opcode_IB_WR_REG_MR => Some(b::ib_wc_opcode_IB_WC_REG_MR),
         _ => None,
     }
 }
@@ -648,9 +649,22 @@ impl Transport {
         }
     }
 
-    /// Carries out a local work request (window bind, local invalidation)
-    /// at send ring index `index`; returns its completion status.
+    /// Carries out a local work request (window bind, fast registration,
+    /// local invalidation) at send ring index `index`; returns its
+    /// completion status.
     fn local_op(&self, req: &SendReq, index: u32, mrs: &SpinLockBh<MrTable>) -> u32 {
+        if req.opcode == b::ib_wr_opcode_IB_WR_REG_MR {
+            // Kernel consumers only: a process may write any opcode into its
+            // ring.
+            let done = match self.local.kernel {
+                Some(_) => mrs.lock().fast_register(self.local.pd, &wqe::get_bind(&self.sq, index)),
+                None => Err(EINVAL),
+            };
+            return match done {
+                Ok(()) => b::ib_wc_status_IB_WC_SUCCESS,
+                Err(_) => b::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
+            };
+        }
         if req.opcode == b::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW {
             let bind = wqe::get_bind(&self.sq, index);
             match mrs.lock().bind(self.local.pd, &bind) {

@@ -150,6 +150,20 @@ pub(crate) enum Remote {
         /// Remote key.
         rkey: u32,
     },
+    /// `IB_WR_REG_MR` (kernel consumers), in the `wr.mw` layout: the
+    /// region's key, the new key, the range and the rights.
+    Reg {
+        /// The region's current key (its index).
+        region_key: u32,
+        /// The key (byte) to register it under.
+        new_key: u32,
+        /// `IB_ACCESS_*`.
+        access: u32,
+        /// Start of the registered range.
+        iova: u64,
+        /// Bytes.
+        length: u64,
+    },
     /// UD destination.
     Ud {
         /// Remote QP number.
@@ -193,6 +207,13 @@ pub(crate) fn put_send(ring: &SharedRing, index: u32, w: &SendWqe<'_>) -> Result
         Remote::Rdma { addr, rkey } => {
             buf[32..40].copy_from_slice(&addr.to_ne_bytes());
             buf[40..44].copy_from_slice(&rkey.to_ne_bytes());
+        }
+        Remote::Reg { region_key, new_key, access, iova, length } => {
+            buf[32..40].copy_from_slice(&iova.to_ne_bytes());
+            buf[40..48].copy_from_slice(&length.to_ne_bytes());
+            buf[48..52].copy_from_slice(&region_key.to_ne_bytes());
+            buf[56..60].copy_from_slice(&new_key.to_ne_bytes());
+            buf[60..64].copy_from_slice(&access.to_ne_bytes());
         }
         Remote::Ud { qpn, qkey, ah } => {
             buf[32..36].copy_from_slice(&qpn.to_ne_bytes());

@@ -139,6 +139,22 @@ pub(crate) trait IbDriver: Sized {
     ) -> Result<((u32, u32), Self::Mr)>;
     /// The region is about to be freed (its data is dropped right after).
     fn dereg_mr(dev: &Device<Self::Data>, mr: &Mr<Self::Mr>);
+    /// A fast-registration region of a kernel consumer for `max_num_sg`
+    /// pages (`ib_alloc_mr` with `IB_MR_TYPE_MEM_REG`); returns
+    /// `((lkey, rkey), state)`.
+    fn alloc_mr(
+        dev: &Device<Self::Data>,
+        pd: &Pd<Self::Pd>,
+        max_num_sg: u32,
+        who: super::kdma::KernelConsumer,
+    ) -> Result<((u32, u32), Self::Mr)>;
+    /// `ib_map_mr_sg` of a fast-registration region starts (pages of
+    /// `page_size` bytes follow through [`IbDriver::map_mr_page`]).
+    fn map_mr_begin(dev: &Device<Self::Data>, mr: &Mr<Self::Mr>, page_size: u32) -> Result;
+    /// The next page's DMA address.
+    fn map_mr_page(dev: &Device<Self::Data>, mr: &Mr<Self::Mr>, addr: u64) -> Result;
+    /// The mapping is done and spans `[iova, iova + length)`.
+    fn map_mr_end(dev: &Device<Self::Data>, mr: &Mr<Self::Mr>, iova: u64, length: u64);
     /// Creates a memory window of type `mw_type` (`IB_MW_TYPE_*`) in the PD
     /// at `pd_addr`; returns `(rkey, state)`.
     fn alloc_mw(dev: &Device<Self::Data>, pd_addr: usize, mw_type: u32) -> Result<(u32, Self::Mw)>;

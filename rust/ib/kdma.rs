@@ -16,7 +16,8 @@ use kernel::prelude::*;
 use crate::sys::bindings;
 
 /// Proof that work requests come from a kernel consumer: held by the data
-/// path of a QP the kernel created (no `ib_udata`, no user object).
+/// path of a QP the kernel created (no `ib_udata`, no user object), and by
+/// fast-registration regions (`ib_alloc_mr` is not a user verb).
 ///
 /// # Invariants
 ///
@@ -24,14 +25,19 @@ use crate::sys::bindings;
 /// consumer, whose SGE addresses with a DMA region's lkey are, by the core's
 /// contract for kernel-owned QPs, `ib_dma_map_*` results: with virtual DMA,
 /// kernel virtual addresses of memory the consumer keeps mapped (alive) from
-/// posting the work request until it has reaped the completion.
+/// posting the work request until it has reaped the completion; and (by
+/// `verbs::alloc_mr`) for fast-registration regions, whose page addresses
+/// come from `ib_map_mr_sg` over memory the consumer keeps mapped while
+/// the region is registered (from its IB_WR_REG_MR until its
+/// invalidation completes).
 #[derive(Clone, Copy)]
 pub(crate) struct KernelConsumer(());
 
 impl KernelConsumer {
     /// # Safety
     ///
-    /// Only for a QP created by a kernel consumer (see the invariants).
+    /// Only for a QP created by, or a fast-registration region of, a kernel
+    /// consumer (see the invariants).
     pub(super) unsafe fn new() -> Self {
         Self(())
     }

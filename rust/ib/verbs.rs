@@ -204,6 +204,8 @@ pub(crate) fn fill_ops<T: IbDriver>(ops: &mut bindings::ib_device_ops) {
     ops.get_dma_mr = Some(get_dma_mr::<T>);
     ops.reg_user_mr = Some(reg_user_mr::<T>);
     ops.dereg_mr = Some(dereg_mr::<T>);
+    ops.alloc_mr = Some(alloc_mr::<T>);
+    ops.map_mr_sg = Some(map_mr_sg::<T>);
     ops.alloc_mw = Some(alloc_mw::<T>);
     ops.dealloc_mw = Some(dealloc_mw::<T>);
 }
@@ -765,6 +767,68 @@ unsafe extern "C" fn dereg_mr<T: IbDriver>(mr: *mut bindings::ib_mr, _udata: *mu
     0
 }
 
+/// The `alloc_mr` op of `ib_device_ops` (kernel consumers only).
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
+unsafe extern "C" fn alloc_mr<T: IbDriver>(pd: *mut bindings::ib_pd, mr_type: bindings::ib_mr_type, max_num_sg: u32) -> *mut bindings::ib_mr {
+    if mr_type != bindings::ib_mr_type_IB_MR_TYPE_MEM_REG {
+        return super::eopnotsupp().to_ptr();
+    }
+    // SAFETY: a live PD of ours, on one of our devices. `ib_alloc_mr` is
+    // not a user verb: the caller is a kernel consumer (`KernelConsumer`
+    // invariants).
+    let (dev, pd, who) = unsafe { (dev_of::<T>((*pd).device), Pd::<T::Pd>::from_raw(pd), super::kdma::KernelConsumer::new()) };
+    match T::alloc_mr(dev, pd, max_num_sg, who).and_then(|(keys, data)| new_mr(keys, data)) {
+        Ok(mr) => mr,
+        Err(e) => e.to_ptr(),
+    }
+}
+
+/// `set_page` of `ib_sg_to_pages`: one page of a mapping.
+///
+/// # Safety
+///
+/// `mr` is a live MR of this driver (the one `map_mr_sg` passed on).
+unsafe extern "C" fn set_page<T: IbDriver>(mr: *mut bindings::ib_mr, addr: u64) -> kernel::ffi::c_int {
+    // SAFETY: per the caller; allocated by `new_mr` with its device set.
+    let (dev, m) = unsafe { (dev_of::<T>((*mr).device), Mr::<T::Mr>::from_raw(mr)) };
+    match T::map_mr_page(dev, m, addr) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// The `map_mr_sg` op of `ib_device_ops`: the core's page walker fills the
+/// region's page list.
+///
+/// # Safety
+///
+/// Called only by the RDMA core, with live objects of this driver's
+/// devices and pointers valid for the call (the core's verbs contract).
+unsafe extern "C" fn map_mr_sg<T: IbDriver>(
+    mr: *mut bindings::ib_mr,
+    sg: *mut bindings::scatterlist,
+    sg_nents: kernel::ffi::c_int,
+    sg_offset: *mut kernel::ffi::c_uint,
+) -> kernel::ffi::c_int {
+    // SAFETY: an MR of ours (allocated by `new_mr`, device set by the core);
+    // `ib_map_mr_sg` set its page size; the scatterlist and offset pointer
+    // are the consumer's, valid for the call, and `set_page` is called back
+    // with this same MR.
+    unsafe {
+        let (dev, m) = (dev_of::<T>((*mr).device), Mr::<T::Mr>::from_raw(mr));
+        if let Err(e) = T::map_mr_begin(dev, m, (*mr).page_size) {
+            return e.to_errno();
+        }
+        let n = bindings::ib_sg_to_pages(mr, sg, sg_nents, sg_offset, Some(set_page::<T>));
+        T::map_mr_end(dev, m, (*mr).iova, (*mr).length);
+        n
+    }
+}
+
 /// The `alloc_mw` op of `ib_device_ops`.
 ///
 /// # Safety
@@ -872,6 +936,20 @@ pub(crate) struct SendWr<'a, A> {
     pub(crate) rdma: Option<(u64, u32)>,
     /// UD target: the AH, remote QPN and Q_Key.
     pub(crate) ud: Option<(&'a Ah<A>, u32, u32)>,
+    /// `IB_WR_REG_MR`: what to register.
+    pub(crate) reg: Option<RegWr>,
+}
+
+/// An `IB_WR_REG_MR` work request: register the region whose key is
+/// `region_key` (its index) over `[iova, iova + length)` (what
+/// `ib_map_mr_sg` mapped) under `new_key` with `access`.
+#[derive(Clone, Copy)]
+pub(crate) struct RegWr {
+    pub(crate) region_key: u32,
+    pub(crate) new_key: u32,
+    pub(crate) access: u32,
+    pub(crate) iova: u64,
+    pub(crate) length: u64,
 }
 
 /// Reads `wr` for a QP of type `qp_type`.
@@ -887,8 +965,9 @@ pub(crate) fn send_wr<A>(wr: &bindings::ib_send_wr, qp_type: u32) -> Result<Send
     // SAFETY: the core API: `sg_list` holds `num_sge` entries; `wr_id` is the
     // union member consumers set (not `wr_cqe` users: they get their cqe
     // pointer back as the same bits); RDMA opcodes come inside an
-    // `ib_rdma_wr` and sends on UD QPs inside an `ib_ud_wr` whose AH is one
-    // of this driver's, alive for the call.
+    // `ib_rdma_wr`, REG_MR inside an `ib_reg_wr` naming a live MR, and
+    // sends on UD QPs inside an `ib_ud_wr` whose AH is one of this
+    // driver's, alive for the call.
     unsafe {
         let sges = if num == 0 { &[][..] } else { core::slice::from_raw_parts(wr.sg_list, num) };
         let rdma = match wr.opcode {
@@ -899,6 +978,13 @@ pub(crate) fn send_wr<A>(wr: &bindings::ib_send_wr, qp_type: u32) -> Result<Send
                 Some((r.remote_addr, r.rkey))
             }
             _ => None,
+        };
+        let reg = if wr.opcode == bindings::ib_wr_opcode_IB_WR_REG_MR {
+            let r = &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_reg_wr>();
+            let mr = r.mr.as_ref().ok_or(EINVAL)?;
+            Some(RegWr { region_key: mr.lkey, new_key: r.key, access: r.access as u32, iova: mr.iova, length: mr.length })
+        } else {
+            None
         };
         let ud = if ud_type {
             let u = &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_ud_wr>();
@@ -918,6 +1004,7 @@ pub(crate) fn send_wr<A>(wr: &bindings::ib_send_wr, qp_type: u32) -> Result<Send
             sges,
             rdma,
             ud,
+            reg,
         })
     }
 }
