@@ -28,8 +28,12 @@ fi
 ((METAROCE_PLANES >= plane_set[-1])) || plane_set=(1 "$METAROCE_PLANES")
 # MetaRoCE's own configuration for the non-scaling runs: the rig's usual 2.
 main_planes=$((METAROCE_PLANES < 2 ? METAROCE_PLANES : 2))
-# perftest -D: measures D-2*margin seconds (margin -f 1).
-bw_args="-D $dur -f 1"
+# perftest -D: measures D-2*margin seconds (margin -f 1) and counts only
+# signaled completions, by default one every 100 WRs (-Q, cq_mod): at the
+# rig's few MB/s that is one count per 6.4 MB of 64 KiB messages, so a
+# short window or a slow flow (8 QPs, a shared bottleneck) reads 0. -Q 1
+# signals every WR, for every transport alike.
+bw_args="-D $dur -f 1 -Q 1"
 tmo=$((dur + 25))
 
 {
@@ -128,7 +132,7 @@ scaling() { # T RATE_KBIT
 				if [ -n "$sum" ]; then csv tcp scaling iperf3 - 1 "$p" "rate=${rate}kbit" "$rep" MiBps "$sum" "$p flows, one per plane"; else csv tcp scaling iperf3 - 1 "$p" "rate=${rate}kbit" "$rep" error "" "iperf3 failed"; fi
 				note "tcp scaling planes=$p rep$rep: ${sum:-error}"
 			else
-				bw_args="-D $dur -f 1 -t 4" bw_point "$t" scaling ib_write_bw 65536 1 "$p" "rate=${rate}kbit;uses=$TP_PLANES;tx-depth=4" "$rep"
+				bw_args="-D $dur -f 1 -Q 1 -t 4" bw_point "$t" scaling ib_write_bw 65536 1 "$p" "rate=${rate}kbit;uses=$TP_PLANES;tx-depth=4" "$rep"
 			fi
 		done
 		on_both tc_clear
@@ -154,8 +158,8 @@ failover() {
 			cmd="iperf3 -c $PEER_PLANE0_IP -B $PLANE0_IP -t $((fail_t + 30)) -i 1 -f k --forceflush"
 			pat='Kbits/sec'
 		else
-			srv="ib_write_bw $TP_SRV -s 65536 -D 1 --run_infinitely -p $PT_PORT -F"
-			cmd="stdbuf -oL ib_write_bw $TP_CLI -s 65536 -D 1 --run_infinitely -p $PT_PORT -F $TP_TARGET"
+			srv="ib_write_bw $TP_SRV -s 65536 -D 1 -Q 1 --run_infinitely -p $PT_PORT -F"
+			cmd="stdbuf -oL ib_write_bw $TP_CLI -s 65536 -D 1 -Q 1 --run_infinitely -p $PT_PORT -F $TP_TARGET"
 			pat='^[0-9.]+ +65536 +[0-9]+ +[0-9.]+ +[0-9.]+'
 		fi
 		peer_spawn "echo \$\$ > /run/bench-failover.pid; exec timeout $((fail_t + 90)) $srv" > /dev/null
@@ -223,7 +227,7 @@ congestion() {
 			if [ "$t" = tcp ]; then
 				ip_run 0 "$cong_t" 1 $((5201 + i)) > "$BOUT/.cg$i" &
 			else
-				(PT_PORT=$((18515 + i)) && pt_run ib_write_bw $((cong_t + 25)) -s 65536 -D "$cong_t" -f 1 -t 4 && pt_bw 65536 > "$BOUT/.cg$i" || : > "$BOUT/.cg$i") &
+				(PT_PORT=$((18515 + i)) && pt_run ib_write_bw $((cong_t + 25)) -s 65536 -D "$cong_t" -f 1 -Q 1 -t 4 && pt_bw 65536 > "$BOUT/.cg$i" || : > "$BOUT/.cg$i") &
 			fi
 			flows+=($!)
 		done

@@ -38,9 +38,9 @@ write_bw() {
 	port=$((port + 1))
 	g=$(gid_index "$dev" "$PLANE0_IP") || { echo "n/a"; return; }
 	pg=$(peer ". $METAROCE_REPO/selftests/lib.sh; gid_index $dev $PEER_PLANE0_IP") || { echo "n/a"; return; }
-	job=$(peer_spawn "timeout 60 ib_write_bw -d $dev -x $pg -p $port -s 65536 -D 10")
+	job=$(peer_spawn "timeout 60 ib_write_bw -d $dev -x $pg -p $port -s 65536 -D 10 -Q 1")
 	sleep 3
-	out=$(timeout 60 ib_write_bw -d "$dev" -x "$g" -p "$port" -s 65536 -D 10 "$METAROCE_PEER_ADDR" 2>&1)
+	out=$(timeout 60 ib_write_bw -d "$dev" -x "$g" -p "$port" -s 65536 -D 10 -Q 1 "$METAROCE_PEER_ADDR" 2>&1)
 	peer_wait "$job" 70 > /dev/null
 	# Result line: size iterations BW-peak BW-average MsgRate (MB/s = MiB/s).
 	awk '$1 == 65536 && NF >= 5 { print $4; exit }' <<< "$out" | grep . || echo "failed"
