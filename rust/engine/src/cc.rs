@@ -1,9 +1,10 @@
 //! Per-path congestion control.
 //!
 //! Each path has its own window (PWND); the QP window is their sum. A
-//! congestion signal (ECN-CE echo, or N losses within one RTT) shrinks only
-//! the path that saw it, while every ACK grows its own path. Algorithms
-//! plug in through [`CongestionControl`]; [`Aimd`] is the v1 default.
+//! congestion signal (ECN-CE echo, queueing delay above target, or N losses
+//! within one RTT) shrinks only the path that saw it, while every ACK grows
+//! its own path. Algorithms plug in through [`CongestionControl`]; [`Aimd`]
+//! is the v1 default.
 
 /// Fixed-point unit: one packet of window.
 pub const CWND_ONE: u32 = 1024;
@@ -35,6 +36,8 @@ pub struct PathCc {
     pub acked_in_epoch: u32,
     /// CE-marked packets acknowledged in the current epoch.
     pub ce_in_epoch: u32,
+    /// ACKs in the current epoch that reported queueing delay above target.
+    pub delayed_in_epoch: u32,
     /// Losses detected in the current epoch.
     pub losses_in_epoch: u32,
     /// Time the current epoch (about one RTT) ends.
@@ -61,6 +64,9 @@ pub struct AckSignal {
     pub ce: bool,
     /// Smoothed RTT of the path (ns).
     pub srtt: u64,
+    /// The path's smoothed RTT exceeds its minimum by more than the
+    /// queueing-delay target: a queue is building where nothing marks ECN.
+    pub delayed: bool,
 }
 
 /// A pluggable congestion-control algorithm acting on one path at a time.
@@ -77,7 +83,8 @@ pub trait CongestionControl {
 
 /// v1 default: slow start, then additive increase of one packet per RTT;
 /// multiplicative decrease by `alpha/2` (DCTCP-style ECN fraction) at most
-/// once per RTT on CE, by 1/2 on `loss_md_threshold` losses in one RTT.
+/// once per RTT on CE, by 1/4 once per RTT while the queueing delay is
+/// above target, by 1/2 on `loss_md_threshold` losses in one RTT.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Aimd;
 
@@ -106,8 +113,15 @@ impl CongestionControl for Aimd {
     fn on_ack(&mut self, cc: &mut PathCc, p: &CcParams, sig: &AckSignal) {
         let n = sig.newly_acked;
         cc.acked_in_epoch = cc.acked_in_epoch.saturating_add(n);
-        if sig.ce {
-            cc.ce_in_epoch = cc.ce_in_epoch.saturating_add(n.max(1));
+        if sig.delayed {
+            cc.delayed_in_epoch = cc.delayed_in_epoch.saturating_add(1);
+        }
+        if sig.ce || sig.delayed {
+            if sig.ce {
+                cc.ce_in_epoch = cc.ce_in_epoch.saturating_add(n.max(1));
+            }
+            // Either signal ends slow start, and the window does not grow
+            // on an ACK that reports a queue.
             if cc.cwnd < cc.ssthresh {
                 cc.ssthresh = cc.cwnd;
             }
@@ -133,9 +147,16 @@ impl CongestionControl for Aimd {
                 cc.cwnd = cc.cwnd.saturating_sub(cut);
                 cc.ssthresh = cc.cwnd;
                 cc.last_decrease = sig.now;
+            } else if cc.delayed_in_epoch > 0
+                && sig.now.saturating_sub(cc.last_decrease) >= sig.srtt
+            {
+                cc.cwnd = cc.cwnd.saturating_sub(cc.cwnd / 4);
+                cc.ssthresh = cc.cwnd;
+                cc.last_decrease = sig.now;
             }
             cc.acked_in_epoch = 0;
             cc.ce_in_epoch = 0;
+            cc.delayed_in_epoch = 0;
             cc.losses_in_epoch = 0;
             cc.epoch_end = sig.now.saturating_add(sig.srtt);
         }
@@ -181,6 +202,7 @@ mod tests {
             newly_acked: 1,
             ce,
             srtt: 10,
+            delayed: false,
         }
     }
 
@@ -206,5 +228,39 @@ mod tests {
             a.on_timeout(&mut cc, &P, 500);
         }
         assert_eq!(cc.window(), 2);
+    }
+
+    #[test]
+    fn queueing_delay_ends_slow_start_and_cuts_once_per_rtt() {
+        let mut a = Aimd;
+        let mut cc = PathCc::default();
+        a.init_path(&mut cc, &P, 0);
+        for t in 0..20 {
+            a.on_ack(&mut cc, &P, &ack(t, false));
+        }
+        let grown = cc.window();
+        assert_eq!(grown, 24);
+        let delayed = |now| AckSignal {
+            delayed: true,
+            ..ack(now, false)
+        };
+        // A delayed ACK ends slow start; at the end of its epoch (here the
+        // same ACK) the window is cut by a quarter, and does not grow.
+        a.on_ack(&mut cc, &P, &delayed(25));
+        let cut = grown - grown / 4;
+        assert_eq!(cc.window(), cut);
+        assert_eq!(cc.ssthresh, cc.cwnd);
+        // Within the same RTT no second cut, and no growth.
+        a.on_ack(&mut cc, &P, &delayed(30));
+        assert_eq!(cc.window(), cut);
+        // The delay persists for another RTT: another cut.
+        a.on_ack(&mut cc, &P, &delayed(36));
+        assert_eq!(cc.cwnd, cut * CWND_ONE - cut * CWND_ONE / 4);
+        // Without delay the window grows again, additively.
+        let w = cc.window();
+        for t in 60..80 {
+            a.on_ack(&mut cc, &P, &ack(t, false));
+        }
+        assert!(cc.window() > w && cc.window() <= w + 1);
     }
 }

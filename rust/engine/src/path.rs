@@ -160,6 +160,7 @@ impl TxPath {
             alpha: 0,
             acked_in_epoch: 0,
             ce_in_epoch: 0,
+            delayed_in_epoch: 0,
             losses_in_epoch: 0,
             epoch_end: 0,
             last_decrease: 0,

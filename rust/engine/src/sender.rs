@@ -613,6 +613,7 @@ impl<C: CongestionControl> Sender<C> {
         }
         self.advance_floor(slot);
         let rto_now;
+        let delayed_seen;
         {
             let Some(p) = self.paths.get_mut(slot) else {
                 return;
@@ -638,12 +639,18 @@ impl<C: CongestionControl> Sender<C> {
                 self.cfg.max_rto_ns,
             );
             let srtt = if p.rtt.sampled { p.rtt.srtt } else { rto_now };
+            let target = self.cfg.delay_target_ns.max(p.rtt.min_rtt);
+            let delayed = self.cfg.delay_target_ns != 0
+                && p.rtt.sampled
+                && p.rtt.srtt.saturating_sub(p.rtt.min_rtt) > target;
             let sig = AckSignal {
                 now,
                 newly_acked: newly,
                 ce: ack.ce,
                 srtt,
+                delayed,
             };
+            delayed_seen = delayed;
             self.cc.on_ack(&mut p.cc, &self.ccp, &sig);
             if lost > 0 {
                 self.cc.on_loss(&mut p.cc, &self.ccp, lost, now, srtt);
@@ -655,7 +662,7 @@ impl<C: CongestionControl> Sender<C> {
             }
         }
         self.stats.sack_losses += u64::from(lost);
-        if ack.ce || lost > 0 {
+        if ack.ce || lost > 0 || delayed_seen {
             self.congested = true;
         }
         self.maybe_grow(now);

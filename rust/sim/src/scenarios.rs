@@ -115,6 +115,26 @@ pub fn incast(seed: u64) -> Scenario {
     sc
 }
 
+/// 8-to-1 onto a 1 Gbit/s downlink that marks no ECN (a software switch,
+/// a host or a VM as the bottleneck), no rate hints: only the queueing
+/// delay (or loss) can tell the senders to stop growing. `delay_target_ns`
+/// 0 turns the delay signal off for comparison.
+pub fn no_ecn_slow_bottleneck(seed: u64, delay_target_ns: u64) -> Scenario {
+    let mut sc = base("8-to-1, 1G, no ECN", seed);
+    sc.planes = 1;
+    sc.links_per_plane = 4;
+    sc.senders = 8;
+    sc.msgs_per_sender = 4;
+    sc.down.gbps = 1.0;
+    sc.down.ecn_bytes = u64::MAX;
+    sc.core.ecn_bytes = u64::MAX;
+    sc.sender_cfg.initial_paths = 4;
+    sc.sender_cfg.delay_target_ns = delay_target_ns;
+    sc.warmup_ns = 20_000_000;
+    sc.bin_ns = 1_000_000;
+    sc
+}
+
 /// One 100 Gbit/s plane with a 1.5 ms RTT: paths must grow.
 pub fn long_rtt(seed: u64) -> Scenario {
     let mut sc = base("1.5 ms RTT, 100G", seed);

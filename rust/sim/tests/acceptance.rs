@@ -165,3 +165,40 @@ fn incast_steady_state_queue_is_small() {
         o.max_down_queue_steady
     );
 }
+
+#[test]
+fn delay_signal_bounds_the_queue_where_nothing_marks_ecn() {
+    let on = no_ecn_slow_bottleneck(12, 1_000_000);
+    let off = no_ecn_slow_bottleneck(12, 0);
+    let (o_on, o_off) = (run(&on), run(&off));
+    check_clean("delay signal on", &o_on);
+    check_clean("delay signal off", &o_off);
+    let (u_on, u_off) = (down_utilisation(&o_on, &on), down_utilisation(&o_off, &off));
+    println!(
+        "no ECN, 1G: delay on: util {:.1}%, steady queue {} B, losses {}, RTOs {}; \
+         off: util {:.1}%, steady queue {} B, losses {}, RTOs {}",
+        u_on * 100.0,
+        o_on.max_down_queue_steady,
+        o_on.sack_losses,
+        o_on.timeouts,
+        u_off * 100.0,
+        o_off.max_down_queue_steady,
+        o_off.sack_losses,
+        o_off.timeouts
+    );
+    // 1 ms at 1 Gbit/s is 125 kB; the windows' floor alone (8 senders x 4
+    // paths x pwnd_min 2 x 4 KiB) is 256 kB. The queue stays within 8 ms
+    // while the link stays busy, and nothing is dropped; without the signal
+    // the queue fills the 4 MB buffer and packets drop.
+    assert!(u_on >= 0.90, "utilisation {u_on}");
+    assert_eq!(o_on.sack_losses, 0);
+    assert!(
+        o_on.max_down_queue_steady <= 1_000_000,
+        "steady queue {}",
+        o_on.max_down_queue_steady
+    );
+    assert!(
+        o_on.max_down_queue_steady * 2 < o_off.max_down_queue_steady,
+        "the delay signal must be what bounds the queue"
+    );
+}
