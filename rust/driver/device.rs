@@ -279,6 +279,8 @@ impl IbDriver for MetaRoceDevice {
         attr.max_cq = MAX_CQ as i32;
         attr.max_cqe = MAX_CQE as i32;
         attr.max_mr = MAX_MR as i32;
+        // Windows take their keys from the regions' table.
+        attr.max_mw = MAX_MR as i32;
         attr.max_pd = MAX_PD as i32;
         attr.max_qp_rd_atom = MAX_RD_ATOMIC as i32;
         attr.max_qp_init_rd_atom = MAX_RD_ATOMIC as i32;
