@@ -6,11 +6,13 @@ of rust/engine (so a selftest that uses it cross-checks spec and code).
   metaroce_pkt.py check
       offline self-test: the CRC check value and a probe round trip
   metaroce_pkt.py send --dst IP --kind data|ack|nak|reply|planes|ud [--src IP]
-                       [--qpn N] [--qkey K]
+                       [--qpn N] [--qkey K] [--imm I] [--src-qpn N]
       send one valid packet of that kind (SEND with payload, ACK, NAK,
       PROBE_REPLY, PLANES, or a 256-byte UD_SEND datagram to QP N with
-      Q_Key K, default QP1 and the GSI Q_Key) to IP:4792; nothing is
-      expected back
+      Q_Key K, default QP1 and the GSI Q_Key, from source QPN --src-qpn,
+      default 0x21, with immediate data I if given) to IP:4792; nothing
+      is expected back. A --src-qpn wider than 24 bits makes the datagram
+      one a v1 receiver must drop (malformed)
   metaroce_pkt.py burst --dst IP [--src IP] [--count N]
       send N PROBEs (one path each) and report how many replies came back
       and their round-trip times
@@ -67,6 +69,7 @@ def probe(opcode, dst_qpn, path_id, seq, timestamp) -> bytes:
 
 OP_SEND = 0x01
 OP_UD_SEND = 0x07
+FLAG_IMM = 0x0002
 GSI_QKEY = 0x80010000
 OP_ACK = 0x10
 OP_NAK = 0x11
@@ -214,8 +217,10 @@ def send_kind(a):
         "nak": nak(0x12, (2 << 6) | 1, 1, 5, 0),
         "reply": probe(OP_PROBE_REPLY, 0x12, (2 << 6) | 1, 3, 99),
         "planes": planes(0x12, 0x34, False, [a.src or "198.18.0.2", "198.18.1.2"]),
-        # Section 5: rkey = Q_Key, imm = source QPN, offset 0, whole payload.
-        "ud": data(OP_UD_SEND, 0, a.qpn, 0, 0, 7, 7, 0, 256, bytes(256), rkey=a.qkey, imm=0x21),
+        # Section 5: rkey = Q_Key, remote_va = source QPN, imm = immediate
+        # data with the IMM flag (else 0), offset 0, whole payload.
+        "ud": data(OP_UD_SEND, 0 if a.imm is None else FLAG_IMM, a.qpn, 0, 0, 7, 7, 0, 256, bytes(256),
+                   remote_va=a.src_qpn, rkey=a.qkey, imm=a.imm or 0),
     }
     pkt = pkts[a.kind]
     open_tx(a, a.sport).sendto(pkt, (a.dst, UDP_PORT))
@@ -309,6 +314,8 @@ def main():
     p.add_argument("--kind", choices=["data", "ack", "nak", "reply", "planes", "ud"], required=True)
     p.add_argument("--qpn", type=lambda v: int(v, 0), default=1)
     p.add_argument("--qkey", type=lambda v: int(v, 0), default=GSI_QKEY)
+    p.add_argument("--imm", type=lambda v: int(v, 0))
+    p.add_argument("--src-qpn", type=lambda v: int(v, 0), default=0x21)
     p = sub.add_parser("burst")
     p.add_argument("--dst", required=True)
     p.add_argument("--src")

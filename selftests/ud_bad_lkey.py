@@ -5,7 +5,10 @@ kernel virtual address, with the lkeys of the device's first regions (the
 kernel's DMA regions: the MAD layer's PD registers the first one) or with
 the process's own lkey, complete with IBV_WC_LOC_PROT_ERR and send
 nothing. A valid send from the same QP completes successfully (so the
-check can tell the two apart).
+check can tell the two apart). Last, the QP sends itself a datagram with
+immediate data (SEND_WITH_IMM, over loopback): the receive completion
+carries the immediate, IBV_WC_WITH_IMM, the QP's own number as source QPN
+and the payload after the 40-byte GRH area.
 
   ud_bad_lkey.py DEV GID_INDEX
 """
@@ -19,7 +22,7 @@ from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
-from pyverbs.wr import SGE, SendWR
+from pyverbs.wr import SGE, RecvWR, SendWR
 
 QKEY = 0x11111111
 # The start of x86-64's direct map (without KASLR) and a kernel text address.
@@ -70,6 +73,34 @@ def main():
             sys.exit(f"FAIL: send of kernel address {addr:#x} with lkey {lkey:#x}: status {st}, "
                      f"want LOC_PROT_ERR ({e.IBV_WC_LOC_PROT_ERR})")
     print(f"ok: {len(cases)} sends naming kernel addresses all failed with LOC_PROT_ERR")
+
+    # Immediate data on a datagram, to ourselves.
+    payload = bytes((i * 11 + 7) & 0xFF for i in range(64))
+    rmr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
+    qp.post_recv(RecvWR(wr_id=0xEC, num_sge=1, sg=[SGE(rmr.buf, 40 + 64, rmr.lkey)]))
+    mr.write(payload, len(payload), 0)
+    imm = 0x12345678
+    wr = SendWR(wr_id=0x1A, opcode=e.IBV_WR_SEND_WITH_IMM, num_sge=1, imm_data=imm,
+                sg=[SGE(mr.buf, 64, mr.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_ud(ah, qp.qp_num, QKEY)
+    qp.post_send(wr)
+    wcs = {}
+    for _ in range(2):
+        wc = poll(cq)
+        wcs[wc.wr_id] = wc
+    if set(wcs) != {0x1A, 0xEC}:
+        sys.exit(f"FAIL: completions {sorted(wcs)}, want the send 0x1a and the receive 0xec")
+    s, r = wcs[0x1A], wcs[0xEC]
+    if s.status != e.IBV_WC_SUCCESS:
+        sys.exit(f"FAIL: SEND_WITH_IMM on UD completed with status {s.status}")
+    if r.status != e.IBV_WC_SUCCESS or not r.wc_flags & e.IBV_WC_WITH_IMM or r.imm_data != imm:
+        sys.exit(f"FAIL: datagram receive status {r.status} flags {r.wc_flags:#x} imm {r.imm_data:#x}, "
+                 f"want success, IBV_WC_WITH_IMM and {imm:#x}")
+    if r.src_qp != qp.qp_num or r.byte_len != 40 + 64 or rmr.read(64, 40) != payload:
+        sys.exit(f"FAIL: datagram receive src_qp {r.src_qp:#x} byte_len {r.byte_len}, "
+                 f"want {qp.qp_num:#x} and {40 + 64} with the payload after the GRH")
+    print(f"ok: a datagram with immediate data arrives with imm {imm:#x}, IBV_WC_WITH_IMM, "
+          f"source QPN {qp.qp_num:#x} and its 64 bytes")
 
 
 if __name__ == "__main__":

@@ -48,14 +48,19 @@ log "$out"
 # The receiver's checks, with datagrams built from the spec by
 # metaroce_pkt.py on host B: a wrong Q_Key for QP1 and an unknown QP are
 # dropped; a datagram with the GSI Q_Key reaches QP1 (the MAD layer then
-# discards its empty MAD), and nothing breaks.
+# discards its empty MAD), also one with immediate data, and nothing
+# breaks; a source QPN wider than 24 bits is malformed.
 pkt="/usr/bin/python3 $METAROCE_REPO/selftests/metaroce_pkt.py send --dst $PLANE0_IP --kind ud"
-rx0=$(stat ud_rx_packets) drop0=$(stat ud_rx_dropped)
+rx0=$(stat ud_rx_packets) drop0=$(stat ud_rx_dropped) bad0=$(stat rx_malformed)
 peer "$pkt --qpn 1 --qkey 0x1234" > /dev/null || fail "cannot send a datagram from host B"
 peer "$pkt --qpn 0x3ff0" > /dev/null || fail "cannot send a datagram from host B"
 peer "$pkt --qpn 1" > /dev/null || fail "cannot send a datagram from host B"
+peer "$pkt --qpn 1 --imm 0x5eed1234" > /dev/null || fail "cannot send a datagram from host B"
+peer "$pkt --qpn 1 --src-qpn 0x1000021" > /dev/null || fail "cannot send a datagram from host B"
 sleep 1
 drops=$(($(stat ud_rx_dropped) - drop0)) rx=$(($(stat ud_rx_packets) - rx0))
+bad=$(($(stat rx_malformed) - bad0))
 [ "$drops" = 2 ] || fail "$drops datagrams dropped, want 2 (wrong Q_Key, unknown QP)"
-[ "$rx" = 1 ] || fail "$rx datagrams delivered, want 1 (to QP1 with the GSI Q_Key)"
-log "ok: wrong Q_Key and unknown QP dropped, GSI Q_Key delivered to QP1"
+[ "$rx" = 2 ] || fail "$rx datagrams delivered, want 2 (to QP1 with the GSI Q_Key, with and without immediate)"
+[ "$bad" = 1 ] || fail "$bad malformed packets, want 1 (a 25-bit source QPN)"
+log "ok: wrong Q_Key and unknown QP dropped, GSI Q_Key delivered to QP1 (also with immediate data), a 25-bit source QPN malformed"

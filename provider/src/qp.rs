@@ -1263,6 +1263,8 @@ mod tests {
         assert_eq!(check_qp_init_ex(RC, m, 0, ops | tso), Err(EOPNOTSUPP));
         let read = u64::from(sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_READ);
         assert_eq!(check_qp_init_ex(UD, m, 0, read), Err(EOPNOTSUPP));
+        let send_imm = u64::from(sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_IMM);
+        assert_eq!(check_qp_init_ex(UD, m, 0, send_imm), Ok(()));
         // Atomics are not in protocol v1.
         for op in [
             sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,

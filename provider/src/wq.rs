@@ -34,9 +34,8 @@ fn opcode_allowed(qp_type: u32, op: u32) -> bool {
             op,
             OP_RDMA_WRITE | OP_RDMA_WRITE_IMM | OP_SEND | OP_SEND_IMM
         ),
-        // UD_SEND's `imm` field carries the source QPN (protocol.md 5): no
-        // immediate data on datagrams in v1.
-        sys::ibv_qp_type_IBV_QPT_UD => op == OP_SEND,
+        // UD_SEND carries immediate data (protocol.md 5).
+        sys::ibv_qp_type_IBV_QPT_UD => matches!(op, OP_SEND | OP_SEND_IMM),
         _ => false,
     }
 }
@@ -58,7 +57,8 @@ pub(crate) fn supported_send_ops(qp_type: u32) -> u64 {
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_IMM;
-    let ud = sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND;
+    let ud = sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_IMM;
     u64::from(match qp_type {
         sys::ibv_qp_type_IBV_QPT_RC => rc,
         sys::ibv_qp_type_IBV_QPT_UC => uc,
@@ -476,6 +476,13 @@ mod tests {
             ..send
         };
         assert_eq!(ud.push(&send, Payload::Sges(&sge())), Ok(()));
+        // Datagrams carry immediate data.
+        let send_imm = SendWr {
+            opcode: OP_SEND_IMM,
+            ex: 0x1234_5678,
+            ..send
+        };
+        assert_eq!(ud.push(&send_imm, Payload::Sges(&sge())), Ok(()));
     }
 
     #[test]

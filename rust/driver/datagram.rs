@@ -2,8 +2,9 @@
 
 //! Datagrams: UD and GSI (QP1) queue pairs on the wire (protocol.md
 //! section 5). A send work request becomes one UD_SEND packet (`rkey` =
-//! Q_Key, `imm` = source QPN) to the IPv4 address of its address handle; no
-//! ACK, no retransmission. A received datagram takes the next receive
+//! Q_Key, `remote_va` = source QPN, `imm` = immediate data with the IMM
+//! flag) to the IPv4 address of its address handle; no ACK, no
+//! retransmission. A received datagram takes the next receive
 //! buffer of its QP (or SRQ): a 40-byte GRH area first, whose bytes 20..40
 //! hold the IPv4 header as received (RoCEv2 over IPv4, what
 //! `ib_init_ah_attr_from_wc` and `ibv_init_ah_from_wc` read), then the
@@ -240,8 +241,8 @@ impl Datagram {
                 if qkey & QKEY_CONTROLLED != 0 {
                     qkey = self.qkey.load(Ordering::Relaxed);
                 }
-                let status = if req.opcode != b::ib_wr_opcode_IB_WR_SEND {
-                    // UD_SEND's `imm` carries the source QPN: no immediate.
+                let with_imm = req.opcode == b::ib_wr_opcode_IB_WR_SEND_WITH_IMM;
+                let status = if req.opcode != b::ib_wr_opcode_IB_WR_SEND && !with_imm {
                     b::ib_wc_status_IB_WC_LOC_QP_OP_ERR
                 } else if len > i.mtu || len as usize > wire::MAX_PAYLOAD {
                     b::ib_wc_status_IB_WC_LOC_LEN_ERR
@@ -253,7 +254,7 @@ impl Datagram {
                             i.next_psn = psn.wrapping_add(1);
                             let h = DataHeader {
                                 opcode: Opcode::UdSend,
-                                flags: 0,
+                                flags: if with_imm { wire::FLAG_IMM } else { 0 },
                                 dst_qpn: qpn,
                                 path_id: 0,
                                 floor_delta: 0,
@@ -263,9 +264,9 @@ impl Datagram {
                                 msg_len: len,
                                 payload_len: len as u16,
                                 rsn: 0,
-                                remote_va: 0,
+                                remote_va: u64::from(t.qpn),
                                 rkey: qkey,
-                                imm: t.qpn,
+                                imm: if with_imm { u32::from_be(req.ex) } else { 0 },
                                 timestamp: now_ns(),
                             };
                             // Any entropy will do: vary the port per datagram.
@@ -348,14 +349,17 @@ impl Datagram {
             Err(Syndrome::InvalidRequest) => b::ib_wc_status_IB_WC_LOC_LEN_ERR,
             Err(_) => b::ib_wc_status_IB_WC_LOC_PROT_ERR,
         };
+        let with_imm = h.flags & wire::FLAG_IMM != 0;
         let wc = Completion {
             wr_id,
             status,
             opcode: b::ib_wc_opcode_IB_WC_RECV,
             byte_len: (GRH_LEN + payload.len()) as u32,
             qp_num: t.qpn,
-            src_qp: h.imm & 0xff_ffff,
-            wc_flags: b::ib_wc_flags_IB_WC_GRH,
+            // The parser holds it to 24 bits.
+            src_qp: h.remote_va as u32,
+            ex: if with_imm { h.imm.to_be() } else { 0 },
+            wc_flags: b::ib_wc_flags_IB_WC_GRH | if with_imm { b::ib_wc_flags_IB_WC_WITH_IMM } else { 0 },
             ..Default::default()
         };
         if t.recv_cq.data().push(&t.recv_cq, &wc, t.qp_addr, false).is_err() {

@@ -40,6 +40,8 @@ pub const ATOMIC_CMP_SWAP_LEN: u32 = 16;
 pub const FLAG_RETRANSMIT: u16 = 0x0001;
 /// Data flag: immediate data field is valid (set exactly for *_IMM opcodes).
 pub const FLAG_IMM: u16 = 0x0002;
+/// UD_SEND carries the source QPN (24 bits) in `remote_va`.
+pub const UD_SRC_QPN_MAX: u64 = 0xFF_FFFF;
 /// All data flags defined by v1; other bits must be zero.
 pub const DATA_FLAGS_MASK: u16 = FLAG_RETRANSMIT | FLAG_IMM;
 /// ACK flag: at least one acknowledged packet arrived with ECN-CE.
@@ -316,13 +318,14 @@ pub struct DataHeader {
     /// right buffer whatever order packets arrive in. 0 for other opcodes.
     pub rsn: u16,
     /// Remote virtual address of the message start (WRITE/READ_REQ), or of
-    /// the 8 bytes an atomic request operates on, else 0.
+    /// the 8 bytes an atomic request operates on; SEND part offset and
+    /// `MORE` (large SENDs); source QPN (UD_SEND); else 0.
     pub remote_va: u64,
     /// Remote key (WRITE/READ_REQ/atomic requests), the key to invalidate
     /// (SEND_INV), or Q_Key for UD, else 0.
     pub rkey: u32,
-    /// Immediate data (*_IMM), requester MSN (READ_RESP, ATOMIC_RESP),
-    /// source QPN (UD).
+    /// Immediate data (*_IMM, UD_SEND with `FLAG_IMM`), requester MSN
+    /// (READ_RESP, ATOMIC_RESP), else 0.
     pub imm: u32,
     /// Sender timestamp in ns, echoed by ACKs for RTT measurement.
     pub timestamp: u64,
@@ -368,7 +371,9 @@ impl DataHeader {
         if self.flags & !DATA_FLAGS_MASK != 0 {
             return Err(WireError::BadFlags);
         }
-        if (self.flags & FLAG_IMM != 0) != self.opcode.has_imm() {
+        let imm_flag = self.flags & FLAG_IMM != 0;
+        // A datagram may carry immediate data or not.
+        if imm_flag != self.opcode.has_imm() && self.opcode != Opcode::UdSend {
             return Err(WireError::BadFlags);
         }
         if self.payload_len as usize > MAX_PAYLOAD {
@@ -389,6 +394,11 @@ impl DataHeader {
             Opcode::UdSend => {
                 if self.offset != 0 || u32::from(self.payload_len) != self.msg_len {
                     return Err(WireError::BadLength);
+                }
+                // `remote_va` is the 24-bit source QPN; `imm` is data only
+                // with the IMM flag.
+                if self.remote_va > UD_SRC_QPN_MAX || (!imm_flag && self.imm != 0) {
+                    return Err(WireError::ReservedNonZero);
                 }
             }
             Opcode::CmpSwap | Opcode::FetchAdd | Opcode::AtomicWrite | Opcode::AtomicResp => {
@@ -849,6 +859,69 @@ mod tests {
             ..h
         };
         assert_eq!(imm.encode(&mut buf), Err(WireError::BadFlags));
+    }
+
+    fn ud_header(imm: Option<u32>) -> DataHeader {
+        DataHeader {
+            opcode: Opcode::UdSend,
+            flags: if imm.is_some() { FLAG_IMM } else { 0 },
+            dst_qpn: 0x15,
+            path_id: 0,
+            floor_delta: 0,
+            psn: 3,
+            msn: 3,
+            offset: 0,
+            msg_len: 24,
+            payload_len: 24,
+            rsn: 0,
+            remote_va: 0xAB_CDEF,
+            rkey: 0x1111_1111,
+            imm: imm.unwrap_or(0),
+            timestamp: 9,
+        }
+    }
+
+    /// UD_SEND: the source QPN in `remote_va`, immediate data in `imm`
+    /// with `FLAG_IMM` (section 5); a QPN wider than 24 bits, or `imm`
+    /// without the flag, is rejected.
+    #[test]
+    fn ud_send_source_qpn_and_immediate() {
+        let payload = [3u8; 24];
+        for imm in [None, Some(0), Some(0xDEAD_BEEF)] {
+            let h = ud_header(imm);
+            let mut buf = [0u8; 128];
+            let n = encode_data_packet(&h, &payload, &mut buf).unwrap();
+            assert_eq!(&buf[32..40], &0xAB_CDEFu64.to_be_bytes());
+            assert_eq!(&buf[44..48], &imm.unwrap_or(0).to_be_bytes());
+            match parse_packet(&buf[..n]).unwrap() {
+                Packet::Data { header, payload: p } => {
+                    assert_eq!(header, h);
+                    assert_eq!(header.flags & FLAG_IMM != 0, imm.is_some());
+                    assert_eq!(p, &payload);
+                }
+                _ => panic!("wrong kind"),
+            }
+            assert_corruption_caught(&buf[..n]);
+        }
+        let wide = DataHeader {
+            remote_va: UD_SRC_QPN_MAX + 1,
+            ..ud_header(None)
+        };
+        assert_eq!(wide.validate(), Err(WireError::ReservedNonZero));
+        let stray = DataHeader {
+            imm: 5,
+            ..ud_header(None)
+        };
+        assert_eq!(stray.validate(), Err(WireError::ReservedNonZero));
+        // Other opcodes still need the flag exactly when they carry imm.
+        let send = DataHeader {
+            opcode: Opcode::Send,
+            flags: FLAG_IMM,
+            remote_va: 0,
+            rkey: 0,
+            ..ud_header(None)
+        };
+        assert_eq!(send.validate(), Err(WireError::BadFlags));
     }
 
     /// Any single bit flip of the encoded packet `pkt`, and every
