@@ -565,8 +565,8 @@ impl Transport {
                     w.rkey = req.ex;
                 }
                 let checked = match wc_opcode_for(req.opcode) {
-                    // UC carries no READs.
-                    Some((Opcode::ReadReq, _)) if i.uc.is_some() => Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
+                    // UC carries no READs or SEND_INV (protocol.md 5).
+                    Some((Opcode::ReadReq | Opcode::SendInv, _)) if i.uc.is_some() => Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
                     Some((op, wc_opcode)) => {
                         w.opcode = op;
                         w.wc_opcode = wc_opcode;
@@ -1022,6 +1022,9 @@ impl Transport {
                         })
                     })
                 }
+                // Not UC operations (READs, SEND_INV, atomics): dropped; the
+                // receive a SEND_INV would take completes in error.
+                op if op.has_rsn() => Err(RecvFate::Failed(b::ib_wc_status_IB_WC_REM_INV_REQ_ERR)),
                 _ => Err(RecvFate::Taken),
             }
         })();
