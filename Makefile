@@ -7,6 +7,8 @@
 #   make demo       boot two hosts and show the device and rxe side by side
 #   make bench      the benchmark suite on two QEMU hosts: report and plots
 #                   (BENCH_QUICK=1: the ~5 minute subset); see selftests/bench
+#   make bench-profile  perf on both hosts during ib_write_bw, MetaRoCE and
+#                   rxe: where the CPU time goes (profile.md, ~3 minutes)
 #   make check      host-side checks (rig self-check, cargo test, clippy, rustfmt)
 #   make kernel     build (or find) the cached test kernel
 #   make deps       install build and test dependencies (Debian 12)
@@ -22,7 +24,7 @@ LLVM ?= 1
 MAKEFLAGS += --no-print-directory
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all modules clean deps kernel check test demo selftests provider install bench
+.PHONY: all modules clean deps kernel check test demo selftests provider install bench bench-profile
 
 all: modules
 
@@ -67,3 +69,9 @@ demo: kernel provider
 bench: kernel provider
 	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)
 	BENCH_INVOCATION="make bench$(if $(BENCH_QUICK), BENCH_QUICK=$(BENCH_QUICK))" selftests/bench/run.sh
+
+bench-profile: kernel provider
+	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)
+	out=$${BENCH_OUT:-$$(mktemp -d /tmp/metaroce-profile.XXXXXX)}; \
+	METAROCE_OUT=$$out selftests/rig/run.sh 'bash selftests/bench/profile.sh' && \
+	echo "profile: $$out/bench/profile.md"

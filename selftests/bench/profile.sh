@@ -1,0 +1,67 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Where the CPU time goes (make bench-profile): ib_write_bw 64 KiB, 1 QP,
+# 10 s, once over MetaRoCE (the rig's usual 2 planes) and once over rxe,
+# with `perf record -a` (software cpu-clock: TCG has no PMU) on the sending
+# host A and the receiving host B. Writes profile.md with the top symbols
+# per host and transport and the bandwidth of each run, under
+# $METAROCE_OUT/bench/ (run on host A through selftests/rig/run.sh).
+# shellcheck source=/dev/null
+. "$(dirname "$0")/lib.sh"
+csv_init
+command -v perf > /dev/null || { echo "profile: perf not installed"; exit 1; }
+md=$BOUT/profile.md
+top=${PROFILE_TOP:-25}
+dur=${PROFILE_SECONDS:-10}
+reset_rdma
+peer "modprobe rdma_rxe" > /dev/null 2>&1
+modprobe rdma_rxe
+
+# report FILE: the top symbols (children excluded), as a markdown block.
+report() {
+	perf report -i "$1" --no-children --sort dso,sym --stdio 2> /dev/null |
+		grep -vE '^#|^$' | head -"$top"
+}
+
+{
+	echo "# Where the time goes: perf on both hosts during ib_write_bw"
+	echo
+	echo "- **Date:** $(date -u '+%Y-%m-%d %H:%M UTC'), guest kernel $(uname -r), $(nproc) vCPU per host (TCG)"
+	echo "- **Command:** \`make bench-profile\`; each run: \`ib_write_bw -s 65536 -D $dur -f 1 -Q 1\`,"
+	echo "  \`perf record -a -g -e cpu-clock -F 499\` for the middle $((dur - 4)) s on both hosts."
+	echo "- Columns: share of all samples on that host (idle included), shared object, symbol."
+	echo
+} > "$md"
+
+for t in metaroce rxe; do
+	planes=1
+	[ "$t" = metaroce ] && planes=$((METAROCE_PLANES < 2 ? METAROCE_PLANES : 2))
+	tp_up "$t" "$planes" || { echo "## $t: not available ($TP_REASON)" >> "$md"; tp_down "$t"; continue; }
+	pa=/tmp/perf-$t-A.data pb=/tmp/perf-$t-B.data
+	(sleep 3 && perf record -a -g -e cpu-clock -F 499 -o "$pa" -- sleep $((dur - 4)) > /dev/null 2>&1) &
+	rec=$!
+	peer "(sleep 3 && perf record -a -g -e cpu-clock -F 499 -o $pb -- sleep $((dur - 4))) > /dev/null 2>&1 &" > /dev/null
+	pt_run ib_write_bw $((dur + 30)) -s 65536 -D "$dur" -f 1 -Q 1
+	bw=$(pt_bw 65536 || echo "no result")
+	wait "$rec"
+	sleep 2
+	{
+		echo "## $t ($TP_PLANES plane(s)): $bw MiB/s"
+		echo
+		echo "Host A (sender):"
+		echo
+		echo '```'
+		report "$pa"
+		echo '```'
+		echo
+		echo "Host B (receiver):"
+		echo
+		echo '```'
+		peer "perf report -i $pb --no-children --sort dso,sym --stdio 2> /dev/null | grep -vE '^#|^\$' | head -$top"
+		echo '```'
+		echo
+	} >> "$md"
+	csv "$t" profile ib_write_bw 65536 1 "$TP_PLANES" lossless 1 bw_MiBps "$bw"
+	tp_down "$t"
+done
+echo "profile: $md"
