@@ -21,7 +21,7 @@ use super::srq::SrqState;
 use crate::ib::device::{Device, DeviceAttr, IbDriver, PortAttr, PortImmutable};
 use crate::ib::kdma::KernelConsumer;
 use crate::ib::udata::Udata;
-use crate::ib::verbs::{Ah, Cq, Mr, Mw, Pd, Qp, QpInit, Srq};
+use crate::ib::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, Srq};
 use super::net::{log_last_drop, DropRecord, NetRx};
 use super::plane::PlaneTable;
 use crate::ib::netdev::NetDevice;
@@ -400,7 +400,7 @@ impl IbDriver for MetaRoceDevice {
         Ok(())
     }
 
-    fn post_srq_recv(srq: &Srq<SrqState>, wr: &bindings::ib_recv_wr) -> Result {
+    fn post_srq_recv(srq: &Srq<SrqState>, wr: KernelRecvWr<'_>) -> Result {
         srq.data().post_recv(wr)
     }
 
@@ -421,16 +421,16 @@ impl IbDriver for MetaRoceDevice {
         QpState::release(dev, qp);
     }
 
-    fn post_send(qp: &Qp<QpState>, wr: Option<&bindings::ib_send_wr>) -> Result {
+    fn post_send(qp: &Qp<QpState>, wr: Option<KernelSendWr<'_, AhState>>) -> Result {
         let dev = qp.device::<DeviceState>();
         match wr {
-            Some(wr) => qp.data().post_send(dev, wr),
+            Some(wr) => qp.data().post_send(dev, &wr),
             None if qp.is_user() => qp.data().doorbell(dev),
             None => Err(EINVAL),
         }
     }
 
-    fn post_recv(qp: &Qp<QpState>, wr: &bindings::ib_recv_wr) -> Result {
+    fn post_recv(qp: &Qp<QpState>, wr: KernelRecvWr<'_>) -> Result {
         qp.data().post_recv(wr)
     }
 

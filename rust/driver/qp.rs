@@ -19,7 +19,7 @@ use super::wqe::{self, geometry, Remote, SendWqe, Sge};
 use crate::ib::ring::SharedRing;
 use crate::ib::eopnotsupp;
 use crate::ib::udata::Udata;
-use crate::ib::verbs::{self, AddressVector, Qp, QpInit};
+use crate::ib::verbs::{self, AddressVector, KernelRecvWr, KernelSendWr, Qp, QpInit};
 use crate::sys::bindings as b;
 
 /// Attributes set through `modify_qp`.
@@ -357,8 +357,8 @@ impl QpState {
     }
 
     /// Queues a kernel consumer's receive request.
-    pub(crate) fn post_recv(&self, wr: &b::ib_recv_wr) -> Result {
-        let (wr_id, sges) = verbs::recv_wr(wr)?;
+    pub(crate) fn post_recv(&self, wr: KernelRecvWr<'_>) -> Result {
+        let (wr_id, sges) = wr.read()?;
         let rq = self.transport.rq().ok_or(EINVAL)?;
         if self.state() == b::ib_qp_state_IB_QPS_RESET || sges.len() > self.cap.max_recv_sge as usize {
             return Err(EINVAL);
@@ -368,8 +368,8 @@ impl QpState {
     }
 
     /// Queues a kernel consumer's send request and sends it.
-    pub(crate) fn post_send(&self, dev: &MetaRoceIbDevice, wr: &b::ib_send_wr) -> Result {
-        let w = verbs::send_wr::<AhState>(wr, self.qp_type)?;
+    pub(crate) fn post_send(&self, dev: &MetaRoceIbDevice, wr: &KernelSendWr<'_, AhState>) -> Result {
+        let w = wr.read(self.qp_type)?;
         let state = self.state();
         if state != b::ib_qp_state_IB_QPS_RTS && state != b::ib_qp_state_IB_QPS_SQD && state != b::ib_qp_state_IB_QPS_ERR {
             return Err(EINVAL);

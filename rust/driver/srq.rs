@@ -11,7 +11,7 @@ use super::wqe::{self, geometry};
 use crate::ib::ring::SharedRing;
 use crate::ib::eopnotsupp;
 use crate::ib::udata::Udata;
-use crate::ib::verbs;
+use crate::ib::verbs::KernelRecvWr;
 use crate::sys::bindings as b;
 
 /// Driver state of an SRQ.
@@ -90,8 +90,8 @@ impl SrqState {
     }
 
     /// Queues a kernel consumer's receive request.
-    pub(crate) fn post_recv(&self, wr: &b::ib_recv_wr) -> Result {
-        let (wr_id, sges) = verbs::recv_wr(wr)?;
+    pub(crate) fn post_recv(&self, wr: KernelRecvWr<'_>) -> Result {
+        let (wr_id, sges) = wr.read()?;
         if sges.len() > self.max_sge as usize {
             return Err(EINVAL);
         }

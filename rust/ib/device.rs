@@ -12,7 +12,7 @@ use kernel::types::Opaque;
 
 use super::netdev::{NetDevice, NetDeviceRef};
 use super::udata::Udata;
-use super::verbs::{Ah, Cq, Mr, Mw, Pd, Qp, QpInit, Srq};
+use super::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, Srq};
 use crate::sys::bindings;
 
 /// Device attributes reported by `query_device` (the core's `ib_device_attr`).
@@ -100,7 +100,7 @@ pub(crate) trait IbDriver: Sized {
     /// Reports an SRQ's attributes.
     fn query_srq(srq: &Srq<Self::Srq>, attr: &mut bindings::ib_srq_attr) -> Result;
     /// Posts one receive work request to an SRQ (kernel consumers).
-    fn post_srq_recv(srq: &Srq<Self::Srq>, wr: &bindings::ib_recv_wr) -> Result;
+    fn post_srq_recv(srq: &Srq<Self::Srq>, wr: KernelRecvWr<'_>) -> Result;
     /// Creates a queue pair; returns its number and state.
     fn create_qp(
         dev: &Device<Self::Data>,
@@ -121,9 +121,9 @@ pub(crate) trait IbDriver: Sized {
     fn destroy_qp(dev: &Device<Self::Data>, qp: &Qp<Self::Qp>);
     /// Posts one send work request (kernel consumers), or, with `None`,
     /// rings the doorbell of a user QP whose send ring has new entries.
-    fn post_send(qp: &Qp<Self::Qp>, wr: Option<&bindings::ib_send_wr>) -> Result;
+    fn post_send(qp: &Qp<Self::Qp>, wr: Option<KernelSendWr<'_, Self::Ah>>) -> Result;
     /// Posts one receive work request (kernel consumers).
-    fn post_recv(qp: &Qp<Self::Qp>, wr: &bindings::ib_recv_wr) -> Result;
+    fn post_recv(qp: &Qp<Self::Qp>, wr: KernelRecvWr<'_>) -> Result;
     /// A region covering all memory, for kernel consumers; returns
     /// `((lkey, rkey), state)`.
     fn get_dma_mr(dev: &Device<Self::Data>, pd: &Pd<Self::Pd>, access: u32) -> Result<((u32, u32), Self::Mr)>;

@@ -526,7 +526,7 @@ unsafe extern "C" fn post_srq_recv<T: IbDriver>(
     unsafe {
         let srq = Srq::<T::Srq>::from_raw(srq);
         while let Some(w) = wr.as_ref() {
-            if let Err(e) = T::post_srq_recv(srq, w) {
+            if let Err(e) = T::post_srq_recv(srq, KernelRecvWr::from_raw(w)) {
                 *bad = wr;
                 return e.to_errno();
             }
@@ -657,7 +657,7 @@ unsafe extern "C" fn post_send<T: IbDriver>(
             };
         }
         while let Some(w) = wr.as_ref() {
-            if let Err(e) = T::post_send(qp, Some(w)) {
+            if let Err(e) = T::post_send(qp, Some(KernelSendWr::from_raw(w))) {
                 *bad = wr;
                 return e.to_errno();
             }
@@ -682,7 +682,7 @@ unsafe extern "C" fn post_recv<T: IbDriver>(
     unsafe {
         let qp = Qp::<T::Qp>::from_raw(qp);
         while let Some(w) = wr.as_ref() {
-            if let Err(e) = T::post_recv(qp, w) {
+            if let Err(e) = T::post_recv(qp, KernelRecvWr::from_raw(w)) {
                 *bad = wr;
                 return e.to_errno();
             }
@@ -952,73 +952,118 @@ pub(crate) struct RegWr {
     pub(crate) length: u64,
 }
 
-/// Reads `wr` for a QP of type `qp_type`.
+/// A send work request the core handed to `post_send` of a QP of the driver
+/// whose AH data type is `A`.
 ///
-/// `A` must be the AH data type of the driver whose QP this is: the core
-/// only passes that driver's AHs to its QPs.
-pub(crate) fn send_wr<A>(wr: &bindings::ib_send_wr, qp_type: u32) -> Result<SendWr<'_, A>> {
-    let num = usize::try_from(wr.num_sge).map_err(|_| EINVAL)?;
-    if num > 0 && wr.sg_list.is_null() {
-        return Err(EINVAL);
+/// # Invariants
+///
+/// `raw` is valid for `'a` and follows the core's verbs contract: `sg_list`
+/// holds `num_sge` entries; RDMA opcodes come inside an `ib_rdma_wr`,
+/// REG_MR inside an `ib_reg_wr` naming a live MR, and sends on UD/GSI QPs
+/// inside an `ib_ud_wr` whose AH (if not NULL) is one of this driver's with
+/// data `A`, alive for the call.
+pub(crate) struct KernelSendWr<'a, A> {
+    raw: &'a bindings::ib_send_wr,
+    _ah: PhantomData<A>,
+}
+
+impl<'a, A> KernelSendWr<'a, A> {
+    /// # Safety
+    ///
+    /// `raw` must be a work request the core passed to this driver's
+    /// `post_send` for a QP whose AHs carry data `A`, valid for `'a`.
+    unsafe fn from_raw(raw: &'a bindings::ib_send_wr) -> Self {
+        // INVARIANT: the caller's guarantee.
+        Self { raw, _ah: PhantomData }
     }
-    let ud_type = qp_type == bindings::ib_qp_type_IB_QPT_UD || qp_type == bindings::ib_qp_type_IB_QPT_GSI;
-    // SAFETY: the core API: `sg_list` holds `num_sge` entries; `wr_id` is the
-    // union member consumers set (not `wr_cqe` users: they get their cqe
-    // pointer back as the same bits); RDMA opcodes come inside an
-    // `ib_rdma_wr`, REG_MR inside an `ib_reg_wr` naming a live MR, and
-    // sends on UD QPs inside an `ib_ud_wr` whose AH is one of this
-    // driver's, alive for the call.
-    unsafe {
-        let sges = if num == 0 { &[][..] } else { core::slice::from_raw_parts(wr.sg_list, num) };
-        let rdma = match wr.opcode {
-            bindings::ib_wr_opcode_IB_WR_RDMA_WRITE
-            | bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
-            | bindings::ib_wr_opcode_IB_WR_RDMA_READ => {
-                let r = &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_rdma_wr>();
-                Some((r.remote_addr, r.rkey))
-            }
-            _ => None,
-        };
-        let reg = if wr.opcode == bindings::ib_wr_opcode_IB_WR_REG_MR {
-            let r = &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_reg_wr>();
-            let mr = r.mr.as_ref().ok_or(EINVAL)?;
-            Some(RegWr { region_key: mr.lkey, new_key: r.key, access: r.access as u32, iova: mr.iova, length: mr.length })
-        } else {
-            None
-        };
-        let ud = if ud_type {
-            let u = &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_ud_wr>();
-            if u.ah.is_null() {
-                return Err(EINVAL);
-            }
-            let ah = Ah::<A>::from_raw(u.ah);
-            Some((ah, u.remote_qpn, u.remote_qkey))
-        } else {
-            None
-        };
-        Ok(SendWr {
-            wr_id: wr.__bindgen_anon_1.wr_id,
-            opcode: wr.opcode,
-            send_flags: wr.send_flags as u32,
-            ex: wr.ex.imm_data,
-            sges,
-            rdma,
-            ud,
-            reg,
-        })
+
+    /// Reads the request for a QP of type `qp_type`.
+    pub(crate) fn read(&self, qp_type: u32) -> Result<SendWr<'a, A>> {
+        let wr = self.raw;
+        let num = usize::try_from(wr.num_sge).map_err(|_| EINVAL)?;
+        if num > 0 && wr.sg_list.is_null() {
+            return Err(EINVAL);
+        }
+        let ud_type = qp_type == bindings::ib_qp_type_IB_QPT_UD || qp_type == bindings::ib_qp_type_IB_QPT_GSI;
+        // SAFETY: by the type invariants: `sg_list` holds `num_sge` entries,
+        // the opcode-specific outer structs are what the core passed, the AH
+        // is this driver's with data `A`; `wr_id` is the union member
+        // consumers set (`wr_cqe` users get their cqe pointer back as the same
+        // bits).
+        unsafe {
+            let sges = if num == 0 { &[][..] } else { core::slice::from_raw_parts(wr.sg_list, num) };
+            let rdma = match wr.opcode {
+                bindings::ib_wr_opcode_IB_WR_RDMA_WRITE
+                | bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
+                | bindings::ib_wr_opcode_IB_WR_RDMA_READ => {
+                    let r = &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_rdma_wr>();
+                    Some((r.remote_addr, r.rkey))
+                }
+                _ => None,
+            };
+            let reg = if wr.opcode == bindings::ib_wr_opcode_IB_WR_REG_MR {
+                let r = &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_reg_wr>();
+                let mr = r.mr.as_ref().ok_or(EINVAL)?;
+                Some(RegWr { region_key: mr.lkey, new_key: r.key, access: r.access as u32, iova: mr.iova, length: mr.length })
+            } else {
+                None
+            };
+            let ud = if ud_type {
+                let u = &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_ud_wr>();
+                if u.ah.is_null() {
+                    return Err(EINVAL);
+                }
+                let ah = Ah::<A>::from_raw(u.ah);
+                Some((ah, u.remote_qpn, u.remote_qkey))
+            } else {
+                None
+            };
+            Ok(SendWr {
+                wr_id: wr.__bindgen_anon_1.wr_id,
+                opcode: wr.opcode,
+                send_flags: wr.send_flags as u32,
+                ex: wr.ex.imm_data,
+                sges,
+                rdma,
+                ud,
+                reg,
+            })
+        }
     }
 }
 
-/// A kernel consumer's receive work request: its id and SGEs.
-pub(crate) fn recv_wr(wr: &bindings::ib_recv_wr) -> Result<(u64, &[bindings::ib_sge])> {
-    let num = usize::try_from(wr.num_sge).map_err(|_| EINVAL)?;
-    if num > 0 && wr.sg_list.is_null() {
-        return Err(EINVAL);
+/// A receive work request the core handed to `post_recv` or
+/// `post_srq_recv` of this driver.
+///
+/// # Invariants
+///
+/// `raw` is valid for `'a` and its `sg_list` holds `num_sge` entries.
+pub(crate) struct KernelRecvWr<'a> {
+    raw: &'a bindings::ib_recv_wr,
+}
+
+impl<'a> KernelRecvWr<'a> {
+    /// # Safety
+    ///
+    /// `raw` must be a work request the core passed to this driver's
+    /// `post_recv` or `post_srq_recv`, valid for `'a`.
+    unsafe fn from_raw(raw: &'a bindings::ib_recv_wr) -> Self {
+        // INVARIANT: the caller's guarantee.
+        Self { raw }
     }
-    // SAFETY: `sg_list` holds `num_sge` entries (core API); `wr_id` is the
-    // same bits whichever union member the consumer set.
-    unsafe {
-        let sges = if num == 0 { &[][..] } else { core::slice::from_raw_parts(wr.sg_list, num) };
-        Ok((wr.__bindgen_anon_1.wr_id, sges))
+
+    /// The consumer's id and the SGEs.
+    pub(crate) fn read(&self) -> Result<(u64, &'a [bindings::ib_sge])> {
+        let wr = self.raw;
+        let num = usize::try_from(wr.num_sge).map_err(|_| EINVAL)?;
+        if num > 0 && wr.sg_list.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: `sg_list` holds `num_sge` entries (type invariant);
+        // `wr_id` is the same bits whichever union member the consumer set.
+        unsafe {
+            let sges = if num == 0 { &[][..] } else { core::slice::from_raw_parts(wr.sg_list, num) };
+            Ok((wr.__bindgen_anon_1.wr_id, sges))
+        }
     }
 }
