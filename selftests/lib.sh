@@ -82,6 +82,32 @@ plane0_gids() {
 	fail "no RoCE v2 GIDs for plane 0 on $dev (host A $PLANE0_IP, host B $PEER_PLANE0_IP)"
 }
 
+# mr0_on_both_hosts: MetaRoCE device mr0 on plane 0 of host A and host B,
+# and their plane-0 GID indexes in $gid (A) and $pgid (B).
+mr0_on_both_hosts() {
+	expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
+	peer "rdma link add mr0 type metaroce netdev \$PLANE0_DEV" > /dev/null || fail "mr0 on host B"
+	plane0_gids mr0
+}
+
+# perftest_pair SECS "SERVER_ARGS" "CLIENT_ARGS" TARGET TEST ARGS...: perftest
+# TEST with ARGS, server on host B, client on host A towards TARGET, each
+# bounded by SECS; fails unless both sides complete and the client prints
+# its result line (the one starting with the -s size), left in $res.
+perftest_pair() {
+	local secs=$1 srv=$2 cli=$3 target=$4 t=$5 job out server
+	shift 5
+	# shellcheck disable=SC2086
+	job=$(peer_spawn "timeout $secs $t $srv $*") || fail "cannot start $t on host B"
+	sleep 3
+	# shellcheck disable=SC2086
+	out=$(timeout "$secs" "$t" $cli "$@" "$target" 2>&1) ||
+		fail "$t $cli $* failed on host A: $(tail -5 <<< "$out")"
+	server=$(peer_wait "$job" $((secs + 20))) || fail "$t $srv $* failed on host B: $(tail -5 <<< "$server")"
+	res=$(awk -v s="$(sed -n 's/.*-s \([0-9]*\).*/\1/p' <<< " $*")" '$1 == s { print; exit }' <<< "$out")
+	[ -n "$res" ] || fail "$t $cli $*: no result line: $(tail -5 <<< "$out")"
+}
+
 # resource_snapshot DEV: what this host holds for users of DEV: user
 # objects by kind (the core's resource tracking), pages still pinned
 # system-wide, and metaroce's module reference count.

@@ -10,23 +10,14 @@ trap 'reset_rdma; peer "rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1' 
 reset_rdma
 command -v ib_write_bw > /dev/null || skip "perftest not installed"
 
-expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
-peer "rdma link add mr0 type metaroce netdev \$PLANE0_DEV" > /dev/null || fail "mr0 on host B"
-plane0_gids mr0
+mr0_on_both_hosts
 
 port=18700
 run() { # test args...
-	local t=$1 job out server
+	local t=$1
 	shift
 	port=$((port + 1))
-	job=$(peer_spawn "timeout 60 $t -d mr0 -x $pgid -p $port $*") || fail "cannot start $t on host B"
-	sleep 3
-	out=$(timeout 60 "$t" -d mr0 -x "$gid" -p "$port" "$@" "$METAROCE_PEER_ADDR" 2>&1) ||
-		fail "$t $* failed on host A: $(tail -3 <<< "$out")"
-	server=$(peer_wait "$job" 80) || fail "$t $* failed on host B: $(tail -3 <<< "$server")"
-	# The result line starts with the message size.
-	res=$(awk -v s="$(sed -n 's/.*-s \([0-9]*\).*/\1/p' <<< " $*")" '$1 == s { print; exit }' <<< "$out")
-	[ -n "$res" ] || fail "$t $*: no result line"
+	perftest_pair 60 "-d mr0 -x $pgid -p $port" "-d mr0 -x $gid -p $port" "$METAROCE_PEER_ADDR" "$t" "$@"
 	# Bandwidth tests: some iterations completed, and bytes moved (the
 	# average column, MB/s, is 0.00 below ~10 kB/s: only sizes >= 4 KiB).
 	case $t in *_bw)

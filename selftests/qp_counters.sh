@@ -19,9 +19,7 @@ trap cleanup EXIT
 reset_rdma
 command -v ibv_rc_pingpong > /dev/null || skip "ibverbs-utils not installed"
 
-expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
-peer "rdma link add mr0 type metaroce netdev \$PLANE0_DEV" > /dev/null || fail "mr0 on host B"
-plane0_gids mr0
+mr0_on_both_hosts
 
 # value NAME TEXT: the number after NAME in TEXT (first occurrence).
 value() { sed -n "s/.* $1 \([0-9]*\).*/\1/p" <<< "$2" | head -1; }

@@ -12,9 +12,7 @@ reset_rdma
 command -v ib_send_bw > /dev/null || skip "perftest not installed"
 command -v rping > /dev/null || skip "rdmacm-utils not installed"
 
-expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
-peer "rdma link add mr0 type metaroce netdev \$PLANE0_DEV" > /dev/null || fail "mr0 on host B"
-plane0_gids mr0
+mr0_on_both_hosts
 
 # stat NAME [peer]: the value of counter NAME of mr0/1 on host A (or B).
 stat() {
@@ -26,16 +24,10 @@ ud_a0=$(stat ud_rx_packets) ud_b0=$(stat ud_rx_packets peer)
 
 port=18800
 run() { # test args...
-	local t=$1 job out server
+	local t=$1
 	shift
 	port=$((port + 1))
-	job=$(peer_spawn "timeout 90 $t -R -p $port $*") || fail "cannot start $t on host B"
-	sleep 3
-	out=$(timeout 90 "$t" -R -p "$port" "$@" "$PEER_PLANE0_IP" 2>&1) ||
-		fail "$t -R $* failed on host A: $(tail -5 <<< "$out")"
-	server=$(peer_wait "$job" 110) || fail "$t -R $* failed on host B: $(tail -5 <<< "$server")"
-	res=$(awk -v s="$(sed -n 's/.*-s \([0-9]*\).*/\1/p' <<< " $*")" '$1 == s { print; exit }' <<< "$out")
-	[ -n "$res" ] || fail "$t -R $*: no result line: $(tail -5 <<< "$out")"
+	perftest_pair 90 "-R -p $port" "-R -p $port" "$PEER_PLANE0_IP" "$t" "$@"
 	log "ok: $t -R $*: $res"
 }
 run ib_send_bw -n 200 -s 4096

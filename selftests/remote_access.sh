@@ -13,9 +13,7 @@ trap 'reset_rdma; peer "rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1' 
 reset_rdma
 /usr/bin/python3 -c "import pyverbs" 2> /dev/null || skip "python3-pyverbs not installed"
 
-expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
-peer "rdma link add mr0 type metaroce netdev \$PLANE0_DEV" > /dev/null || fail "mr0 on host B"
-plane0_gids mr0
+mr0_on_both_hosts
 
 here=$(cd "$(dirname "$0")" && pwd)
 port=18650

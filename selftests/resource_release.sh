@@ -16,9 +16,7 @@ trap 'pkill -9 ib_write_bw; reset_rdma; peer "pkill -9 ib_write_bw; rdma link de
 reset_rdma
 command -v ib_write_bw > /dev/null || skip "perftest not installed"
 
-expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
-peer "rdma link add mr0 type metaroce netdev \$PLANE0_DEV" > /dev/null || fail "mr0 on host B"
-plane0_gids mr0
+mr0_on_both_hosts
 
 snapshot() { resource_snapshot mr0; }
 peer_snapshot() { peer ". $METAROCE_REPO/selftests/lib.sh; resource_snapshot mr0"; }

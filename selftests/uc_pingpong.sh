@@ -14,9 +14,7 @@ trap 'tc qdisc del dev "$PLANE0_DEV" root 2>/dev/null; reset_rdma; peer "tc qdis
 reset_rdma
 command -v ibv_uc_pingpong > /dev/null || skip "ibverbs-utils not installed"
 
-expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
-peer "rdma link add mr0 type metaroce netdev \$PLANE0_DEV" > /dev/null || fail "mr0 on host B"
-plane0_gids mr0
+mr0_on_both_hosts
 
 # stat NAME: the value of counter NAME of mr0/1.
 stat() {

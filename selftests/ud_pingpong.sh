@@ -10,9 +10,7 @@ trap 'reset_rdma; peer "rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1' 
 reset_rdma
 command -v ibv_ud_pingpong > /dev/null || skip "ibverbs-utils not installed"
 
-expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
-peer "rdma link add mr0 type metaroce netdev \$PLANE0_DEV" > /dev/null || fail "mr0 on host B"
-plane0_gids mr0
+mr0_on_both_hosts
 
 # stat NAME: the value of counter NAME of mr0/1.
 stat() {
