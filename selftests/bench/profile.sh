@@ -19,7 +19,7 @@ modprobe rdma_rxe
 
 # report FILE: the top symbols (children excluded), as a markdown block.
 report() {
-	perf report -i "$1" --no-children --sort dso,sym --stdio 2> /dev/null |
+	perf report -i "$1" --no-children -g none --percent-limit 0.5 --sort dso,sym --stdio 2> /dev/null |
 		grep -vE '^#|^$' | head -"$top"
 }
 
@@ -57,7 +57,7 @@ for t in metaroce rxe; do
 		echo "Host B (receiver):"
 		echo
 		echo '```'
-		peer "perf report -i $pb --no-children --sort dso,sym --stdio 2> /dev/null | grep -vE '^#|^\$' | head -$top"
+		peer "perf report -i $pb --no-children -g none --percent-limit 0.5 --sort dso,sym --stdio 2> /dev/null | grep -vE '^#|^\$' | head -$top"
 		echo '```'
 		echo
 	} >> "$md"

@@ -47,7 +47,7 @@ pub struct SenderConfig {
     /// Unanswered probes after which a path is replaced by a fresh one.
     pub path_fail_probes: u32,
     /// Queueing delay (smoothed RTT above the path's minimum) that counts
-    /// as congestion, at least the minimum RTT itself; 0 turns the delay
+    /// as congestion, at least twice the minimum RTT; 0 turns the delay
     /// signal off. A backstop for bottlenecks that mark no ECN (software
     /// switches, hosts, VMs): without it only loss and RTOs stop growth.
     pub delay_target_ns: u64,
@@ -78,7 +78,7 @@ impl SenderConfig {
         min_rto_ns: 100_000,
         max_rto_ns: 100_000_000,
         path_fail_probes: 3,
-        delay_target_ns: 1_000_000,
+        delay_target_ns: 5_000_000,
         entropy_seed: 0x5EED,
     };
 }

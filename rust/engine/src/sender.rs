@@ -639,7 +639,12 @@ impl<C: CongestionControl> Sender<C> {
                 self.cfg.max_rto_ns,
             );
             let srtt = if p.rtt.sampled { p.rtt.srtt } else { rto_now };
-            let target = self.cfg.delay_target_ns.max(p.rtt.min_rtt);
+            // Twice the base RTT at least: jitter of the hosts themselves
+            // (scheduling, a VM's vCPU) must not read as a queue.
+            let target = self
+                .cfg
+                .delay_target_ns
+                .max(p.rtt.min_rtt.saturating_mul(2));
             let delayed = self.cfg.delay_target_ns != 0
                 && p.rtt.sampled
                 && p.rtt.srtt.saturating_sub(p.rtt.min_rtt) > target;
