@@ -9408,6 +9408,8 @@ const _: () = {
 };
 pub const metaroce_wqe_flags_METAROCE_WQE_INLINE: metaroce_wqe_flags = 1;
 pub type metaroce_wqe_flags = ::std::os::raw::c_uint;
+pub const metaroce_wr_opcode_METAROCE_WR_ATOMIC_WRITE: metaroce_wr_opcode = 15;
+pub type metaroce_wr_opcode = ::std::os::raw::c_uint;
 #[repr(C)]
 pub struct metaroce_send_wqe {
     pub wr_id: __u64,

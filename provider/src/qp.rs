@@ -14,9 +14,9 @@ use crate::sys;
 use crate::verbs::ah_num;
 use crate::wq::{supported_send_ops, RecvQueue, SendQueue};
 use crate::wqe::{
-    uverbs_opcode, uverbs_send_flags, Payload, Remote, SendWr, Sge, OP_BIND_MW, OP_CMP_SWP,
-    OP_FETCH_ADD, OP_LOCAL_INV, OP_RDMA_READ, OP_RDMA_WRITE, OP_RDMA_WRITE_IMM, OP_SEND,
-    OP_SEND_IMM, OP_SEND_INV, RECV_HDR, SEND_HDR, SEND_INLINE,
+    uverbs_opcode, uverbs_send_flags, Payload, Remote, SendWr, Sge, OP_ATOMIC_WRITE, OP_BIND_MW,
+    OP_CMP_SWP, OP_FETCH_ADD, OP_LOCAL_INV, OP_RDMA_READ, OP_RDMA_WRITE, OP_RDMA_WRITE_IMM,
+    OP_SEND, OP_SEND_IMM, OP_SEND_INV, RECV_HDR, SEND_HDR, SEND_INLINE,
 };
 
 // Our Sge is laid out as struct ibv_sge, so SGE arrays from the application
@@ -604,6 +604,7 @@ fn set_wr_ops(ex: &mut sys::ibv_qp_ex) {
     ex.wr_rdma_read = Some(wr_rdma_read);
     ex.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp);
     ex.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
+    ex.wr_atomic_write = Some(wr_atomic_write);
     ex.wr_local_inv = Some(wr_local_inv);
     ex.wr_bind_mw = Some(wr_bind_mw);
     ex.wr_set_sge = Some(wr_set_sge);
@@ -787,6 +788,36 @@ unsafe extern "C" fn wr_atomic_fetch_add(ex: *mut sys::ibv_qp_ex, rkey: u32, add
     };
     // SAFETY: as wr_send.
     unsafe { in_batch(ex, |sq, e| op(sq, e, OP_FETCH_ADD, 0, remote)) }
+}
+
+unsafe extern "C" fn wr_atomic_write(
+    ex: *mut sys::ibv_qp_ex,
+    rkey: u32,
+    addr: u64,
+    atomic_wr: *const core::ffi::c_void,
+) {
+    let f = |sq: &mut SendQueue, e: &WrCtl| {
+        if atomic_wr.is_null() {
+            return sq.batch_fail(EINVAL);
+        }
+        let mut value = [0u8; 8];
+        // SAFETY: the verb's contract: `atomic_wr` points to the 8 bytes to
+        // store (read unaligned: any address will do).
+        unsafe {
+            core::ptr::copy_nonoverlapping(atomic_wr.cast::<u8>(), value.as_mut_ptr(), 8);
+        }
+        // The bytes travel as they are (protocol.md 5.1); the WQE's
+        // compare_add field holds them in memory order.
+        let remote = Remote::Atomic {
+            addr,
+            compare_add: u64::from_ne_bytes(value),
+            swap: 0,
+            rkey,
+        };
+        op(sq, e, OP_ATOMIC_WRITE, 0, remote)
+    };
+    // SAFETY: as wr_send.
+    unsafe { in_batch(ex, f) }
 }
 
 unsafe extern "C" fn wr_set_sge(ex: *mut sys::ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
@@ -1265,12 +1296,16 @@ mod tests {
         assert_eq!(check_qp_init_ex(UD, m, 0, read), Err(EOPNOTSUPP));
         let send_imm = u64::from(sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_IMM);
         assert_eq!(check_qp_init_ex(UD, m, 0, send_imm), Ok(()));
-        // Atomics are not in protocol v1.
+        // Atomics on RC only.
         for op in [
             sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
             sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+            sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_WRITE,
         ] {
-            assert_eq!(check_qp_init_ex(RC, m, 0, u64::from(op)), Err(EOPNOTSUPP));
+            assert_ne!(ops & u64::from(op), 0);
+            assert_eq!(check_qp_init_ex(UD, m, 0, u64::from(op)), Err(EOPNOTSUPP));
+            let uc = sys::ibv_qp_type_IBV_QPT_UC;
+            assert_eq!(check_qp_init_ex(uc, m, 0, u64::from(op)), Err(EOPNOTSUPP));
         }
         // Memory windows and invalidation: RC only.
         for op in [

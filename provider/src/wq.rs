@@ -11,9 +11,9 @@ use crate::errno::{Errno, EINVAL, ENOMEM};
 use crate::queue::SharedQueue;
 use crate::sys;
 use crate::wqe::{
-    self, encode_recv, encode_send, Payload, Remote, SendWr, Sge, OP_BIND_MW, OP_CMP_SWP,
-    OP_FETCH_ADD, OP_LOCAL_INV, OP_RDMA_READ, OP_RDMA_WRITE, OP_RDMA_WRITE_IMM, OP_SEND,
-    OP_SEND_IMM, OP_SEND_INV, RECV_HDR, SEND_HDR,
+    self, encode_recv, encode_send, Payload, Remote, SendWr, Sge, OP_ATOMIC_WRITE, OP_BIND_MW,
+    OP_CMP_SWP, OP_FETCH_ADD, OP_LOCAL_INV, OP_RDMA_READ, OP_RDMA_WRITE, OP_RDMA_WRITE_IMM,
+    OP_SEND, OP_SEND_IMM, OP_SEND_INV, RECV_HDR, SEND_HDR,
 };
 
 /// Opcodes a QP type may post.
@@ -29,6 +29,9 @@ fn opcode_allowed(qp_type: u32, op: u32) -> bool {
                 | OP_SEND_INV
                 | OP_LOCAL_INV
                 | OP_BIND_MW
+                | OP_CMP_SWP
+                | OP_FETCH_ADD
+                | OP_ATOMIC_WRITE
         ),
         sys::ibv_qp_type_IBV_QPT_UC => matches!(
             op,
@@ -41,9 +44,8 @@ fn opcode_allowed(qp_type: u32, op: u32) -> bool {
 }
 
 /// The `ibv_qp_ex` send-op flags each QP type supports: what the kernel
-/// carries (atomics are not in protocol v1; memory windows and
-/// invalidation on RC only), so `create_qp_ex` refuses the others with
-/// `EOPNOTSUPP`.
+/// carries (atomics, memory windows and invalidation on RC only), so
+/// `create_qp_ex` refuses the others with `EOPNOTSUPP`.
 pub(crate) fn supported_send_ops(qp_type: u32) -> u64 {
     let rc = sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
@@ -52,7 +54,10 @@ pub(crate) fn supported_send_ops(qp_type: u32) -> u64 {
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_READ
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_INV
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_LOCAL_INV
-        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_BIND_MW;
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_BIND_MW
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_WRITE;
     let uc = sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
         | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND
@@ -141,12 +146,16 @@ impl SendQueue {
                 }
             }
         }
+        // The kernel checks an atomic's buffer length and the responder its
+        // alignment (a misaligned one completes with a remote invalid
+        // request error, as InfiniBand has it).
         match (wr.opcode, wr.remote) {
-            (OP_CMP_SWP | OP_FETCH_ADD, Remote::Atomic { addr, .. })
-                if addr.is_multiple_of(8)
-                    && payload.len() >= 8
-                    && matches!(payload, Payload::Sges(_)) => {}
+            (OP_CMP_SWP | OP_FETCH_ADD, Remote::Atomic { .. })
+                if matches!(payload, Payload::Sges(_)) => {}
             (OP_CMP_SWP | OP_FETCH_ADD, _) => return Err(EINVAL),
+            // The 8 bytes to store travel in the request itself.
+            (OP_ATOMIC_WRITE, Remote::Atomic { .. }) if payload.len() == 0 => {}
+            (OP_ATOMIC_WRITE, _) => return Err(EINVAL),
             (OP_RDMA_WRITE | OP_RDMA_WRITE_IMM | OP_RDMA_READ, Remote::Rdma { .. }) => {}
             (OP_RDMA_WRITE | OP_RDMA_WRITE_IMM | OP_RDMA_READ, _) => return Err(EINVAL),
             // Local operations move no data.
@@ -450,17 +459,28 @@ mod tests {
             length: 8,
             lkey: 1,
         }];
-        assert_eq!(
-            sq.push(&atomic, Payload::Sges(&eight)),
-            Err(EINVAL),
-            "unaligned"
-        );
+        // An unaligned atomic goes: the responder refuses it (remote
+        // invalid request), as InfiniBand has it.
+        assert_eq!(sq.push(&atomic, Payload::Sges(&eight)), Ok(()));
+        assert_eq!(sq.push(&atomic, Payload::Inline(&[0; 8])), Err(EINVAL));
+        let mut no_target = atomic;
+        no_target.remote = Remote::Rdma { addr: 0, rkey: 1 };
+        assert_eq!(sq.push(&no_target, Payload::Sges(&eight)), Err(EINVAL));
+        // ATOMIC_WRITE carries its 8 bytes in the request: no buffers.
+        let atomic_write = SendWr {
+            opcode: OP_ATOMIC_WRITE,
+            ..atomic
+        };
+        assert_eq!(sq.push(&atomic_write, Payload::Sges(&[])), Ok(()));
+        assert_eq!(sq.push(&atomic_write, Payload::Sges(&eight)), Err(EINVAL));
+        // Atomics are RC only.
+        let mut ud = SendQueue::new(SharedQueue::for_test(8, 7), UD, 2, 32);
+        assert_eq!(ud.push(&atomic, Payload::Sges(&eight)), Err(EINVAL));
         // Caps are limited by the element: 128 B holds 4 SGEs and 64 B inline.
         let big = SendQueue::new(SharedQueue::for_test(8, 7), RC, 30, 1000);
         assert_eq!(big.max_sge, 4);
         assert_eq!(big.max_inline(), 64);
         // UD only sends, and needs an address.
-        let mut ud = SendQueue::new(SharedQueue::for_test(8, 7), UD, 2, 32);
         assert_eq!(ud.push(&write(0), Payload::Sges(&sge())), Err(EINVAL));
         let send = SendWr {
             opcode: OP_SEND,

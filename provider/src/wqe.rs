@@ -44,6 +44,7 @@ pub(crate) const OP_SEND_IMM: u32 = sys::ib_uverbs_wr_opcode_IB_UVERBS_WR_SEND_W
 pub(crate) const OP_RDMA_READ: u32 = sys::ib_uverbs_wr_opcode_IB_UVERBS_WR_RDMA_READ;
 pub(crate) const OP_CMP_SWP: u32 = sys::ib_uverbs_wr_opcode_IB_UVERBS_WR_ATOMIC_CMP_AND_SWP;
 pub(crate) const OP_FETCH_ADD: u32 = sys::ib_uverbs_wr_opcode_IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
+pub(crate) const OP_ATOMIC_WRITE: u32 = sys::metaroce_wr_opcode_METAROCE_WR_ATOMIC_WRITE;
 pub(crate) const OP_LOCAL_INV: u32 = sys::ib_uverbs_wr_opcode_IB_UVERBS_WR_LOCAL_INV;
 pub(crate) const OP_SEND_INV: u32 = sys::ib_uverbs_wr_opcode_IB_UVERBS_WR_SEND_WITH_INV;
 pub(crate) const OP_BIND_MW: u32 = sys::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW;

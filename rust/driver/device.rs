@@ -291,12 +291,15 @@ impl IbDriver for MetaRoceDevice {
         attr.max_ah = MAX_AH as i32;
         attr.max_fast_reg_page_list_len = MAX_FAST_REG_PAGES;
         attr.local_ca_ack_delay = 15;
-        attr.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_NONE;
+        // Atomics (protocol.md 5.1) are atomic among all the device runs,
+        // and with the CPUs (each is one compare-and-exchange on the word).
+        attr.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_HCA;
         attr.device_cap_flags = (bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
             | bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN
             | bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE
             | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
-            | bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS) as u64;
+            | bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS
+            | bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE) as u64;
         Ok(())
     }
 

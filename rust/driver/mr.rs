@@ -14,7 +14,7 @@ use kernel::sync::Arc;
 use super::device::MetaRoceIbDevice;
 use super::fastreg::FastRegion;
 use super::limits::{MAX_FAST_REG_PAGES, MAX_MR, MAX_MR_SIZE};
-use crate::engine::wire::Syndrome;
+use crate::engine::wire::{Syndrome, ATOMIC_LEN};
 use crate::ib::kdma::{self, KernelConsumer};
 use crate::ib::umem::{PinnedPage, Umem, PAGE_SIZE};
 use crate::sys::bindings as b;
@@ -415,6 +415,42 @@ impl MrTable {
             return Err(Syndrome::RemoteAccess);
         }
         Ok(())
+    }
+
+    /// The region an atomic of the peer names (protocol.md 5.1): the key
+    /// (a region's or a bound window's), the PD, `access` (REMOTE_ATOMIC, or
+    /// REMOTE_WRITE for ATOMIC_WRITE) and the 8 bytes at `va` inside user
+    /// memory (the DMA and fast-registration regions of kernel consumers
+    /// take no atomics).
+    fn atomic_target(&self, rkey: u32, pd: usize, va: u64, access: u32) -> core::result::Result<&Region, Syndrome> {
+        let r = self.find_remote(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
+        if !r.allows(access, va, u64::from(ATOMIC_LEN)) {
+            return Err(Syndrome::RemoteAccess);
+        }
+        match r.region {
+            Mem::Region(region) if region.pages.is_some() => Ok(region),
+            // Kernel memory (DMA or fast-registration regions).
+            _ => Err(Syndrome::RemoteAccess),
+        }
+    }
+
+    /// The peer may run an atomic on the 8 bytes at `va` (checked when the
+    /// request arrives; it runs when the request completes).
+    pub(crate) fn check_remote_atomic(&self, rkey: u32, pd: usize, va: u64, access: u32) -> core::result::Result<(), Syndrome> {
+        self.atomic_target(rkey, pd, va, access).map(|_| ())
+    }
+
+    /// Runs the peer's atomic: the 8 bytes at `va` become `op(old)` in one
+    /// atomic step; returns `old`. Checked again: the region may have gone
+    /// since the request was accepted.
+    pub(crate) fn atomic_remote(&self, rkey: u32, pd: usize, va: u64, access: u32, op: impl Fn(u64) -> u64) -> core::result::Result<u64, Syndrome> {
+        let r = self.atomic_target(rkey, pd, va, access)?;
+        let p = r.pages.as_ref().ok_or(Syndrome::RemoteAccess)?;
+        let at = va.checked_sub(p.iova).ok_or(Syndrome::RemoteAccess)? as usize + p.first_offset;
+        let page = p.pages.get(at / PAGE_SIZE).ok_or(Syndrome::RemoteAccess)?;
+        // An iova whose alignment differs from the memory's: the 8 bytes
+        // are not one aligned word.
+        page.atomic_u64(at % PAGE_SIZE, op).map_err(|_| Syndrome::InvalidRequest)
     }
 
     /// The send path reads the bytes of a READ response: needs REMOTE_READ

@@ -377,17 +377,23 @@ impl QpState {
         if w.sges.len() > self.cap.max_send_sge as usize {
             return Err(EINVAL);
         }
-        let remote = match (w.reg, w.rdma, w.ud) {
-            (Some(r), _, _) => Remote::Reg {
+        // No kernel consumer posts ATOMIC_WRITE (its value has no place in
+        // `ib_atomic_wr`): refused rather than sent without one.
+        if w.opcode == b::ib_wr_opcode_IB_WR_ATOMIC_WRITE {
+            return Err(EINVAL);
+        }
+        let remote = match (w.reg, w.rdma, w.atomic, w.ud) {
+            (Some(r), _, _, _) => Remote::Reg {
                 region_key: r.region_key,
                 new_key: r.new_key,
                 access: r.access,
                 iova: r.iova,
                 length: r.length,
             },
-            (None, _, Some((ah, qpn, qkey))) => Remote::Ud { qpn, qkey, ah: ah.data().ah_num() },
-            (None, Some((addr, rkey)), None) => Remote::Rdma { addr, rkey },
-            (None, None, None) => Remote::Rdma { addr: 0, rkey: 0 },
+            (None, _, _, Some((ah, qpn, qkey))) => Remote::Ud { qpn, qkey, ah: ah.data().ah_num() },
+            (None, _, Some(a), None) => Remote::Atomic { addr: a.remote_addr, compare_add: a.compare_add, swap: a.swap, rkey: a.rkey },
+            (None, Some((addr, rkey)), None, None) => Remote::Rdma { addr, rkey },
+            (None, None, None, None) => Remote::Rdma { addr: 0, rkey: 0 },
         };
         let mut s = [Sge::default(); MAX_SGE as usize];
         for (d, g) in s.iter_mut().zip(w.sges) {

@@ -83,6 +83,10 @@ struct OutWr {
     remote_va: u64,
     rkey: u32,
     imm: u32,
+    /// Atomics: compare value, addend or the value to store.
+    compare_add: u64,
+    /// CMP_SWAP: the swap value.
+    swap: u64,
     /// Bytes already turned into messages.
     posted: u32,
     /// Messages (READ: responses) still to complete.
@@ -105,6 +109,8 @@ const NO_WR: OutWr = OutWr {
     remote_va: 0,
     rkey: 0,
     imm: 0,
+    compare_add: 0,
+    swap: 0,
     posted: 0,
     pending: 0,
     status: b::ib_wc_status_IB_WC_SUCCESS,
@@ -125,28 +131,43 @@ enum OutMsg {
     Wr { wr: u32, offset: u32 },
     /// A READ response: bytes of our region `rkey` from `va`.
     ReadResp { va: u64, rkey: u32 },
+    /// An atomic response: the original value the atomic found, kept
+    /// here until the message is acknowledged (retransmissions send it
+    /// again; the atomic never runs twice, protocol.md 5.1).
+    AtomicResp { original: u64 },
 }
 
-/// A READ request of ours waiting for its response (requester side).
+/// A READ or atomic request of ours waiting for its response (requester
+/// side).
 #[derive(Clone, Copy)]
 struct PendingRead {
-    /// MSN of the READ_REQ (the response names it in `imm`).
+    /// MSN of the request (the response names it in `imm`).
     req_msn: u32,
-    /// The READ work request (ring index) and where in its buffer the
-    /// response goes.
+    /// The work request (ring index) and where in its buffer the response
+    /// goes.
     wr: u32,
     offset: u32,
     len: u32,
 }
 
-/// A READ request of the peer to answer (responder side), once our
-/// message window takes the response.
+/// A READ or atomic request of the peer to answer (responder side), once
+/// our message window takes the response.
 #[derive(Clone, Copy)]
-struct ReadToAnswer {
+struct ToAnswer {
     req_msn: u32,
-    va: u64,
-    rkey: u32,
+    /// READ_RESP or ATOMIC_RESP.
+    opcode: Opcode,
     len: u32,
+    /// Where the response's bytes come from.
+    out: OutMsg,
+}
+
+/// The operands of an atomic request of the peer, from its arrival to
+/// its execution when it completes (at `msn % MSG_WINDOW`).
+#[derive(Clone, Copy)]
+struct AtomicOperands {
+    msn: u32,
+    bytes: [u8; wire::ATOMIC_CMP_SWAP_LEN as usize],
 }
 
 struct Inner {
@@ -163,12 +184,17 @@ struct Inner {
     sq_taken: u32,
     /// The request at `sq_taken` has been read and partly posted.
     taking: bool,
-    /// Our READs waiting for responses (at most `max_rd_atomic`).
+    /// Our READs and atomics waiting for responses (at most
+    /// `max_rd_atomic`).
     reads: [Option<PendingRead>; MAX_RD_ATOMIC as usize],
-    /// READs the QP may have outstanding (its `max_rd_atomic`, at least 1).
+    /// READs and atomics the QP may have outstanding (its `max_rd_atomic`,
+    /// at least 1).
     max_rd_atomic: usize,
-    /// The peer's READs to answer, oldest first.
-    answers: [Option<ReadToAnswer>; MAX_RD_ATOMIC as usize],
+    /// The peer's READs and executed atomics to answer, oldest first.
+    answers: [Option<ToAnswer>; MAX_RD_ATOMIC as usize],
+    /// The peer's atomic requests placed and not yet executed, at
+    /// `msn % MSG_WINDOW`.
+    atomic_operands: KVVec<AtomicOperands>,
     /// `IB_ACCESS_*` the QP grants its peer (REMOTE_WRITE, REMOTE_READ).
     access: u32,
     /// Receive sequence number of the next receive-consuming message sent.
@@ -235,6 +261,9 @@ fn wc_opcode_for(opcode: u32) -> Option<(Opcode, u32)> {
         b::ib_wr_opcode_IB_WR_RDMA_WRITE => (Opcode::Write, b::ib_wc_opcode_IB_WC_RDMA_WRITE),
         b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM => (Opcode::WriteImm, b::ib_wc_opcode_IB_WC_RDMA_WRITE),
         b::ib_wr_opcode_IB_WR_RDMA_READ => (Opcode::ReadReq, b::ib_wc_opcode_IB_WC_RDMA_READ),
+        b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => (Opcode::CmpSwap, b::ib_wc_opcode_IB_WC_COMP_SWAP),
+        b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => (Opcode::FetchAdd, b::ib_wc_opcode_IB_WC_FETCH_ADD),
+        b::ib_wr_opcode_IB_WR_ATOMIC_WRITE => (Opcode::AtomicWrite, b::ib_wc_opcode_IB_WC_ATOMIC_WRITE),
         _ => return None,
     })
 }
@@ -268,8 +297,39 @@ fn remote_status(s: Syndrome) -> u32 {
     }
 }
 
+/// The access an atomic needs, of the QP and of the region: REMOTE_WRITE
+/// for ATOMIC_WRITE (a write of 8 bytes), REMOTE_ATOMIC for the others.
+fn atomic_access(op: Opcode) -> u32 {
+    if op == Opcode::AtomicWrite {
+        b::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+    } else {
+        b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
+    }
+}
+
+/// What an atomic does to the 8 bytes it finds (`operands` as on the wire,
+/// protocol.md 5.1).
+fn atomic_update(op: Opcode, operands: &[u8; 16]) -> impl Fn(u64) -> u64 {
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&operands[..8]);
+    let mut second = [0u8; 8];
+    second.copy_from_slice(&operands[8..]);
+    let (a, s) = (u64::from_be_bytes(first), u64::from_be_bytes(second));
+    // ATOMIC_WRITE carries bytes, stored as they came.
+    let store = u64::from_ne_bytes(first);
+    move |m| match op {
+        Opcode::CmpSwap if m == a => s,
+        Opcode::CmpSwap => m,
+        Opcode::FetchAdd => m.wrapping_add(a),
+        _ => store,
+    }
+}
+
 /// Why a send work request cannot be carried: its error completion status.
 fn check_request(req: &SendReq, op: Opcode, mrs: &MrTable, who: &Requester) -> core::result::Result<u32, u32> {
+    if op.atomic_len().is_some() {
+        return check_atomic(req, op, mrs, who);
+    }
     let len = u32::try_from(req.len()).ok().filter(|&l| l <= MAX_MSG_SIZE).ok_or(b::ib_wc_status_IB_WC_LOC_LEN_ERR)?;
     if op == Opcode::ReadReq && req.is_inline {
         return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
@@ -281,6 +341,26 @@ fn check_request(req: &SendReq, op: Opcode, mrs: &MrTable, who: &Requester) -> c
         }
     }
     Ok(len)
+}
+
+/// An atomic work request: CMP_SWAP and FETCH_ADD name an 8-byte local
+/// buffer the original value goes to (writable by the device); the value
+/// ATOMIC_WRITE stores is in the request itself. Returns its length, 8.
+fn check_atomic(req: &SendReq, op: Opcode, mrs: &MrTable, who: &Requester) -> core::result::Result<u32, u32> {
+    if op == Opcode::AtomicWrite {
+        return Ok(wire::ATOMIC_LEN);
+    }
+    if req.is_inline {
+        return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
+    }
+    if req.len() != u64::from(wire::ATOMIC_LEN) {
+        return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+    }
+    for s in &req.sges[..req.num_sge] {
+        mrs.check_local(s.lkey, who, s.addr, s.length, true)
+            .map_err(|_| b::ib_wc_status_IB_WC_LOC_PROT_ERR)?;
+    }
+    Ok(wire::ATOMIC_LEN)
 }
 
 impl Transport {
@@ -306,6 +386,10 @@ impl Transport {
         for _ in 0..WR_WINDOW {
             wrs.push(NO_WR, GFP_KERNEL)?;
         }
+        let mut atomic_operands = KVVec::with_capacity(MSG_WINDOW, GFP_KERNEL)?;
+        for _ in 0..MSG_WINDOW {
+            atomic_operands.push(AtomicOperands { msn: 0, bytes: [0; 16] }, GFP_KERNEL)?;
+        }
         let inner = Inner {
             sender,
             receiver,
@@ -317,6 +401,7 @@ impl Transport {
             reads: [None; MAX_RD_ATOMIC as usize],
             max_rd_atomic: 1,
             answers: [None; MAX_RD_ATOMIC as usize],
+            atomic_operands,
             access: 0,
             tx_rsn: 0,
             rx_rsn: 0,
@@ -549,6 +634,8 @@ impl Transport {
                     remote_va: req.remote_addr,
                     rkey: req.rkey,
                     imm: u32::from_be(req.ex),
+                    compare_add: req.compare_add,
+                    swap: req.swap,
                     ..NO_WR
                 };
                 if let Some(wc_opcode) = local_op_wc(req.opcode) {
@@ -565,8 +652,10 @@ impl Transport {
                     w.rkey = req.ex;
                 }
                 let checked = match wc_opcode_for(req.opcode) {
-                    // UC carries no READs or SEND_INV (protocol.md 5).
-                    Some((Opcode::ReadReq | Opcode::SendInv, _)) if i.uc.is_some() => Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
+                    // UC carries no READs, atomics or SEND_INV (protocol.md 5).
+                    Some((op, _)) if i.uc.is_some() && (op.expects_response() || op == Opcode::SendInv) => {
+                        Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)
+                    }
                     Some((op, wc_opcode)) => {
                         w.opcode = op;
                         w.wc_opcode = wc_opcode;
@@ -590,7 +679,7 @@ impl Transport {
             // Post the request's next message(s).
             loop {
                 let w = i.wrs[slot];
-                let is_read = w.opcode == Opcode::ReadReq;
+                let is_read = w.opcode.expects_response();
                 let free_read = i.reads.iter().position(Option::is_none);
                 if is_read && (i.reads.iter().flatten().count() >= i.max_rd_atomic || free_read.is_none()) {
                     return;
@@ -613,7 +702,8 @@ impl Transport {
                 };
                 let msg = Message {
                     opcode: op,
-                    len: chunk,
+                    // An atomic's message carries its operands.
+                    len: op.atomic_len().unwrap_or(chunk),
                     remote_va,
                     rkey: if matches!(op, Opcode::Send | Opcode::SendImm) { 0 } else { w.rkey },
                     imm: w.imm,
@@ -679,11 +769,11 @@ impl Transport {
         }
     }
 
-    /// Posts the responses to the peer's READs that the message window
-    /// takes, in request order.
+    /// Posts the responses to the peer's READs and atomics that the
+    /// message window takes, in request order.
     fn answer_reads(&self, i: &mut Inner) {
         while let Some(a) = i.answers[0] {
-            let msg = Message { opcode: Opcode::ReadResp, len: a.len, remote_va: 0, rkey: 0, imm: a.req_msn, rsn: 0 };
+            let msg = Message { opcode: a.opcode, len: a.len, remote_va: 0, rkey: 0, imm: a.req_msn, rsn: 0 };
             let msn = match i.sender.post(&msg) {
                 Ok(msn) => msn,
                 Err(PostError::QueueFull) => return,
@@ -692,7 +782,7 @@ impl Transport {
                     return;
                 }
             };
-            i.out[msn as usize % MSG_WINDOW] = OutMsg::ReadResp { va: a.va, rkey: a.rkey };
+            i.out[msn as usize % MSG_WINDOW] = a.out;
             i.answers.rotate_left(1);
             if let Some(last) = i.answers.last_mut() {
                 *last = None;
@@ -738,9 +828,16 @@ impl Transport {
                         let body = &mut buf[wire::DATA_HEADER_LEN..wire::DATA_HEADER_LEN + n];
                         if header.opcode != Opcode::ReadReq {
                             match out {
+                                OutMsg::Wr { wr, .. } if header.opcode.atomic_len().is_some() => {
+                                    let w = &i.wrs[wr as usize % WR_WINDOW];
+                                    atomic_operands(w, body)?;
+                                }
                                 OutMsg::Wr { wr, offset } => {
                                     let w = &i.wrs[wr as usize % WR_WINDOW];
                                     gather(w, (offset + header.offset) as usize, body, &mrs.lock(), &self.local)?;
+                                }
+                                OutMsg::AtomicResp { original } => {
+                                    body.copy_from_slice(&original.to_be_bytes());
                                 }
                                 OutMsg::ReadResp { va, rkey } => {
                                     let at = va.wrapping_add(u64::from(header.offset));
@@ -770,8 +867,9 @@ impl Transport {
                 OutMsg::Wr { wr, .. } => {
                     let w = &mut i.wrs[wr as usize % WR_WINDOW];
                     match c.status {
-                        // A delivered READ_REQ waits for its response.
-                        CompletionStatus::Success if c.opcode == Opcode::ReadReq => {}
+                        // A delivered READ_REQ or atomic waits for its
+                        // response.
+                        CompletionStatus::Success if c.opcode.expects_response() => {}
                         CompletionStatus::Success => w.pending = w.pending.saturating_sub(1),
                         CompletionStatus::Failed(s) => {
                             if w.status == b::ib_wc_status_IB_WC_SUCCESS {
@@ -780,8 +878,8 @@ impl Transport {
                         }
                     }
                 }
-                // The requester could not take our READ response.
-                OutMsg::ReadResp { .. } => {
+                // The requester could not take our READ or atomic response.
+                OutMsg::ReadResp { .. } | OutMsg::AtomicResp { .. } => {
                     if c.status != CompletionStatus::Success {
                         i.failed = true;
                     }
@@ -933,8 +1031,11 @@ impl Transport {
                             tx.st.mrs.lock().check_remote_read(p.rkey, self.local.pd, p.remote_va, u64::from(p.msg_len))
                         }
                     }
-                    // Not carried by this driver yet: refused, never placed.
-                    Opcode::CmpSwap | Opcode::FetchAdd | Opcode::AtomicWrite | Opcode::AtomicResp => Err(Syndrome::InvalidRequest),
+                    // Checked now, run when it completes (protocol.md 5.1).
+                    Opcode::CmpSwap | Opcode::FetchAdd | Opcode::AtomicWrite => {
+                        self.accept_atomic(i, p.opcode, p.msn, p.remote_va, p.rkey, payload, &tx.st.mrs.lock())
+                    }
+                    Opcode::AtomicResp => self.place_atomic_response(i, h.imm, payload, &tx.st.mrs.lock()),
                     // The key must be one the QP may invalidate when the
                     // SEND completes.
                     Opcode::SendInv if !tx.st.mrs.lock().can_invalidate(p.rkey, self.local.pd) => Err(Syndrome::InvalidRequest),
@@ -1068,16 +1169,71 @@ impl Transport {
     /// READ's local buffer.
     fn place_read_response(&self, i: &Inner, req_msn: u32, msg_len: u32, offset: u32, payload: &[u8], mrs: &MrTable) -> core::result::Result<(), Syndrome> {
         let r = i.reads.iter().flatten().find(|r| r.req_msn == req_msn).ok_or(Syndrome::InvalidRequest)?;
-        if r.len != msg_len {
+        let w = &i.wrs[r.wr as usize % WR_WINDOW];
+        if r.len != msg_len || w.opcode != Opcode::ReadReq {
             return Err(Syndrome::InvalidRequest);
         }
-        let w = &i.wrs[r.wr as usize % WR_WINDOW];
         scatter(&w.sges[..w.num_sge], (r.offset + offset) as usize, payload, mrs, &self.local)
     }
 
+    /// Checks the peer's atomic request `msn` when it arrives (protocol.md
+    /// 5.1: QP access and alignment, then the region) and keeps its
+    /// operands until it completes.
+    #[allow(clippy::too_many_arguments)]
+    fn accept_atomic(&self, i: &mut Inner, op: Opcode, msn: u32, va: u64, rkey: u32, payload: &[u8], mrs: &MrTable) -> core::result::Result<(), Syndrome> {
+        let access = atomic_access(op);
+        if i.access & access == 0 || !va.is_multiple_of(u64::from(wire::ATOMIC_LEN)) {
+            return Err(Syndrome::InvalidRequest);
+        }
+        mrs.check_remote_atomic(rkey, self.local.pd, va, access)?;
+        let slot = &mut i.atomic_operands[msn as usize % MSG_WINDOW];
+        slot.msn = msn;
+        slot.bytes = [0; 16];
+        slot.bytes.get_mut(..payload.len()).ok_or(Syndrome::InvalidRequest)?.copy_from_slice(payload);
+        Ok(())
+    }
+
+    /// Runs the peer's atomic request that just completed (in MSN order)
+    /// and queues its response with the original value. `None`: it cannot
+    /// run any more (its region went away since it was accepted).
+    fn run_atomic(&self, i: &Inner, op: Opcode, msn: u32, va: u64, rkey: u32, mrs: &MrTable) -> Option<u64> {
+        let operands = i.atomic_operands[msn as usize % MSG_WINDOW];
+        if operands.msn != msn {
+            return None;
+        }
+        mrs.atomic_remote(rkey, self.local.pd, va, atomic_access(op), atomic_update(op, &operands.bytes)).ok()
+    }
+
+    /// Places the response to our atomic `req_msn`: the original value, in
+    /// our byte order, into the request's 8-byte buffer (ATOMIC_WRITE has
+    /// none and ignores it).
+    fn place_atomic_response(&self, i: &Inner, req_msn: u32, payload: &[u8], mrs: &MrTable) -> core::result::Result<(), Syndrome> {
+        let r = i.reads.iter().flatten().find(|r| r.req_msn == req_msn).ok_or(Syndrome::InvalidRequest)?;
+        let w = &i.wrs[r.wr as usize % WR_WINDOW];
+        let original: [u8; 8] = payload.try_into().map_err(|_| Syndrome::InvalidRequest)?;
+        match w.opcode {
+            Opcode::CmpSwap | Opcode::FetchAdd => {
+                let bytes = u64::from_be_bytes(original).to_ne_bytes();
+                scatter(&w.sges[..w.num_sge], 0, &bytes, mrs, &self.local)
+            }
+            Opcode::AtomicWrite => Ok(()),
+            _ => Err(Syndrome::InvalidRequest),
+        }
+    }
+
+    /// Queues a response to the peer's READ or atomic, behind the others.
+    fn queue_answer(&self, i: &mut Inner, answer: ToAnswer) {
+        match i.answers.iter_mut().find(|a| a.is_none()) {
+            Some(a) => *a = Some(answer),
+            // More READs and atomics than max_dest_rd_atomic allows.
+            None => i.failed = true,
+        }
+    }
+
     /// Completes received messages in order: receive completions, READ
-    /// requests to answer, READ responses. Returns whether READs finished
-    /// or requests to answer arrived (the send side has work).
+    /// and atomic requests to answer (atomics run here), READ and atomic
+    /// responses. Returns whether READs or atomics finished or requests to
+    /// answer arrived (the send side has work).
     fn complete_receives(&self, i: &mut Inner, mrs: &SpinLockBh<MrTable>) -> bool {
         let mut progress = false;
         while let Some(c) = i.receiver.pop_completion() {
@@ -1089,15 +1245,25 @@ impl Transport {
             };
             match c.opcode {
                 Opcode::ReadReq if ok => {
-                    match i.answers.iter_mut().find(|a| a.is_none()) {
-                        Some(a) => *a = Some(ReadToAnswer { req_msn: c.msn, va: c.remote_va, rkey: c.rkey, len: c.len }),
-                        // More READs than max_dest_rd_atomic allows.
+                    let answer = ToAnswer { req_msn: c.msn, opcode: Opcode::ReadResp, len: c.len, out: OutMsg::ReadResp { va: c.remote_va, rkey: c.rkey } };
+                    self.queue_answer(i, answer);
+                    progress = true;
+                    continue;
+                }
+                Opcode::CmpSwap | Opcode::FetchAdd | Opcode::AtomicWrite if ok => {
+                    // The one place an atomic runs: its completion is
+                    // released once, however often the request arrived.
+                    match self.run_atomic(i, c.opcode, c.msn, c.remote_va, c.rkey, &mrs.lock()) {
+                        Some(original) => {
+                            let answer = ToAnswer { req_msn: c.msn, opcode: Opcode::AtomicResp, len: wire::ATOMIC_LEN, out: OutMsg::AtomicResp { original } };
+                            self.queue_answer(i, answer);
+                        }
                         None => i.failed = true,
                     }
                     progress = true;
                     continue;
                 }
-                Opcode::ReadResp => {
+                Opcode::ReadResp | Opcode::AtomicResp => {
                     let req_msn = c.imm.unwrap_or(0);
                     if let Some(slot) = i.reads.iter_mut().find(|r| r.is_some_and(|r| r.req_msn == req_msn)) {
                         if let Some(r) = slot.take() {
@@ -1169,6 +1335,24 @@ impl Transport {
         }
         progress
     }
+}
+
+/// The operands of an atomic work request as its packet carries them
+/// (protocol.md 5.1): compare and swap, the addend (big-endian numbers), or
+/// the 8 bytes to store.
+fn atomic_operands(w: &OutWr, out: &mut [u8]) -> Result {
+    let mut b = [0u8; 16];
+    match w.opcode {
+        Opcode::CmpSwap => {
+            b[..8].copy_from_slice(&w.compare_add.to_be_bytes());
+            b[8..].copy_from_slice(&w.swap.to_be_bytes());
+        }
+        Opcode::FetchAdd => b[..8].copy_from_slice(&w.compare_add.to_be_bytes()),
+        // The provider put the application's 8 bytes there as they were.
+        _ => b[..8].copy_from_slice(&w.compare_add.to_ne_bytes()),
+    }
+    out.copy_from_slice(b.get(..out.len()).ok_or(EINVAL)?);
+    Ok(())
 }
 
 /// Copies bytes `[offset, offset + out.len())` of a work request's data

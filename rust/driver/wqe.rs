@@ -164,6 +164,18 @@ pub(crate) enum Remote {
         /// Bytes.
         length: u64,
     },
+    /// Atomic target and operands.
+    Atomic {
+        /// Remote virtual address of the 8 bytes.
+        addr: u64,
+        /// Compare value (CMP_SWAP), addend (FETCH_ADD) or the value to
+        /// store (ATOMIC_WRITE).
+        compare_add: u64,
+        /// Swap value (CMP_SWAP).
+        swap: u64,
+        /// Remote key.
+        rkey: u32,
+    },
     /// UD destination.
     Ud {
         /// Remote QP number.
@@ -215,6 +227,12 @@ pub(crate) fn put_send(ring: &SharedRing, index: u32, w: &SendWqe<'_>) -> Result
             buf[56..60].copy_from_slice(&new_key.to_ne_bytes());
             buf[60..64].copy_from_slice(&access.to_ne_bytes());
         }
+        Remote::Atomic { addr, compare_add, swap, rkey } => {
+            buf[32..40].copy_from_slice(&addr.to_ne_bytes());
+            buf[40..48].copy_from_slice(&compare_add.to_ne_bytes());
+            buf[48..56].copy_from_slice(&swap.to_ne_bytes());
+            buf[56..60].copy_from_slice(&rkey.to_ne_bytes());
+        }
         Remote::Ud { qpn, qkey, ah } => {
             buf[32..36].copy_from_slice(&qpn.to_ne_bytes());
             buf[36..40].copy_from_slice(&qkey.to_ne_bytes());
@@ -238,7 +256,24 @@ const _: () = {
     assert!(SEND_WQE_HEADER == 64 && RECV_WQE_HEADER == 16 && SGE == 16);
     assert!(offset_of!(S, opcode) == 8 && offset_of!(S, send_flags) == 12);
     assert!(offset_of!(S, num_sge) == 20 && offset_of!(S, ex) == 28 && offset_of!(S, wr) == 32);
+    type A = bindings::metaroce_send_wqe__bindgen_ty_2__bindgen_ty_2;
+    assert!(offset_of!(A, remote_addr) == 0 && offset_of!(A, compare_add) == 8);
+    assert!(offset_of!(A, swap) == 16 && offset_of!(A, rkey) == 24);
 };
+
+// The provider names ATOMIC_WRITE with the ABI's own constant.
+const _: () = assert!(bindings::metaroce_wr_opcode_METAROCE_WR_ATOMIC_WRITE == bindings::ib_wr_opcode_IB_WR_ATOMIC_WRITE);
+
+/// Whether an `IB_WR_*` opcode is an atomic (its WQE uses the `atomic`
+/// layout: the rkey after the operands).
+pub(crate) fn is_atomic(opcode: u32) -> bool {
+    matches!(
+        opcode,
+        bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP
+            | bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD
+            | bindings::ib_wr_opcode_IB_WR_ATOMIC_WRITE
+    )
+}
 
 /// A work completion, as the rings carry it (`struct ib_uverbs_wc`).
 #[derive(Clone, Copy, Default)]
@@ -315,8 +350,12 @@ pub(crate) struct SendReq {
     pub(crate) ex: u32,
     /// RDMA target address (READ/WRITE).
     pub(crate) remote_addr: u64,
-    /// RDMA target key (READ/WRITE).
+    /// RDMA target key (READ/WRITE/atomics).
     pub(crate) rkey: u32,
+    /// Atomics: compare value, addend or the value to store.
+    pub(crate) compare_add: u64,
+    /// CMP_SWAP: the swap value.
+    pub(crate) swap: u64,
     /// Local data, unless inline.
     pub(crate) sges: [Sge; MAX_SGE as usize],
     /// SGEs in use.
@@ -373,13 +412,17 @@ pub(crate) fn get_send(ring: &SharedRing, index: u32) -> Result<SendReq> {
     let num = u32_at(&buf, 20) as usize;
     let inline_len = u32_at(&buf, 24) as usize;
     let is_inline = wqe_flags & bindings::metaroce_wqe_flags_METAROCE_WQE_INLINE != 0;
+    let opcode = u32_at(&buf, 8);
+    let atomic = is_atomic(opcode);
     let mut req = SendReq {
         wr_id: u64_at(&buf, 0),
-        opcode: u32_at(&buf, 8),
+        opcode,
         send_flags: u32_at(&buf, 12),
         ex: u32_at(&buf, 28),
         remote_addr: u64_at(&buf, 32),
-        rkey: u32_at(&buf, 40),
+        rkey: u32_at(&buf, if atomic { 56 } else { 40 }),
+        compare_add: if atomic { u64_at(&buf, 40) } else { 0 },
+        swap: if atomic { u64_at(&buf, 48) } else { 0 },
         sges: [Sge::default(); MAX_SGE as usize],
         num_sge: 0,
         inline: [0u8; MAX_INLINE as usize],

@@ -4,6 +4,7 @@
 //! it, which received payload is copied into directly.
 
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::error::from_err_ptr;
 use kernel::prelude::*;
@@ -59,6 +60,36 @@ impl PinnedPage {
             bindings::metaroce_helper_kunmap_local(va.cast());
         }
         Ok(())
+    }
+}
+
+impl PinnedPage {
+    /// Replaces the 8-byte value at `offset` (a multiple of 8) with
+    /// `op(old)` as one atomic step (a compare-and-exchange loop, so the
+    /// update is atomic with respect to the CPUs too) and returns `old`.
+    /// `op` may run more than once when the value changes under it.
+    pub(crate) fn atomic_u64(&self, offset: usize, op: impl Fn(u64) -> u64) -> Result<u64> {
+        if !offset.is_multiple_of(8) || offset.checked_add(8).is_none_or(|end| end > PAGE_SIZE) {
+            return Err(EINVAL);
+        }
+        // SAFETY: the page is pinned (invariant) and kmap_local is valid in
+        // any context; the 8 bytes at `offset` are inside the page and
+        // aligned for a u64, and are only accessed through atomics here
+        // (other writers of the page are CPUs or copies of whole ranges,
+        // which is the sharing RDMA memory has by nature).
+        unsafe {
+            let va = bindings::metaroce_helper_kmap_local_page(self.0.as_ptr()).cast::<u8>();
+            let cell = AtomicU64::from_ptr(va.add(offset).cast::<u64>());
+            let mut old = cell.load(Ordering::SeqCst);
+            loop {
+                match cell.compare_exchange(old, op(old), Ordering::SeqCst, Ordering::SeqCst) {
+                    Ok(_) => break,
+                    Err(now) => old = now,
+                }
+            }
+            bindings::metaroce_helper_kunmap_local(va.cast());
+            Ok(old)
+        }
     }
 }
 

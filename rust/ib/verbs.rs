@@ -934,6 +934,8 @@ pub(crate) struct SendWr<'a, A> {
     pub(crate) sges: &'a [bindings::ib_sge],
     /// RDMA target (READ/WRITE): remote address and key.
     pub(crate) rdma: Option<(u64, u32)>,
+    /// Atomic target and operands (CMP_AND_SWP, FETCH_AND_ADD).
+    pub(crate) atomic: Option<AtomicTarget>,
     /// UD target: the AH, remote QPN and Q_Key.
     pub(crate) ud: Option<(&'a Ah<A>, u32, u32)>,
     /// `IB_WR_REG_MR`: what to register.
@@ -952,6 +954,19 @@ pub(crate) struct RegWr {
     pub(crate) length: u64,
 }
 
+/// The remote side of a kernel consumer's atomic (`struct ib_atomic_wr`).
+#[derive(Clone, Copy)]
+pub(crate) struct AtomicTarget {
+    /// Address of the 8 bytes.
+    pub(crate) remote_addr: u64,
+    /// Compare value or addend.
+    pub(crate) compare_add: u64,
+    /// Swap value.
+    pub(crate) swap: u64,
+    /// Remote key.
+    pub(crate) rkey: u32,
+}
+
 /// A send work request the core handed to `post_send` of a QP of the driver
 /// whose AH data type is `A`.
 ///
@@ -959,7 +974,8 @@ pub(crate) struct RegWr {
 ///
 /// `raw` is valid for `'a` and follows the core's verbs contract: `sg_list`
 /// holds `num_sge` entries; RDMA opcodes come inside an `ib_rdma_wr`,
-/// REG_MR inside an `ib_reg_wr` naming a live MR, and sends on UD/GSI QPs
+/// atomics inside an `ib_atomic_wr`, REG_MR inside an `ib_reg_wr` naming a
+/// live MR, and sends on UD/GSI QPs
 /// inside an `ib_ud_wr` whose AH (if not NULL) is one of this driver's with
 /// data `A`, alive for the call.
 pub(crate) struct KernelSendWr<'a, A> {
@@ -1008,6 +1024,13 @@ impl<'a, A> KernelSendWr<'a, A> {
             } else {
                 None
             };
+            let atomic = match wr.opcode {
+                bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP | bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
+                    let a = &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_atomic_wr>();
+                    Some(AtomicTarget { remote_addr: a.remote_addr, compare_add: a.compare_add, swap: a.swap, rkey: a.rkey })
+                }
+                _ => None,
+            };
             let ud = if ud_type {
                 let u = &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_ud_wr>();
                 if u.ah.is_null() {
@@ -1025,6 +1048,7 @@ impl<'a, A> KernelSendWr<'a, A> {
                 ex: wr.ex.imm_data,
                 sges,
                 rdma,
+                atomic,
                 ud,
                 reg,
             })

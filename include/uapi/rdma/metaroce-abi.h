@@ -71,10 +71,20 @@ enum metaroce_wqe_flags {
 };
 
 /*
+ * Send WQE opcodes newer than the uverbs headers rdma-core 44 ships, with
+ * the kernel's values (enum ib_uverbs_wr_opcode of Linux >= 6.2).
+ */
+enum metaroce_wr_opcode {
+	METAROCE_WR_ATOMIC_WRITE = 15,	/* IB_UVERBS_WR_ATOMIC_WRITE: the 8
+					 * bytes to store in wr.atomic.compare_add,
+					 * in memory order; no SGEs */
+};
+
+/*
  * A send work request as the provider writes it. opcode takes the values of
- * enum ib_uverbs_wr_opcode (IB_UVERBS_WR_*), send_flags those of
- * enum ib_uverbs_send_flags. Followed by num_sge SGEs, or by inline_len
- * bytes of payload when METAROCE_WQE_INLINE is set.
+ * enum ib_uverbs_wr_opcode (IB_UVERBS_WR_*) and enum metaroce_wr_opcode,
+ * send_flags those of enum ib_uverbs_send_flags. Followed by num_sge SGEs,
+ * or by inline_len bytes of payload when METAROCE_WQE_INLINE is set.
  */
 struct metaroce_send_wqe {
 	__aligned_u64 wr_id;
