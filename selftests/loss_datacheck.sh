@@ -1,0 +1,180 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The data-checking tests beyond ibv_rc_pingpong (planes.sh) under loss and
+# plane failure, over one MetaRoCE device on two planes on hosts A and B:
+#  - rping -V (rdma_cm: the CM's MADs as GSI datagrams, then RC QPs with
+#    READ and WRITE, ping data validated) and ibv_uc_pingpong --chk (UC),
+#    each with 1% netem loss on every plane of both hosts, then each in a
+#    longer run during which host A's plane 1 link goes down and comes back
+#    up: the run completes (no QP error) and plane 1 carries traffic again;
+#  - ibv_ud_pingpong --chk (UD) through the same plane 1 down/up: datagrams
+#    use plane 0 only (protocol.md 5) and are not retransmitted, so the run
+#    is unaffected. There is no UD loss run: a lost datagram is gone on any
+#    transport (UD's contract), and ibv_ud_pingpong, which never resends,
+#    then waits forever, so loss cannot be a pass/fail data check for UD.
+. "$(dirname "$0")/lib.sh"
+cleanup() {
+	for d in "$PLANE0_DEV" "${PLANE1_DEV:-}"; do
+		[ -n "$d" ] || continue
+		tc qdisc del dev "$d" root 2> /dev/null
+		ip link set "$d" up
+	done
+	reset_rdma
+	peer 'for d in $PLANE0_DEV $PLANE1_DEV; do tc qdisc del dev $d root; done; rdma link delete mr0; rmmod metaroce' > /dev/null 2>&1
+}
+trap cleanup EXIT
+reset_rdma
+[ -n "${PLANE1_DEV:-}" ] || skip "the rig has a single plane"
+command -v ibv_uc_pingpong > /dev/null || skip "ibverbs-utils not installed"
+command -v rping > /dev/null || skip "rdmacm-utils not installed"
+
+expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
+expect_ok rdma link add mr0 type metaroce netdev "$PLANE1_DEV"
+peer 'rdma link add mr0 type metaroce netdev $PLANE0_DEV && rdma link add mr0 type metaroce netdev $PLANE1_DEV' > /dev/null ||
+	fail "mr0 with two planes on host B"
+plane0_gids mr0
+
+stat() { rdma statistic show link mr0/1 | tr -s ' ' '\n' | awk -v n="$1" 'p { print; exit } $0 == n { p = 1 }'; }
+plane1_sent() { cat "/sys/class/net/$PLANE1_DEV/statistics/tx_packets"; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# rping_start COUNT: rping -V, server on B, client on A in the background
+# ($client); rping_check COUNT LABEL waits for both and checks the pings
+# (client run time in $client_ms).
+port=18900
+rping_start() { # count
+	port=$((port + 1))
+	rping_job=$(peer_spawn "timeout 200 rping -s -V -C $1 -a $PEER_PLANE0_IP -p $port 2>&1") ||
+		fail "cannot start the rping server"
+	sleep 3
+	client_t0=$(now_ms)
+	timeout 200 rping -c -v -V -C "$1" -a "$PEER_PLANE0_IP" -p "$port" > /tmp/ldc_rping.out 2>&1 &
+	client=$!
+}
+rping_check() { # count label
+	wait $client || fail "rping client failed ($2): $(tail -5 /tmp/ldc_rping.out)"
+	client_ms=$(($(now_ms) - client_t0))
+	# The client validates the data. The server's loop may wait for one
+	# more ping after the last and see the client's disconnect instead
+	# (rping prints "wait for RDMA_READ_ADV state 10", DISCONNECTED, and
+	# exits non-zero): the normal end of a run, not a failure.
+	server=$(peer_wait "$rping_job" 220) ||
+		grep -qx "wait for RDMA_READ_ADV state 10" <<< "$server" ||
+		fail "rping server failed ($2): $(tail -5 <<< "$server")"
+	pings=$(grep -c "^ping data: rdma-ping-" /tmp/ldc_rping.out)
+	[ "$pings" = "$1" ] || fail "rping client shows $pings validated pings, want $1 ($2)"
+	grep -q "mismatch" /tmp/ldc_rping.out && fail "rping data mismatch ($2)"
+	log "ok: rping -V: $1 pings, data validated, $2"
+}
+
+# uc_start ITERS: ibv_uc_pingpong --chk, 16 KiB messages, server on B.
+uc_start() {
+	uc_job=$(peer_spawn "timeout 200 ibv_uc_pingpong -d mr0 -n $1 -s 16384 -c -g $pgid") || fail "cannot start the UC server"
+	sleep 2
+	client_t0=$(now_ms)
+	timeout 200 ibv_uc_pingpong -d mr0 -n "$1" -s 16384 -c -g "$gid" "$PEER_PLANE0_IP" > /tmp/ldc_uc.out 2>&1 &
+	client=$!
+}
+uc_check() { # iters label
+	wait $client || fail "ibv_uc_pingpong client failed ($2): $(tail -5 /tmp/ldc_uc.out)"
+	client_ms=$(($(now_ms) - client_t0))
+	grep -q "iters in" /tmp/ldc_uc.out || fail "ibv_uc_pingpong client did not complete ($2)"
+	peer_wait "$uc_job" 220 > /dev/null || fail "ibv_uc_pingpong server failed ($2)"
+	log "ok: ibv_uc_pingpong --chk: $1 x 16384 B, data checked, $2"
+}
+
+# ud_start ITERS / ud_check ITERS LABEL: ibv_ud_pingpong --chk, 512 B.
+ud_start() {
+	ud_job=$(peer_spawn "timeout 200 ibv_ud_pingpong -d mr0 -n $1 -s 512 -c -g $pgid") || fail "cannot start the UD server"
+	sleep 2
+	client_t0=$(now_ms)
+	timeout 200 ibv_ud_pingpong -d mr0 -n "$1" -s 512 -c -g "$gid" "$PEER_PLANE0_IP" > /tmp/ldc_ud.out 2>&1 &
+	client=$!
+}
+ud_check() {
+	wait $client || fail "ibv_ud_pingpong client failed ($2): $(tail -5 /tmp/ldc_ud.out)"
+	client_ms=$(($(now_ms) - client_t0))
+	grep -q "iters in" /tmp/ldc_ud.out || fail "ibv_ud_pingpong client did not complete ($2)"
+	peer_wait "$ud_job" 220 > /dev/null || fail "ibv_ud_pingpong server failed ($2)"
+	log "ok: ibv_ud_pingpong --chk: $1 x 512 B datagrams, data checked, $2"
+}
+
+# flap_plane1 NAME OUTPUT [uses-plane1]: host A's plane 1 link goes down
+# and up while the client $client (writing OUTPUT) runs; it must still be
+# running throughout, and (for a QP spraying over both planes) plane 1 must
+# carry traffic again.
+flap_plane1() {
+	sleep 3
+	kill -0 $client 2> /dev/null || fail "$1: the run ended before plane 1 went down: $(tail -3 "$2")"
+	expect_ok ip link set "$PLANE1_DEV" down
+	sleep 3
+	kill -0 $client 2> /dev/null || fail "$1: the run ended while plane 1 was down: $(tail -3 "$2")"
+	expect_ok ip link set "$PLANE1_DEV" up
+	s1=$(plane1_sent)
+	sleep 4
+	s2=$(plane1_sent)
+	log "$1: host A plane 1 sent +$((s2 - s1)) packets in the 4 s after link up"
+	if [ -n "${3:-}" ]; then
+		[ $((s2 - s1)) -gt 50 ] || fail "$1: traffic did not return to plane 1 after link up"
+	fi
+}
+
+# --- Lossless runs: the speed of each, to size the long runs below ---
+rping_start 100
+rping_check 100 "lossless, two planes"
+rping_ms=$((client_ms / 100))
+uc_start 100
+uc_check 100 "lossless, two planes"
+uc_ms=$((client_ms / 100))
+ud_start 100
+ud_check 100 "lossless"
+ud_ms=$((client_ms / 100))
+log "rping ~${rping_ms} ms/ping, ibv_uc_pingpong ~${uc_ms} ms, ibv_ud_pingpong ~${ud_ms} ms/round trip (client run times)"
+
+# --- 1% loss on every plane, both hosts ---
+for d in PLANE0_DEV PLANE1_DEV; do
+	expect_ok tc qdisc add dev "${!d}" root netem loss 1%
+	peer "tc qdisc add dev \$$d root netem loss 1%" || fail "netem on host B"
+done
+retx0=$(stat retransmissions)
+rping_start 100
+rping_check 100 "1% loss on both planes"
+uc_start 200
+uc_check 200 "1% loss on both planes"
+for d in PLANE0_DEV PLANE1_DEV; do
+	n=$(tc -s qdisc show dev "${!d}" | sed -n 's/.*dropped \([0-9]*\).*/\1/p' | head -1)
+	log "netem dropped ${n:-0} packets leaving host A on ${!d}"
+	[ "${n:-0}" -gt 0 ] || fail "netem dropped nothing on ${!d}: the loss run proves nothing"
+	expect_ok tc qdisc del dev "${!d}" root
+	peer "tc qdisc del dev \$$d root" || fail "removing netem on host B"
+done
+retx=$(($(stat retransmissions) - retx0))
+[ "$retx" -gt 0 ] || fail "no retransmissions under loss"
+log "ok: host A retransmitted $retx packets under loss"
+
+# --- Plane 1 down and up in the middle of each run ---
+# Runs of about 30 s at the lossless speed (the flap takes ~10 s).
+iters_for() { # ms-per-iteration
+	local n=$((30000 / ($1 > 0 ? $1 : 1)))
+	[ $n -lt 300 ] && n=300
+	[ $n -gt 20000 ] && n=20000
+	echo $n
+}
+n=$(iters_for "$rping_ms")
+rping_start "$n"
+flap_plane1 "rping" /tmp/ldc_rping.out uses-plane1
+rping_check "$n" "plane 1 down and up mid-run"
+
+n=$(iters_for "$uc_ms")
+uc_start "$n"
+flap_plane1 "ibv_uc_pingpong" /tmp/ldc_uc.out uses-plane1
+uc_check "$n" "plane 1 down and up mid-run"
+
+n=$(iters_for "$ud_ms")
+ud0=$(stat ud_tx_packets)
+ud_start "$n"
+flap_plane1 "ibv_ud_pingpong" /tmp/ldc_ud.out
+ud_check "$n" "plane 1 down and up mid-run"
+log "ok: host A sent $(($(stat ud_tx_packets) - ud0)) datagrams in that run"
+[ "$(stat rx_malformed)" = 0 ] || fail "$(stat rx_malformed) malformed packets"
+log "$(rdma statistic show link mr0/1)"
