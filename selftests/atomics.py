@@ -22,20 +22,20 @@ ran twice (a retransmitted request) or was lost, and they ran in order.
 Prints one line per check; exits non-zero on the first failure.
 """
 
-import json
 import socket
 import struct
 import sys
 import time
 
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GID, GlobalRoute
+from pyverbs.addr import GID
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QPAttr, QPCap, QPEx, QPInitAttrEx
+from pyverbs.qp import QPCap, QPEx, QPInitAttrEx
 from pyverbs.wr import SGE, SendWR
+from verbs_util import Link, connect_qp, fail, ok, poll_one, qp_state
 
 BUF = 4096
 PATTERN = bytes((i * 11 + 5) & 0xFF for i in range(BUF))
@@ -73,32 +73,6 @@ CASES = [
 ]
 
 
-def fail(msg):
-    print(f"FAIL: {msg}", flush=True)
-    sys.exit(1)
-
-
-def ok(msg):
-    print(f"ok: {msg}", flush=True)
-
-
-class Link:
-    """One JSON object per line over a TCP connection."""
-
-    def __init__(self, sock):
-        self.f = sock.makefile("rw")
-
-    def send(self, obj):
-        self.f.write(json.dumps(obj) + "\n")
-        self.f.flush()
-
-    def recv(self):
-        line = self.f.readline()
-        if not line:
-            fail("peer closed the connection")
-        return json.loads(line)
-
-
 class End:
     """A CQ and an extended RC QP (legacy post_send and ibv_wr_* both)."""
 
@@ -118,51 +92,13 @@ class End:
         return {"qpn": self.qp.qp_num, "gid": self.gid}
 
     def connect(self, peer, access):
-        a = QPAttr()
-        a.qp_state = e.IBV_QPS_INIT
-        a.pkey_index = 0
-        a.port_num = 1
-        a.qp_access_flags = access
-        self.qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
-        a = QPAttr()
-        a.qp_state = e.IBV_QPS_RTR
-        a.path_mtu = e.IBV_MTU_1024
-        a.dest_qp_num = peer["qpn"]
-        a.rq_psn = 0
-        a.max_dest_rd_atomic = WINDOW
-        a.min_rnr_timer = 12
-        gr = GlobalRoute(dgid=GID(peer["gid"]), sgid_index=self.gid_index, hop_limit=64)
-        a.ah_attr = AHAttr(is_global=1, port_num=1, gr=gr)
-        self.qp.modify(
-            a,
-            e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN
-            | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER,
-        )
-        a = QPAttr()
-        a.qp_state = e.IBV_QPS_RTS
-        a.timeout = 14
-        a.retry_cnt = 7
-        a.rnr_retry = 7
-        a.sq_psn = 0
-        a.max_rd_atomic = WINDOW
-        self.qp.modify(
-            a,
-            e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY | e.IBV_QP_SQ_PSN
-            | e.IBV_QP_MAX_QP_RD_ATOMIC,
-        )
+        connect_qp(self.qp, self.gid_index, peer["qpn"], GID(peer["gid"]), access, WINDOW)
 
     def state(self):
-        attr, _ = self.qp.query(e.IBV_QP_STATE)
-        return attr.qp_state
+        return qp_state(self.qp)
 
     def poll(self, what, timeout=30.0):
-        end = time.time() + timeout
-        while time.time() < end:
-            n, wcs = self.cq.poll()
-            if n:
-                return wcs[0]
-            time.sleep(0.005)
-        fail(f"{what}: no completion within {timeout:.0f} s")
+        return poll_one(self.cq, what, timeout, 0.005)
 
     def atomic(self, opcode, sge, rkey, addr, compare_add, swap, wr_id):
         """Legacy post_send of CMP_AND_SWP or FETCH_AND_ADD."""

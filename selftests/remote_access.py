@@ -17,7 +17,6 @@ errors (a bad lkey, a QP transition that skips states) are checked too.
 Prints one line per check; exits non-zero on the first failure.
 """
 
-import json
 import socket
 import sys
 import time
@@ -31,6 +30,7 @@ from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, SendWR
+from verbs_util import Link, connect_qp, fail, ok, poll_one, qp_state
 
 BUF = 4096
 PATTERN = bytes((i * 7 + 3) & 0xFF for i in range(BUF))
@@ -50,33 +50,6 @@ CASES = [
 ]
 
 
-def fail(msg):
-    print(f"FAIL: {msg}", flush=True)
-    sys.exit(1)
-
-
-def ok(msg):
-    print(f"ok: {msg}", flush=True)
-
-
-class Link:
-    """One JSON object per line over a TCP connection."""
-
-    def __init__(self, sock):
-        self.sock = sock
-        self.f = sock.makefile("rw")
-
-    def send(self, obj):
-        self.f.write(json.dumps(obj) + "\n")
-        self.f.flush()
-
-    def recv(self):
-        line = self.f.readline()
-        if not line:
-            fail("peer closed the connection")
-        return json.loads(line)
-
-
 class End:
     """A PD, CQ and RC QP on DEV."""
 
@@ -91,51 +64,13 @@ class End:
         return {"qpn": self.qp.qp_num, "gid": self.gid}
 
     def connect(self, peer):
-        a = QPAttr()
-        a.qp_state = e.IBV_QPS_INIT
-        a.pkey_index = 0
-        a.port_num = 1
-        a.qp_access_flags = RW | RR
-        self.qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
-        a = QPAttr()
-        a.qp_state = e.IBV_QPS_RTR
-        a.path_mtu = e.IBV_MTU_1024
-        a.dest_qp_num = peer["qpn"]
-        a.rq_psn = 0
-        a.max_dest_rd_atomic = 1
-        a.min_rnr_timer = 12
-        gr = GlobalRoute(dgid=GID(peer["gid"]), sgid_index=self.gid_index, hop_limit=64)
-        a.ah_attr = AHAttr(is_global=1, port_num=1, gr=gr)
-        self.qp.modify(
-            a,
-            e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN
-            | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER,
-        )
-        a = QPAttr()
-        a.qp_state = e.IBV_QPS_RTS
-        a.timeout = 14
-        a.retry_cnt = 7
-        a.rnr_retry = 7
-        a.sq_psn = 0
-        a.max_rd_atomic = 1
-        self.qp.modify(
-            a,
-            e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY | e.IBV_QP_SQ_PSN
-            | e.IBV_QP_MAX_QP_RD_ATOMIC,
-        )
+        connect_qp(self.qp, self.gid_index, peer["qpn"], GID(peer["gid"]), RW | RR, 1)
 
     def state(self):
-        attr, _ = self.qp.query(e.IBV_QP_STATE)
-        return attr.qp_state
+        return qp_state(self.qp)
 
     def poll(self, what, timeout=20.0):
-        end = time.time() + timeout
-        while time.time() < end:
-            n, wcs = self.cq.poll()
-            if n:
-                return wcs[0]
-            time.sleep(0.01)
-        fail(f"{what}: no completion within {timeout:.0f} s")
+        return poll_one(self.cq, what, timeout)
 
 
 def server(dev, gid_index, port):

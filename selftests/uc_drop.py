@@ -22,25 +22,16 @@ import sys
 import time
 
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
+from verbs_util import connect_qp, fail, ok, poll_one, qp_state
 
 BUF = 4096
-
-
-def fail(msg):
-    print(f"FAIL: {msg}", flush=True)
-    sys.exit(1)
-
-
-def ok(msg):
-    print(f"ok: {msg}", flush=True)
 
 
 class End:
@@ -52,38 +43,13 @@ class End:
         self.gid, self.gid_index = ctx.query_gid(1, gid_index), gid_index
 
     def connect(self, peer_qpn, dgid):
-        a = QPAttr()
-        a.qp_state = e.IBV_QPS_INIT
-        a.pkey_index = 0
-        a.port_num = 1
-        a.qp_access_flags = e.IBV_ACCESS_REMOTE_WRITE
-        self.qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
-        a = QPAttr()
-        a.qp_state = e.IBV_QPS_RTR
-        a.path_mtu = e.IBV_MTU_1024
-        a.dest_qp_num = peer_qpn
-        a.rq_psn = 0
-        gr = GlobalRoute(dgid=dgid, sgid_index=self.gid_index, hop_limit=64)
-        a.ah_attr = AHAttr(is_global=1, port_num=1, gr=gr)
-        # UC's INIT->RTR takes no MAX_DEST_RD_ATOMIC or MIN_RNR_TIMER.
-        self.qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN)
-        a = QPAttr()
-        a.qp_state = e.IBV_QPS_RTS
-        a.sq_psn = 0
-        self.qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_SQ_PSN)
+        connect_qp(self.qp, self.gid_index, peer_qpn, dgid, e.IBV_ACCESS_REMOTE_WRITE)
 
     def state(self):
-        attr, _ = self.qp.query(e.IBV_QP_STATE)
-        return attr.qp_state
+        return qp_state(self.qp)
 
     def poll(self, what, timeout=10.0):
-        end = time.time() + timeout
-        while time.time() < end:
-            n, wcs = self.cq.poll()
-            if n:
-                return wcs[0]
-            time.sleep(0.01)
-        fail(f"{what}: no completion within {timeout:.0f} s")
+        return poll_one(self.cq, what, timeout)
 
     def no_completion(self, what, wait=0.5):
         time.sleep(wait)

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: GPL-2.0
+"""What the pyverbs selftests share: TAP-style messages, the JSON line
+channel between host A and host B, connecting a QP through INIT, RTR and
+RTS, and waiting for one completion."""
+
+import json
+import sys
+import time
+
+import pyverbs.enums as e
+from pyverbs.addr import AHAttr, GlobalRoute
+from pyverbs.qp import QPAttr
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+def ok(msg):
+    print(f"ok: {msg}", flush=True)
+
+
+class Link:
+    """One JSON object per line over a TCP connection."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.f = sock.makefile("rw")
+
+    def send(self, obj):
+        self.f.write(json.dumps(obj) + "\n")
+        self.f.flush()
+
+    def recv(self):
+        line = self.f.readline()
+        if not line:
+            fail("peer closed the connection")
+        return json.loads(line)
+
+
+def _attr(state):
+    a = QPAttr()
+    a.qp_state = state
+    return a
+
+
+def connect_qp(qp, gid_index, dest_qpn, dgid, access, rd_atomic=None):
+    """Moves `qp` to RTS towards `dest_qpn` at `dgid` (port 1, PSNs 0, MTU
+    1024). `rd_atomic` set: an RC QP with that many READs/atomics each way
+    and RC's timers; None: UC, whose transitions take none of them."""
+    a = _attr(e.IBV_QPS_INIT)
+    a.pkey_index = 0
+    a.port_num = 1
+    a.qp_access_flags = access
+    qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
+    a = _attr(e.IBV_QPS_RTR)
+    a.path_mtu = e.IBV_MTU_1024
+    a.dest_qp_num = dest_qpn
+    a.rq_psn = 0
+    gr = GlobalRoute(dgid=dgid, sgid_index=gid_index, hop_limit=64)
+    a.ah_attr = AHAttr(is_global=1, port_num=1, gr=gr)
+    mask = e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN
+    if rd_atomic is not None:
+        a.max_dest_rd_atomic = rd_atomic
+        a.min_rnr_timer = 12
+        mask |= e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER
+    qp.modify(a, mask)
+    a = _attr(e.IBV_QPS_RTS)
+    a.sq_psn = 0
+    mask = e.IBV_QP_STATE | e.IBV_QP_SQ_PSN
+    if rd_atomic is not None:
+        a.timeout = 14
+        a.retry_cnt = 7
+        a.rnr_retry = 7
+        a.max_rd_atomic = rd_atomic
+        mask |= e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY | e.IBV_QP_MAX_QP_RD_ATOMIC
+    qp.modify(a, mask)
+
+
+def qp_state(qp):
+    attr, _ = qp.query(e.IBV_QP_STATE)
+    return attr.qp_state
+
+
+def poll_one(cq, what, timeout, interval=0.01):
+    """The next completion of `cq`, or FAIL after `timeout` seconds."""
+    end = time.time() + timeout
+    while time.time() < end:
+        n, wcs = cq.poll()
+        if n:
+            return wcs[0]
+        time.sleep(interval)
+    fail(f"{what}: no completion within {timeout:.0f} s")
