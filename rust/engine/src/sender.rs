@@ -1121,6 +1121,15 @@ mod tests {
 
     const MTU: u32 = 1000;
 
+    /// The peer's receiver for `cfg`'s MTU.
+    fn receiver() -> Receiver {
+        Receiver::new(ReceiverConfig {
+            peer_qpn: 0,
+            mtu: MTU,
+        })
+        .unwrap()
+    }
+
     fn cfg(paths: u16, planes: u8) -> SenderConfig {
         SenderConfig {
             mtu: MTU,
@@ -1172,17 +1181,9 @@ mod tests {
         // Requester A -> responder B: READ_REQ in A's send stream;
         // READ_RESP in B's send stream back to A, tagged with A's MSN.
         let mut a_tx = Sender::new(cfg(2, 1), 0).unwrap();
-        let mut b_rx = Receiver::new(ReceiverConfig {
-            peer_qpn: 0,
-            mtu: MTU,
-        })
-        .unwrap();
+        let mut b_rx = receiver();
         let mut b_tx = Sender::new(cfg(2, 1), 0).unwrap();
-        let mut a_rx = Receiver::new(ReceiverConfig {
-            peer_qpn: 0,
-            mtu: MTU,
-        })
-        .unwrap();
+        let mut a_rx = receiver();
         a_tx.post(&write(10)).unwrap();
         let read_msn = a_tx
             .post(&Message {
@@ -1242,17 +1243,9 @@ mod tests {
     #[test]
     fn atomic_request_executes_once_and_is_answered() {
         let mut a_tx = Sender::new(cfg(2, 1), 0).unwrap();
-        let mut b_rx = Receiver::new(ReceiverConfig {
-            peer_qpn: 0,
-            mtu: MTU,
-        })
-        .unwrap();
+        let mut b_rx = receiver();
         let mut b_tx = Sender::new(cfg(2, 1), 0).unwrap();
-        let mut a_rx = Receiver::new(ReceiverConfig {
-            peer_qpn: 0,
-            mtu: MTU,
-        })
-        .unwrap();
+        let mut a_rx = receiver();
         let swap = |len| Message {
             opcode: Opcode::CmpSwap,
             len,
@@ -1363,11 +1356,7 @@ mod tests {
     #[test]
     fn retransmits_exactly_the_lost_packet_on_another_path() {
         let mut tx = Sender::new(cfg(2, 1), 0).unwrap();
-        let mut rx = Receiver::new(ReceiverConfig {
-            peer_qpn: 0,
-            mtu: MTU,
-        })
-        .unwrap();
+        let mut rx = receiver();
         tx.post(&write(6 * MTU)).unwrap();
         let pkts: [DataHeader; 6] = core::array::from_fn(|_| data(&tx.next_packet(0).unwrap()));
         // Lose the first packet of path 0; everything else arrives, with
@@ -1406,11 +1395,7 @@ mod tests {
     #[test]
     fn dead_path_times_out_is_probed_then_replaced() {
         let mut tx = Sender::new(cfg(2, 1), 0).unwrap();
-        let mut rx = Receiver::new(ReceiverConfig {
-            peer_qpn: 0,
-            mtu: MTU,
-        })
-        .unwrap();
+        let mut rx = receiver();
         tx.post(&write(4 * MTU)).unwrap();
         let old_port = tx.path(0).unwrap().src_port;
         let mut now = 0;
