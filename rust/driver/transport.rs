@@ -1054,9 +1054,9 @@ impl Transport {
             RxVerdict::Drop(_) => return,
         }
         let reply = meta.reply_to();
-        // The NAK goes first: an ACK that covers the failed message's last
-        // packet would otherwise complete it at the requester as a success
-        // before the NAK arrives (both go the same way, in order).
+        // The NAK goes first, so the requester fails the message at once
+        // (its success needs cum_msn, which the failure holds back; a lost
+        // NAK is drawn out again by the requester's verdict probe).
         while let Some(nak) = i.receiver.pop_nak() {
             let _ = self.send(tx, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| nak.encode(buf).map_err(|_| EINVAL));
         }

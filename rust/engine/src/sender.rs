@@ -104,6 +104,9 @@ pub struct SenderStats {
     pub stale_acks: u64,
     /// NAKs received.
     pub naks: u64,
+    /// Packets resent to draw the verdict (ACK or NAK) on a message whose
+    /// packets were all acknowledged.
+    pub verdict_probes: u64,
 }
 
 impl SenderStats {
@@ -120,6 +123,7 @@ impl SenderStats {
         paths_opened: 0,
         stale_acks: 0,
         naks: 0,
+        verdict_probes: 0,
     };
 }
 
@@ -140,6 +144,8 @@ struct TxMsg {
     imm: u32,
     rsn: u16,
     failed: Option<super::wire::Syndrome>,
+    /// The receiver's `cum_msn` passed it: completely received, not failed.
+    confirmed: bool,
     last_loss_slot: usize,
 }
 
@@ -160,11 +166,20 @@ impl TxMsg {
         imm: 0,
         rsn: 0,
         failed: None,
+        confirmed: false,
         last_loss_slot: usize::MAX,
     };
 
+    /// Success needs the receiver's word (`cum_msn`), not only path ACKs of
+    /// every packet: those also cover a message the receiver failed, whose
+    /// NAK may be lost.
     fn done(&self) -> bool {
-        self.failed.is_some() || self.acked_count >= self.npkts
+        self.failed.is_some() || self.confirmed
+    }
+
+    /// Every packet delivered, yet neither confirmed nor failed.
+    fn awaiting_verdict(&self) -> bool {
+        self.live && self.failed.is_none() && !self.confirmed && self.acked_count >= self.npkts
     }
 }
 
@@ -228,6 +243,9 @@ pub struct Sender<C: CongestionControl = Aimd> {
     window_limited: bool,
     congested: bool,
     last_growth: u64,
+    /// (MSN, time): when the oldest unfinished message, delivered but
+    /// without a verdict, gets a packet resent to draw one (4.3).
+    verdict_deadline: Option<(u32, u64)>,
     stats: SenderStats,
 }
 
@@ -271,6 +289,7 @@ impl<C: CongestionControl> Sender<C> {
             window_limited: false,
             congested: false,
             last_growth: 0,
+            verdict_deadline: None,
             stats: SenderStats::ZERO,
         }
     }
@@ -302,6 +321,7 @@ impl<C: CongestionControl> Sender<C> {
         self.window_limited = false;
         self.congested = false;
         self.last_growth = now;
+        self.verdict_deadline = None;
         self.stats = SenderStats::ZERO;
         for slot in 0..usize::from(cfg.initial_paths) {
             self.open_path(slot, 0, PathState::Active, now);
@@ -671,6 +691,55 @@ impl<C: CongestionControl> Sender<C> {
             self.congested = true;
         }
         self.maybe_grow(now);
+        self.watch_verdict(now);
+    }
+
+    /// The oldest unfinished message has every packet delivered but the
+    /// receiver has neither passed it with `cum_msn` nor NAKed it: its NAK
+    /// (or every ACK since the receiver completed it) may be lost, and
+    /// nothing else of it would ever be sent. After one QP RTO, resend its
+    /// last packet: the receiver answers with an ACK carrying `cum_msn` or
+    /// repeats the NAK.
+    fn watch_verdict(&mut self, now: u64) {
+        let mut msn = self.head;
+        let mut waiting = None;
+        while msn != self.tail {
+            match self.msgs.get(msn as usize % MSG_WINDOW) {
+                Some(m) if m.live && m.msn == msn && m.done() => msn = msn.wrapping_add(1),
+                Some(m) if m.live && m.msn == msn && m.awaiting_verdict() => {
+                    waiting = Some(msn);
+                    break;
+                }
+                _ => break,
+            }
+        }
+        let Some(msn) = waiting else {
+            self.verdict_deadline = None;
+            return;
+        };
+        let rto = self.qp_rtt.rto(
+            self.cfg.initial_rto_ns,
+            self.cfg.min_rto_ns,
+            self.cfg.max_rto_ns,
+        );
+        match self.verdict_deadline {
+            Some((m, t)) if m == msn && now >= t => {
+                if let Some(m) = self.msgs.get_mut(msn as usize % MSG_WINDOW) {
+                    let pkt = m.npkts.saturating_sub(1);
+                    // Queued like a lost packet although it is acknowledged;
+                    // its ACK changes nothing but brings `cum_msn`.
+                    if m.lost.set(pkt) {
+                        m.lost_count += 1;
+                        m.last_loss_slot = usize::MAX;
+                        self.lost_total += 1;
+                        self.stats.verdict_probes += 1;
+                    }
+                }
+                self.verdict_deadline = Some((msn, now.saturating_add(rto)));
+            }
+            Some((m, _)) if m == msn => {}
+            _ => self.verdict_deadline = Some((msn, now.saturating_add(rto))),
+        }
     }
 
     /// Acknowledge one PSN of a path; returns 1 if it was in flight.
@@ -712,6 +781,9 @@ impl<C: CongestionControl> Sender<C> {
             if m.next_pkt < m.npkts && m.failed.is_none() {
                 break;
             }
+            if m.failed.is_none() {
+                m.confirmed = true;
+            }
             if m.failed.is_none() && m.acked_count < m.npkts {
                 for k in 0..m.npkts {
                     m.acked.set(k);
@@ -735,6 +807,9 @@ impl<C: CongestionControl> Sender<C> {
             return;
         };
         if m.failed.is_none() {
+            if self.verdict_deadline.is_some_and(|(w, _)| w == nak.msn) {
+                self.verdict_deadline = None;
+            }
             m.failed = Some(nak.syndrome);
             self.lost_total = self.lost_total.saturating_sub(m.lost_count);
             m.lost_count = 0;
@@ -801,6 +876,7 @@ impl<C: CongestionControl> Sender<C> {
             .iter()
             .filter(|p| p.state != PathState::Unused)
             .flat_map(|p| [p.timer, p.probe_deadline])
+            .chain([self.verdict_deadline.map(|(_, t)| t)])
             .flatten()
             .min()
     }
@@ -808,6 +884,7 @@ impl<C: CongestionControl> Sender<C> {
     /// Run expired timers: RTO (drain path, start probing) and probe
     /// timeouts (retry, then replace the path with a fresh source port).
     pub fn on_timer(&mut self, now: u64) {
+        self.watch_verdict(now);
         for slot in 0..MAX_PATHS {
             let Some(p) = self.paths.get(slot).map(PathView::of) else {
                 continue;
@@ -1117,6 +1194,7 @@ impl<C: CongestionControl> Sender<C> {
 mod tests {
     use super::super::config::ReceiverConfig;
     use super::super::receiver::{Receiver, RxVerdict};
+    use super::super::wire::Syndrome;
     use super::*;
 
     const MTU: u32 = 1000;
@@ -1462,6 +1540,91 @@ mod tests {
             tx.on_probe_reply(&pr, 3);
         }
         assert!(tx.plane_usable(1));
+    }
+
+    #[test]
+    fn lost_nak_never_completes_the_failed_message_as_success() {
+        let mut tx = Sender::new(cfg(2, 1), 0).unwrap();
+        let mut rx = receiver();
+        let m0 = tx.post(&write(3 * MTU)).unwrap();
+        let mut now = 0;
+        // The receiver fails the message on its first packet (say a bad
+        // rkey); its NAK is lost, every ACK arrives.
+        let first = data(&tx.next_packet(now).unwrap());
+        assert!(matches!(
+            rx.on_data(&first, false, now),
+            RxVerdict::Place(_)
+        ));
+        rx.fail_message(m0, Syndrome::RemoteAccess, first.path_id, first.psn);
+        assert!(rx.pop_nak().is_some());
+        tx.on_ack(&rx.ack_for(first.path_id).unwrap(), now + 10);
+        while let Some(p) = tx.next_packet(now) {
+            let h = data(&p);
+            assert_eq!(deliver(&mut rx, &mut tx, &h, now), RxVerdict::Discard);
+            let _lost = rx.pop_nak();
+        }
+        // Every packet is acknowledged, but that is no verdict.
+        assert!(
+            tx.pop_completion().is_none(),
+            "path ACKs alone complete nothing"
+        );
+        assert_eq!(tx.stats().verdict_probes, 0);
+        // One RTO later the last packet goes again; this NAK arrives.
+        let mut failed = None;
+        for _ in 0..100 {
+            now += 5_000;
+            tx.on_timer(now);
+            while let Some(p) = tx.next_packet(now) {
+                let h = data(&p);
+                assert_eq!((h.msn, h.offset), (m0, 2 * MTU));
+                assert_eq!(deliver(&mut rx, &mut tx, &h, now), RxVerdict::Discard);
+                if let Some(nak) = rx.pop_nak() {
+                    tx.on_nak(&nak);
+                }
+            }
+            failed = tx.pop_completion();
+            if failed.is_some() {
+                break;
+            }
+        }
+        assert_eq!(
+            failed.map(|c| (c.msn, c.status)),
+            Some((m0, CompletionStatus::Failed(Syndrome::RemoteAccess)))
+        );
+        assert!(tx.stats().verdict_probes >= 1);
+        assert_eq!(tx.next_deadline(), None, "nothing left to watch");
+    }
+
+    #[test]
+    fn delivered_message_waits_for_cum_msn_and_draws_it_when_acks_are_lost() {
+        let mut tx = Sender::new(cfg(1, 1), 0).unwrap();
+        let mut rx = receiver();
+        let m0 = tx.post(&write(2 * MTU)).unwrap();
+        let a = data(&tx.next_packet(0).unwrap());
+        let b = data(&tx.next_packet(0).unwrap());
+        // The first ACK (cum_msn 0, packet 0 delivered) arrives; the second
+        // one, which would carry cum_msn 1, is lost. A SACK-only view of
+        // packet 1 comes from a later ACK with a stale cum_msn.
+        assert!(matches!(rx.on_data(&a, false, 0), RxVerdict::Place(_)));
+        let stale = rx.ack_for(a.path_id).unwrap();
+        assert!(matches!(rx.on_data(&b, false, 0), RxVerdict::Place(_)));
+        let mut sacked = rx.ack_for(b.path_id).unwrap();
+        assert_eq!(sacked.cum_msn, 1);
+        sacked.cum_msn = stale.cum_msn;
+        tx.on_ack(&sacked, 10);
+        assert!(tx.pop_completion().is_none());
+        // The verdict probe resends packet 1; its ACK brings cum_msn 1.
+        tx.on_timer(20_000);
+        let again = data(&tx.next_packet(20_000).unwrap());
+        assert_eq!((again.msn, again.offset), (m0, MTU));
+        assert_eq!(
+            deliver(&mut rx, &mut tx, &again, 20_000),
+            RxVerdict::Duplicate
+        );
+        assert_eq!(
+            tx.pop_completion().map(|c| (c.msn, c.status)),
+            Some((m0, CompletionStatus::Success))
+        );
     }
 
     #[test]
