@@ -127,6 +127,23 @@ resource_snapshot() {
 	echo "$out"
 }
 
+# mr0_stat NAME [peer]: the value of counter NAME of mr0/1 on host A (or,
+# with "peer", on host B).
+mr0_stat() {
+	local cmd="rdma statistic show link mr0/1"
+	[ -n "${2:-}" ] && cmd="peer $cmd"
+	$cmd | tr -s ' ' '\n' | awk -v n="$1" 'p { print; exit } $0 == n { p = 1 }'
+}
+
+# mr0_counters: both hosts' mr0 counters and QPs into the log, so that a
+# failure (a stalled transfer) leaves what the transport saw.
+mr0_counters() {
+	log "A: $(rdma statistic show link mr0/1 2>&1)"
+	log "B: $(peer rdma statistic show link mr0/1 2>&1)"
+	log "A QPs: $(rdma resource show qp link mr0/1 2>&1 | grep -v '\[')"
+	log "B QPs: $(peer rdma resource show qp link mr0/1 2>&1 | grep -v '\[')"
+}
+
 # pingpong_run TOOL SECONDS LABEL ARGS...: an rdma-core pingpong example
 # (ibv_rc_pingpong, ibv_ud_pingpong) with its server on host B and its
 # client on host A, retried while the server starts, over the plane 0 GIDs
@@ -142,6 +159,6 @@ pingpong_run() {
 		pp_out=$(timeout "$secs" "$tool" "$@" -g "$gid" "$PEER_PLANE0_IP" 2>&1) && break
 	done
 	log "$pp_out"
-	grep -q "iters in" <<< "$pp_out" || fail "$tool client did not complete ($label)"
+	grep -q "iters in" <<< "$pp_out" || { mr0_counters; fail "$tool client did not complete ($label)"; }
 	server=$(peer_wait "$job" $((secs + 10))) || fail "$tool server failed ($label): $server"
 }

@@ -34,7 +34,6 @@ peer 'rdma link add mr0 type metaroce netdev $PLANE0_DEV && rdma link add mr0 ty
 	fail "mr0 with two planes on host B"
 plane0_gids mr0
 
-stat() { rdma statistic show link mr0/1 | tr -s ' ' '\n' | awk -v n="$1" 'p { print; exit } $0 == n { p = 1 }'; }
 plane1_sent() { cat "/sys/class/net/$PLANE1_DEV/statistics/tx_packets"; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
@@ -136,7 +135,7 @@ for d in PLANE0_DEV PLANE1_DEV; do
 	expect_ok tc qdisc add dev "${!d}" root netem loss 1%
 	peer "tc qdisc add dev \$$d root netem loss 1%" || fail "netem on host B"
 done
-retx0=$(stat retransmissions)
+retx0=$(mr0_stat retransmissions)
 rping_start 100
 rping_check 100 "1% loss on both planes"
 uc_start 200
@@ -148,7 +147,7 @@ for d in PLANE0_DEV PLANE1_DEV; do
 	expect_ok tc qdisc del dev "${!d}" root
 	peer "tc qdisc del dev \$$d root" || fail "removing netem on host B"
 done
-retx=$(($(stat retransmissions) - retx0))
+retx=$(($(mr0_stat retransmissions) - retx0))
 [ "$retx" -gt 0 ] || fail "no retransmissions under loss"
 log "ok: host A retransmitted $retx packets under loss"
 
@@ -171,10 +170,10 @@ flap_plane1 "ibv_uc_pingpong" /tmp/ldc_uc.out uses-plane1
 uc_check "$n" "plane 1 down and up mid-run"
 
 n=$(iters_for "$ud_ms")
-ud0=$(stat ud_tx_packets)
+ud0=$(mr0_stat ud_tx_packets)
 ud_start "$n"
 flap_plane1 "ibv_ud_pingpong" /tmp/ldc_ud.out
 ud_check "$n" "plane 1 down and up mid-run"
-log "ok: host A sent $(($(stat ud_tx_packets) - ud0)) datagrams in that run"
-[ "$(stat rx_malformed)" = 0 ] || fail "$(stat rx_malformed) malformed packets"
+log "ok: host A sent $(($(mr0_stat ud_tx_packets) - ud0)) datagrams in that run"
+[ "$(mr0_stat rx_malformed)" = 0 ] || fail "$(mr0_stat rx_malformed) malformed packets"
 log "$(rdma statistic show link mr0/1)"

@@ -34,9 +34,14 @@ run ib_read_bw -n 100 -s 65536 --use_old_post_send
 run ib_write_lat -n 200 -s 2 --use_old_post_send
 run ib_send_lat -n 200 -s 2 --use_old_post_send
 run ib_read_lat -n 100 -s 2 --use_old_post_send
-# Latency with the ibv_wr_* API.
+# Latency with the ibv_wr_* API, 2 B to 1 MiB.
 run ib_write_lat -n 200 -s 2
 run ib_read_lat -n 100 -s 2
+run ib_send_lat -n 200 -s 2
+for t in ib_write_lat ib_read_lat ib_send_lat; do
+	run "$t" -n 50 -s 4096
+	run "$t" -n 5 -s 1048576
+done
 
 # Message sizes from 2 B to 1 MiB (1024 packets at a 1024-byte MTU: the
 # most one engine message carries), and 4 MiB (carried as 4 messages).
@@ -56,4 +61,6 @@ done
 # alongside): -D 8 -f 2 measures 4 s after a 2 s start.
 run ib_write_bw -q 8 -n 50 -s 65536
 run ib_read_bw -q 8 -n 50 -s 65536
+run ib_send_bw -q 8 -n 50 -s 65536
+run ib_write_bw -q 8 -n 50 -s 65536 --use_old_post_send
 run ib_write_bw -q 8 -D 8 -f 2 -Q 1 -s 65536

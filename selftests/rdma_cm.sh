@@ -3,9 +3,10 @@
 # rdma_cm over MetaRoCE between host A and host B: the connection manager's
 # MADs travel as GSI datagrams (QP1, UD_SEND) between the two devices, then
 # the RC QPs it connected carry the data. Debian's unmodified perftest with
-# -R (ib_send_bw, ib_write_bw, ib_write_lat) and rping -V (RDMA READ and
-# WRITE, ping data validated) must complete on both sides; the device
-# counters of both hosts must show the CM's datagrams sent and received.
+# -R (all six bandwidth and latency tests: both post_send APIs, 2 B to
+# 1 MiB, 1 and 8 QPs) and rping -V (RDMA READ and WRITE, ping data
+# validated) must complete on both sides; the device counters of both
+# hosts must show the CM's datagrams sent and received.
 . "$(dirname "$0")/lib.sh"
 trap 'reset_rdma; peer "rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1' EXIT
 reset_rdma
@@ -14,25 +15,41 @@ command -v rping > /dev/null || skip "rdmacm-utils not installed"
 
 mr0_on_both_hosts
 
-# stat NAME [peer]: the value of counter NAME of mr0/1 on host A (or B).
-stat() {
-	local cmd="rdma statistic show link mr0/1"
-	[ -n "${2:-}" ] && cmd="peer $cmd"
-	$cmd | tr -s ' ' '\n' | awk -v n="$1" 'p { print; exit } $0 == n { p = 1 }'
-}
-ud_a0=$(stat ud_rx_packets) ud_b0=$(stat ud_rx_packets peer)
+ud_a0=$(mr0_stat ud_rx_packets) ud_b0=$(mr0_stat ud_rx_packets peer)
 
 port=18800
+conns=0
 run() { # test args...
-	local t=$1
+	local t=$1 q
 	shift
 	port=$((port + 1))
+	q=$(sed -n 's/.*-q \([0-9]*\).*/\1/p' <<< " $*")
+	conns=$((conns + ${q:-1}))
 	perftest_pair 90 "-R -p $port" "-R -p $port" "$PEER_PLANE0_IP" "$t" "$@"
+	# Bandwidth tests: iterations completed (see perftest.sh).
+	case $t in *_bw)
+		awk '{ exit !($2 > 0) }' <<< "$res" || fail "$t -R $*: no iterations completed: $res"
+	esac
 	log "ok: $t -R $*: $res"
 }
-run ib_send_bw -n 200 -s 4096
-run ib_write_bw -n 200 -s 65536
-run ib_write_lat -n 200 -s 2
+# Each test with the default ibv_wr_* API and the legacy post_send, at
+# 2 B and 1 MiB (1024 packets: the largest single engine message at the
+# CM's 1024-byte path MTU) besides a middle size. TCG moves ~4 MB/s: few
+# iterations for big messages.
+for t in ib_write_bw ib_read_bw ib_send_bw; do
+	run "$t" -n 200 -s 65536
+	run "$t" -n 200 -s 65536 --use_old_post_send
+	run "$t" -n 200 -s 2
+	run "$t" -n 5 -s 1048576
+	# 8 QPs, each connected by its own CM exchange.
+	run "$t" -q 8 -n 20 -s 65536
+done
+for t in ib_write_lat ib_read_lat ib_send_lat; do
+	run "$t" -n 100 -s 2
+	run "$t" -n 100 -s 2 --use_old_post_send
+	run "$t" -n 100 -s 4096
+	run "$t" -n 5 -s 1048576
+done
 
 count=20
 job=$(peer_spawn "timeout 90 rping -s -v -V -C $count -a $PEER_PLANE0_IP -p 18899") || fail "cannot start the rping server"
@@ -46,12 +63,13 @@ pings=$(grep -c "^ping data: rdma-ping-" <<< "$out")
 [ "$pings" = "$count" ] || fail "rping client shows $pings validated pings, want $count"
 grep -q "mismatch" <<< "$out$server" && fail "rping data mismatch"
 log "ok: rping -V: $count pings, data validated"
+conns=$((conns + 1))
 
 # Each connection from A (the active side) to B is at least REQ and RTU
 # into B and REP into A, as datagrams to QP1 (then DREQ/DREP).
-ud_a=$(($(stat ud_rx_packets) - ud_a0)) ud_b=$(($(stat ud_rx_packets peer) - ud_b0))
+ud_a=$(($(mr0_stat ud_rx_packets) - ud_a0)) ud_b=$(($(mr0_stat ud_rx_packets peer) - ud_b0))
 log "A: $(rdma statistic show link mr0/1)"
 log "B: $(peer rdma statistic show link mr0/1)"
-[ "$ud_a" -ge 4 ] || fail "host A received only $ud_a CM datagrams for 4 connections"
-[ "$ud_b" -ge 8 ] || fail "host B received only $ud_b CM datagrams for 4 connections"
+[ "$ud_a" -ge "$conns" ] || fail "host A received only $ud_a CM datagrams for $conns connections"
+[ "$ud_b" -ge $((2 * conns)) ] || fail "host B received only $ud_b CM datagrams for $conns connections"
 log "ok: the CM's MADs went over MetaRoCE: $ud_a datagrams received on A, $ud_b on B"

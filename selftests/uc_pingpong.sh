@@ -16,11 +16,6 @@ command -v ibv_uc_pingpong > /dev/null || skip "ibverbs-utils not installed"
 
 mr0_on_both_hosts
 
-# stat NAME: the value of counter NAME of mr0/1.
-stat() {
-	rdma statistic show link mr0/1 | tr -s ' ' '\n' | awk -v n="$1" 'p { print; exit } $0 == n { p = 1 }'
-}
-
 pingpong() { # size label
 	pingpong_run ibv_uc_pingpong 100 "$1 B, $2" -d mr0 -n 100 -s "$1" -c
 	log "ok: UC $1 B x 100 round trips, data checked, $2"
@@ -30,14 +25,14 @@ pingpong 16384 lossless
 
 expect_ok tc qdisc add dev "$PLANE0_DEV" root netem loss 2%
 peer "tc qdisc add dev \$PLANE0_DEV root netem loss 2%" || fail "netem on host B"
-retx0=$(stat retransmissions)
+retx0=$(mr0_stat retransmissions)
 pingpong 16384 "2% loss both ways"
 dropped=$(tc -s qdisc show dev "$PLANE0_DEV" | sed -n 's/.*dropped \([0-9]*\).*/\1/p' | head -1)
 log "netem dropped ${dropped:-0} packets leaving host A"
 [ "${dropped:-0}" -gt 0 ] || fail "netem dropped nothing: the loss run proves nothing"
-retx=$(($(stat retransmissions) - retx0))
+retx=$(($(mr0_stat retransmissions) - retx0))
 [ "$retx" -gt 0 ] || fail "no retransmissions counted under loss"
-[ "$(stat rx_malformed)" = 0 ] || fail "$(stat rx_malformed) malformed packets"
+[ "$(mr0_stat rx_malformed)" = 0 ] || fail "$(mr0_stat rx_malformed) malformed packets"
 log "ok: $retx UC packets retransmitted under loss, none malformed"
 tc qdisc del dev "$PLANE0_DEV" root
 peer "tc qdisc del dev \$PLANE0_DEV root" > /dev/null

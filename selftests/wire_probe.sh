@@ -16,13 +16,9 @@ peer rmmod metaroce > /dev/null 2>&1
 # 4792 = 0x12B8 in /proc/net/udp (kernel sockets are listed too).
 port_open() { grep -qi ':12B8 ' /proc/net/udp; }
 
-# stat NAME: the value of counter NAME of mr0/1.
-stat() {
-	rdma statistic show link mr0/1 | tr -s ' ' '\n' | awk -v n="$1" 'p { print; exit } $0 == n { p = 1 }'
-}
 expect_stat() { # NAME WANT
 	local got
-	got=$(stat "$1")
+	got=$(mr0_stat "$1")
 	[ "$got" = "$2" ] || fail "$1 is '$got', want $2 ($(rdma statistic show link mr0/1))"
 	log "ok: $1 = $2"
 }
@@ -69,13 +65,13 @@ for kind in data ack nak reply planes; do
 	out=$(peer $pkt send --dst "$PLANE0_IP" --src "$PEER_PLANE0_IP" --kind $kind) || fail "send $kind: $out"
 	log "$out"
 done
-for _ in $(seq 20); do [ "$(stat rx_no_qp)" = 5 ] && break; sleep 0.1; done
+for _ in $(seq 20); do [ "$(mr0_stat rx_no_qp)" = 5 ] && break; sleep 0.1; done
 expect_stat rx_no_qp 5
 expect_stat rx_malformed 2
 expect_stat ecn_marks 0
 
 # A burst: every probe that arrived was answered and sent.
-rx0=$(stat rx_packets) ans0=$(stat probes_answered) tx0=$(stat tx_packets)
+rx0=$(mr0_stat rx_packets) ans0=$(mr0_stat probes_answered) tx0=$(mr0_stat tx_packets)
 ndev_tx() { cat "/sys/class/net/$PLANE0_DEV/statistics/tx_packets"; }
 peer_rx() { peer cat "/sys/class/net/\$PLANE0_DEV/statistics/rx_packets"; }
 ntx0=$(ndev_tx) nrx0=$(peer_rx)
@@ -84,7 +80,7 @@ peer sysctl -qw net.core.rmem_max=16777216 || fail "sysctl on B"
 out=$(peer $pkt burst --dst "$PLANE0_IP" --src "$PEER_PLANE0_IP" --count 500) || fail "burst: $out"
 log "$out"
 sleep 1
-rx=$(( $(stat rx_packets) - rx0 )) ans=$(( $(stat probes_answered) - ans0 )) tx=$(( $(stat tx_packets) - tx0 ))
+rx=$(( $(mr0_stat rx_packets) - rx0 )) ans=$(( $(mr0_stat probes_answered) - ans0 )) tx=$(( $(mr0_stat tx_packets) - tx0 ))
 ntx=$(( $(ndev_tx) - ntx0 )) nrx=$(( $(peer_rx) - nrx0 ))
 log "burst on A: rx_packets +$rx, probes_answered +$ans, tx_packets +$tx; $PLANE0_DEV sent +$ntx, B's received +$nrx"
 [ "$rx" -gt 0 ] && [ "$rx" = "$ans" ] && [ "$ans" = "$tx" ] || fail "burst counters disagree"
@@ -94,11 +90,11 @@ expect_stat tx_errors 0
 
 # Fuzz: random, bit-flipped, truncated and extended packets are all
 # counted as malformed, none answered, no oops (the rig checks dmesg).
-rx0=$(stat rx_packets) bad0=$(stat rx_malformed) ans0=$(stat probes_answered)
+rx0=$(mr0_stat rx_packets) bad0=$(mr0_stat rx_malformed) ans0=$(mr0_stat probes_answered)
 out=$(peer $pkt fuzz --dst "$PLANE0_IP" --src "$PEER_PLANE0_IP" --count 2000) || fail "fuzz: $out"
 log "$out"
 sleep 1
-rx=$(( $(stat rx_packets) - rx0 )) bad=$(( $(stat rx_malformed) - bad0 ))
+rx=$(( $(mr0_stat rx_packets) - rx0 )) bad=$(( $(mr0_stat rx_malformed) - bad0 ))
 log "fuzz on A: rx_packets +$rx, rx_malformed +$bad"
 [ "$rx" -gt 0 ] && [ "$rx" = "$bad" ] || fail "fuzz: $rx received but $bad malformed"
 expect_stat probes_answered "$ans0"
