@@ -902,6 +902,10 @@ impl Transport {
                 // The QP is in error before the consumer can see why.
                 self.error.store(true, Ordering::Release);
             }
+            // The slot is free before its completion is visible: a consumer
+            // that posts as soon as it polls must find room in the ring.
+            i.sq_head = i.sq_head.wrapping_add(1);
+            self.sq.set_consumer(i.sq_head);
             if w.signaled || !ok {
                 let wc = Completion {
                     wr_id: w.wr_id,
@@ -913,8 +917,6 @@ impl Transport {
                 };
                 let _ = self.send_cq.data().push(&self.send_cq, &wc, self.qp_addr, false);
             }
-            i.sq_head = i.sq_head.wrapping_add(1);
-            self.sq.set_consumer(i.sq_head);
             if !ok {
                 i.failed = true;
             }
@@ -1013,6 +1015,7 @@ impl Transport {
     }
 
     fn receive_data(&self, i: &mut Inner, tx: &TxCtx<'_>, ndev: &NetDevice, h: &DataHeader, payload: &[u8], meta: &RxMeta) {
+        let cum_msn = i.receiver.cum_msn();
         match i.receiver.on_data(h, meta.ecn == Ecn::Ce, now_ns()) {
             RxVerdict::Place(p) if i.uc.is_some() => self.place_uc(i, tx, &p, payload),
             RxVerdict::Place(p) => {
@@ -1061,7 +1064,14 @@ impl Transport {
             let _ = self.send(tx, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| nak.encode(buf).map_err(|_| EINVAL));
         }
         if let Some(ack) = i.receiver.ack_for(h.path_id) {
-            let _ = self.send(tx, ndev, &reply, wire::ACK_LEN + wire::ICRC_LEN, |buf| ack.encode(buf).map_err(|_| EINVAL));
+            // An ACK that moves cum_msn goes twice: it alone completes the
+            // peer's message, and when it is the peer's last one and this
+            // QP is destroyed right after (a pingpong server's exit), a
+            // lost copy would leave the peer resending to nobody.
+            let copies = if i.receiver.cum_msn() != cum_msn { 2 } else { 1 };
+            for _ in 0..copies {
+                let _ = self.send(tx, ndev, &reply, wire::ACK_LEN + wire::ICRC_LEN, |buf| ack.encode(buf).map_err(|_| EINVAL));
+            }
         }
         if self.complete_receives(i, &tx.st.mrs) {
             self.after_progress(i, tx);
