@@ -3,7 +3,10 @@
 # Resources are released whatever way traffic ends:
 #  1. the sender is killed (SIGKILL) in the middle of an ib_write_bw run;
 #  2. the receiver is killed in the middle of a run, so the sender's
-#     packets meet a peer QP that no longer exists;
+#     packets meet a peer QP that no longer exists: the sender's work
+#     requests must complete with "retry exceeded" once the QP's retry
+#     budget (protocol.md 4.3: 5 s for perftest's timeout 14) passes
+#     without progress, and ib_write_bw must end by itself with an error;
 #  3. after traffic, `rdma link delete` and `rmmod metaroce` succeed.
 # After each kill, both hosts must be back to their baseline: no user
 # QP/CQ/MR/PD left in the core's resource tracking (`rdma resource`), every
@@ -53,7 +56,7 @@ transfer_and_kill() { # victim: A (sender) or B (receiver)
 	job=$(peer_spawn "timeout 100 ib_write_bw -d mr0 -x $pgid -p $port -s 65536 -D 60") ||
 		fail "cannot start the receiver on host B"
 	sleep 3
-	timeout 100 ib_write_bw -d mr0 -x "$gid" -p "$port" -s 65536 -D 60 "$METAROCE_PEER_ADDR" > /dev/null 2>&1 &
+	timeout 100 ib_write_bw -d mr0 -x "$gid" -p "$port" -s 65536 -D 60 "$METAROCE_PEER_ADDR" > /tmp/rr_client.out 2>&1 &
 	local client=$!
 	sleep 8
 	kill -0 "$client" 2> /dev/null || fail "the transfer ended before the kill (nothing was interrupted)"
@@ -67,9 +70,21 @@ transfer_and_kill() { # victim: A (sender) or B (receiver)
 		peer "pkill -9 ib_write_bw" > /dev/null 2>&1
 	else
 		peer "pkill -9 ib_write_bw" > /dev/null 2>&1
-		sleep 3
-		kill -9 "$client" 2> /dev/null
-		wait "$client" 2> /dev/null
+		local t0=$SECONDS rc
+		# Budget 5 s, then the error completion; 25 s for a slow VM.
+		while kill -0 "$client" 2> /dev/null && [ $((SECONDS - t0)) -lt 25 ]; do sleep 1; done
+		if kill -0 "$client" 2> /dev/null; then
+			kill -9 "$client" 2> /dev/null
+			wait "$client" 2> /dev/null
+			fail "ib_write_bw still runs $((SECONDS - t0)) s after its peer was killed: $(tail -3 /tmp/rr_client.out)"
+		fi
+		wait "$client"
+		rc=$?
+		[ $rc != 0 ] || fail "ib_write_bw succeeded although its peer was killed mid-run"
+		# perftest names the status: 12 is IBV_WC_RETRY_EXC_ERR.
+		grep -q "status 12\|retry counter exceeded\|RETRY_EXC" /tmp/rr_client.out ||
+			fail "ib_write_bw failed without a retry-exceeded completion (rc $rc): $(tail -5 /tmp/rr_client.out)"
+		log "ok: the sender's requests completed with retry exceeded $((SECONDS - t0)) s after its peer was killed: $(grep -m1 -i 'status' /tmp/rr_client.out)"
 	fi
 	peer_wait "$job" 110 > /dev/null 2>&1
 	expect_baseline A "$base_a" "killing host $victim's side"

@@ -274,6 +274,7 @@ impl QpState {
         n.state = next;
         let t = &self.transport;
         t.set_limits(n.access, n.max_rd_atomic);
+        t.set_retry(n.timeout, n.retry_cnt);
         if next == b::ib_qp_state_IB_QPS_ERR || next == b::ib_qp_state_IB_QPS_RESET {
             drop(dev.data().uds.lock().remove(self.qpn));
         }

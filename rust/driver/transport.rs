@@ -209,6 +209,8 @@ struct Inner {
     failed: bool,
     /// UC QPs: the messages the responder drops (an RC QP NAKs instead).
     uc: Option<UcDrops>,
+    /// The engine's retry budget (`retry_budget_ns`), kept across connect.
+    give_up_ns: u64,
 }
 
 /// What a UC QP does with a received message's completion.
@@ -289,6 +291,23 @@ fn consumes_receive(op: Opcode) -> bool {
 }
 
 /// The send completion status of a message the peer failed.
+/// Least retry budget: InfiniBand's (local ACK timeout 4.096 us * 2^timeout,
+/// retried retry_cnt times: 0.5 s for perftest's 14 and 7) is shorter than
+/// a software host's stalls (a TCG VM: hundreds of ms), and a path or plane
+/// failure must be survived by the other paths, not end the QP.
+const RETRY_BUDGET_FLOOR_NS: u64 = 5_000_000_000;
+
+/// The time without acknowledgement progress after which outstanding
+/// messages fail with IB_WC_RETRY_EXC_ERR; 0 (never) for timeout 0, which
+/// InfiniBand defines as infinite.
+fn retry_budget_ns(timeout: u8, retry_cnt: u8) -> u64 {
+    if timeout == 0 {
+        return 0;
+    }
+    let ack_timeout = 4096u64 << u32::from(timeout.min(31));
+    ack_timeout.saturating_mul(u64::from(retry_cnt.min(7)) + 1).max(RETRY_BUDGET_FLOOR_NS)
+}
+
 fn remote_status(s: Syndrome) -> u32 {
     match s {
         Syndrome::RemoteAccess => b::ib_wc_status_IB_WC_REM_ACCESS_ERR,
@@ -409,6 +428,7 @@ impl Transport {
             peer_planes: PeerPlanes::new(Ipv4Addr::default(), 0),
             failed: false,
             uc: None,
+            give_up_ns: 0,
         };
         Ok(Arc::new(
             Self {
@@ -453,7 +473,7 @@ impl Transport {
     pub(crate) fn connect(&self, peer: Peer, mtu: u32, planes: u8) -> Result {
         let now = now_ns();
         let mut i = self.inner.lock();
-        let cfg = SenderConfig { dst_qpn: peer.qpn, mtu, planes, entropy_seed: self.qpn ^ 0x5eed, ..SenderConfig::DEFAULT };
+        let cfg = SenderConfig { dst_qpn: peer.qpn, mtu, planes, entropy_seed: self.qpn ^ 0x5eed, give_up_ns: i.give_up_ns, ..SenderConfig::DEFAULT };
         i.sender.reset(cfg, now).map_err(|_| EINVAL)?;
         for k in 1..planes {
             i.sender.plane_down(k);
@@ -490,6 +510,15 @@ impl Transport {
         let mut i = self.inner.lock();
         i.access = access;
         i.max_rd_atomic = usize::from(max_rd_atomic).clamp(1, MAX_RD_ATOMIC as usize);
+    }
+
+    /// The QP's `timeout` and `retry_cnt` attributes become the engine's
+    /// retry budget (protocol.md 4.3).
+    pub(crate) fn set_retry(&self, timeout: u8, retry_cnt: u8) {
+        let ns = retry_budget_ns(timeout, retry_cnt);
+        let mut i = self.inner.lock();
+        i.give_up_ns = ns;
+        i.sender.set_give_up_ns(ns);
     }
 
     /// The data path failed (a work request completed in error): the QP
@@ -874,6 +903,13 @@ impl Transport {
                         CompletionStatus::Failed(s) => {
                             if w.status == b::ib_wc_status_IB_WC_SUCCESS {
                                 w.status = remote_status(s);
+                            }
+                        }
+                        // UC promises no delivery: a send is done once sent.
+                        CompletionStatus::RetryExceeded if i.uc.is_some() => w.pending = w.pending.saturating_sub(1),
+                        CompletionStatus::RetryExceeded => {
+                            if w.status == b::ib_wc_status_IB_WC_SUCCESS {
+                                w.status = b::ib_wc_status_IB_WC_RETRY_EXC_ERR;
                             }
                         }
                     }

@@ -9,6 +9,9 @@ pub enum CompletionStatus {
     Success,
     /// Failed at the responder with this syndrome (fatal to the QP in v1).
     Failed(Syndrome),
+    /// Sender side: no acknowledgement progress for the QP's retry budget
+    /// (`SenderConfig::give_up_ns`): the peer is gone (4.3).
+    RetryExceeded,
 }
 
 /// A sender-side completion: message `msn` is acknowledged.

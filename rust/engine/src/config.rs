@@ -53,6 +53,10 @@ pub struct SenderConfig {
     pub delay_target_ns: u64,
     /// Seed mixed into UDP source ports (ECMP entropy) of new paths.
     pub entropy_seed: u32,
+    /// Fail every outstanding message (`RetryExceeded`) after this long
+    /// without acknowledgement progress while messages are outstanding; 0:
+    /// never. Path and plane failures do not count while any path works.
+    pub give_up_ns: u64,
 }
 
 impl Default for SenderConfig {
@@ -80,6 +84,7 @@ impl SenderConfig {
         path_fail_probes: 3,
         delay_target_ns: 5_000_000,
         entropy_seed: 0x5EED,
+        give_up_ns: 0,
     };
 }
 

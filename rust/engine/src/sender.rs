@@ -107,6 +107,8 @@ pub struct SenderStats {
     /// Packets resent to draw the verdict (ACK or NAK) on a message whose
     /// packets were all acknowledged.
     pub verdict_probes: u64,
+    /// Times the retry budget ran out (`CompletionStatus::RetryExceeded`).
+    pub give_ups: u64,
 }
 
 impl SenderStats {
@@ -124,6 +126,7 @@ impl SenderStats {
         stale_acks: 0,
         naks: 0,
         verdict_probes: 0,
+        give_ups: 0,
     };
 }
 
@@ -146,6 +149,8 @@ struct TxMsg {
     failed: Option<super::wire::Syndrome>,
     /// The receiver's `cum_msn` passed it: completely received, not failed.
     confirmed: bool,
+    /// The QP's retry budget passed without progress (`give_up`).
+    retry_exceeded: bool,
     last_loss_slot: usize,
 }
 
@@ -167,6 +172,7 @@ impl TxMsg {
         rsn: 0,
         failed: None,
         confirmed: false,
+        retry_exceeded: false,
         last_loss_slot: usize::MAX,
     };
 
@@ -174,7 +180,7 @@ impl TxMsg {
     /// every packet: those also cover a message the receiver failed, whose
     /// NAK may be lost.
     fn done(&self) -> bool {
-        self.failed.is_some() || self.confirmed
+        self.failed.is_some() || self.confirmed || self.retry_exceeded
     }
 
     /// Every packet delivered, yet neither confirmed nor failed.
@@ -246,6 +252,9 @@ pub struct Sender<C: CongestionControl = Aimd> {
     /// (MSN, time): when the oldest unfinished message, delivered but
     /// without a verdict, gets a packet resent to draw one (4.3).
     verdict_deadline: Option<(u32, u64)>,
+    /// Last acknowledgement progress while messages are outstanding (None
+    /// while none is on the wire): the retry budget's clock.
+    progress_at: Option<u64>,
     stats: SenderStats,
 }
 
@@ -290,6 +299,7 @@ impl<C: CongestionControl> Sender<C> {
             congested: false,
             last_growth: 0,
             verdict_deadline: None,
+            progress_at: None,
             stats: SenderStats::ZERO,
         }
     }
@@ -322,11 +332,18 @@ impl<C: CongestionControl> Sender<C> {
         self.congested = false;
         self.last_growth = now;
         self.verdict_deadline = None;
+        self.progress_at = None;
         self.stats = SenderStats::ZERO;
         for slot in 0..usize::from(cfg.initial_paths) {
             self.open_path(slot, 0, PathState::Active, now);
         }
         Ok(())
+    }
+
+    /// Change the retry budget (`SenderConfig::give_up_ns`) in place; the
+    /// verbs layer learns it after the QP started (RTR, then RTS).
+    pub fn set_give_up_ns(&mut self, ns: u64) {
+        self.cfg.give_up_ns = ns;
     }
 
     /// Configuration in use.
@@ -482,12 +499,16 @@ impl<C: CongestionControl> Sender<C> {
             len: m.len,
             status: match m.failed {
                 Some(s) => CompletionStatus::Failed(s),
+                None if !m.confirmed => CompletionStatus::RetryExceeded,
                 None => CompletionStatus::Success,
             },
         };
         self.head = self.head.wrapping_add(1);
         if seq_diff(self.cursor, self.head) < 0 {
             self.cursor = self.head;
+        }
+        if self.head == self.tail {
+            self.progress_at = None;
         }
         Some(c)
     }
@@ -687,6 +708,9 @@ impl<C: CongestionControl> Sender<C> {
             }
         }
         self.stats.sack_losses += u64::from(lost);
+        if newly > 0 && self.progress_at.is_some() {
+            self.progress_at = Some(now);
+        }
         if ack.ce || lost > 0 || delayed_seen {
             self.congested = true;
         }
@@ -870,13 +894,51 @@ impl<C: CongestionControl> Sender<C> {
         }
     }
 
+    fn give_up_at(&self) -> Option<u64> {
+        let t = self.progress_at?;
+        (self.cfg.give_up_ns != 0).then(|| t.saturating_add(self.cfg.give_up_ns))
+    }
+
+    fn give_up_due(&self, now: u64) -> bool {
+        self.head != self.tail && self.give_up_at().is_some_and(|t| now >= t)
+    }
+
+    /// The retry budget passed without progress: every outstanding message
+    /// fails with `RetryExceeded` (the verbs layer's retry-exceeded error),
+    /// nothing more is sent for them, the paths are emptied.
+    fn give_up(&mut self) {
+        self.stats.give_ups += 1;
+        let mut msn = self.head;
+        while msn != self.tail {
+            if let Some(m) = self.msgs.get_mut(msn as usize % MSG_WINDOW) {
+                if m.live && m.msn == msn && !m.done() {
+                    m.retry_exceeded = true;
+                    m.next_pkt = m.npkts;
+                    m.lost.clear_all();
+                    m.lost_count = 0;
+                }
+            }
+            msn = msn.wrapping_add(1);
+        }
+        self.lost_total = 0;
+        self.cursor = self.tail;
+        self.verdict_deadline = None;
+        self.progress_at = None;
+        for p in self.paths.iter_mut() {
+            p.ring = [InflightEntry::EMPTY; PATH_RING];
+            p.una = p.next_psn;
+            p.inflight = 0;
+            p.timer = None;
+        }
+    }
+
     /// Earliest time `on_timer` has work to do.
     pub fn next_deadline(&self) -> Option<u64> {
         self.paths
             .iter()
             .filter(|p| p.state != PathState::Unused)
             .flat_map(|p| [p.timer, p.probe_deadline])
-            .chain([self.verdict_deadline.map(|(_, t)| t)])
+            .chain([self.verdict_deadline.map(|(_, t)| t), self.give_up_at()])
             .flatten()
             .min()
     }
@@ -884,6 +946,10 @@ impl<C: CongestionControl> Sender<C> {
     /// Run expired timers: RTO (drain path, start probing) and probe
     /// timeouts (retry, then replace the path with a fresh source port).
     pub fn on_timer(&mut self, now: u64) {
+        if self.give_up_due(now) {
+            self.give_up();
+            return;
+        }
         self.watch_verdict(now);
         for slot in 0..MAX_PATHS {
             let Some(p) = self.paths.get(slot).map(PathView::of) else {
@@ -1137,6 +1203,9 @@ impl<C: CongestionControl> Sender<C> {
             self.stats.retransmit_bytes += u64::from(payload_len);
         }
         self.stats.data_packets += 1;
+        if self.progress_at.is_none() {
+            self.progress_at = Some(now);
+        }
         let (opcode, msg_len, remote_va, rkey, imm, rsn) =
             (m.opcode, m.len, m.remote_va, m.rkey, m.imm, m.rsn);
         let rto = self
@@ -1625,6 +1694,101 @@ mod tests {
             tx.pop_completion().map(|c| (c.msn, c.status)),
             Some((m0, CompletionStatus::Success))
         );
+    }
+
+    #[test]
+    fn retry_budget_fails_every_outstanding_message_when_the_peer_is_gone() {
+        let budget = 1_000_000;
+        let mut tx = Sender::new(
+            SenderConfig {
+                give_up_ns: budget,
+                ..cfg(2, 1)
+            },
+            0,
+        )
+        .unwrap();
+        let mut rx = receiver();
+        // Idle for long, then a message that gets through: no give-up.
+        let m0 = tx.post(&write(2 * MTU)).unwrap();
+        pump(&mut tx, &mut rx, 10 * budget);
+        assert_eq!(
+            tx.pop_completion().map(|c| c.status),
+            Some(CompletionStatus::Success)
+        );
+        assert_eq!(
+            tx.next_deadline(),
+            None,
+            "no clock while nothing is outstanding"
+        );
+        // The peer disappears: nothing is acknowledged any more.
+        let m1 = tx.post(&write(3 * MTU)).unwrap();
+        let m2 = tx.post(&write(MTU)).unwrap();
+        let mut now = 20 * budget;
+        let mut out = None;
+        while now < 23 * budget && out.is_none() {
+            while tx.next_packet(now).is_some() {}
+            now += 1_000;
+            tx.on_timer(now);
+            out = tx.pop_completion();
+        }
+        let gave_up = now - 20 * budget;
+        assert!(
+            (budget..budget + 10_000).contains(&gave_up),
+            "gave up after {gave_up} ns"
+        );
+        assert_eq!(
+            out.map(|c| (c.msn, c.status)),
+            Some((m1, CompletionStatus::RetryExceeded))
+        );
+        assert_eq!(
+            tx.pop_completion().map(|c| (c.msn, c.status)),
+            Some((m2, CompletionStatus::RetryExceeded))
+        );
+        assert_eq!(tx.stats().give_ups, 1);
+        assert!(m0 != m1);
+        assert!(tx.next_packet(now).is_none(), "nothing left to send");
+    }
+
+    #[test]
+    fn a_dead_path_does_not_spend_the_retry_budget_while_another_works() {
+        let budget = 1_000_000;
+        let mut tx = Sender::new(
+            SenderConfig {
+                give_up_ns: budget,
+                ..cfg(2, 1)
+            },
+            0,
+        )
+        .unwrap();
+        let mut rx = receiver();
+        let mut now = 0;
+        let mut done = 0;
+        // Path 0 black-holes everything for 5 budgets; path 1 works.
+        while now < 5 * budget {
+            if tx.outstanding() < 2 {
+                tx.post(&write(4 * MTU)).unwrap();
+            }
+            while let Some(p) = tx.next_packet(now) {
+                match p.kind {
+                    TxKind::Data { header, .. } if header.path_id & 63 == 1 => {
+                        deliver(&mut rx, &mut tx, &header, now);
+                    }
+                    TxKind::Probe(pr) if pr.path_id & 63 == 1 => {
+                        tx.on_probe_reply(&rx.on_probe(&pr), now + 10);
+                    }
+                    _ => {}
+                }
+            }
+            while rx.pop_completion().is_some() {}
+            while let Some(c) = tx.pop_completion() {
+                assert_eq!(c.status, CompletionStatus::Success);
+                done += 1;
+            }
+            now += 5_000;
+            tx.on_timer(now);
+        }
+        assert!(done > 10, "{done} messages completed");
+        assert_eq!(tx.stats().give_ups, 0);
     }
 
     #[test]
