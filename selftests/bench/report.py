@@ -188,12 +188,14 @@ def table(header, rows):
 def failover_stats(d, t):
     """Per rep: pre, during, after medians and recovery times (1 s samples)."""
     reps = sorted({r["rep"] for r in d.rows if r["transport"] == t and r["scenario"] == "failover"
-                   and r["metric"] == "series_MiBps"})
+                   and r["metric"] in ("series_MiBps", "wire_MiBps")})
     res = []
     for rep in reps:
-        ser = sorted((fnum(r["cond"][2:]), fnum(r["value"])) for r in d.rows
-                     if r["transport"] == t and r["scenario"] == "failover" and r["rep"] == rep
-                     and r["metric"] == "series_MiBps")
+        # The wire series (host A's plane tx bytes every 0.5 s) where the
+        # suite recorded one, else the tool's own lines.
+        rows = [r for r in d.rows if r["transport"] == t and r["scenario"] == "failover" and r["rep"] == rep]
+        kind = "wire_MiBps" if any(r["metric"] == "wire_MiBps" for r in rows) else "series_MiBps"
+        ser = sorted((fnum(r["cond"][2:]), fnum(r["value"])) for r in rows if r["metric"] == kind)
         ev = {r["metric"]: fnum(r["value"]) for r in d.rows if r["transport"] == t
               and r["scenario"] == "failover" and r["rep"] == rep and r["metric"] in ("down_s", "up_s", "run_s")}
         planes = next((int(r["planes"]) for r in d.rows if r["transport"] == t
@@ -210,7 +212,7 @@ def failover_stats(d, t):
             rec_down = next((ts - down for ts, v in ser if ts > down and v >= degraded_target and ts <= up), None)
         rec_up = next((ts - up for ts, v in ser if ts > up and pre and v >= 0.9 * pre), None)
         last = ser[-1][0] if ser else 0
-        res.append(dict(rep=rep, planes=planes, ser=ser, down=down, up=up, pre=pre, during=during,
+        res.append(dict(rep=rep, planes=planes, ser=ser, kind=kind, down=down, up=up, pre=pre, during=during,
                         after=after, rec_down=rec_down, rec_up=rec_up, last=last, n=len(ser),
                         run=ev.get("run_s")))
     return res
@@ -407,13 +409,15 @@ def main():
     w(table(["transport"] + [f"{p} plane(s)" for p in planes_set], rows))
 
     # Failover
-    w("\n## Plane failure: ib_write_bw 64 KiB, 1 QP, 1 s samples; the transport's last plane goes down on host A, then comes back\n\n")
+    w("\n## Plane failure: ib_write_bw 64 KiB, 1 QP; the transport's last plane goes down on host A, then comes back\n\n")
     w("For a one-plane transport that plane is its only one. *degraded* = first sample after the "
       "down at ≥ 90% of (P−1)/P of the pre-failure rate (only for P > 1); *recovered* = first "
-      "sample after the up at ≥ 90% of the pre-failure rate. perftest `--run_infinitely -D 1` prints "
-      "one line per period, which in TCG comes every 1–3 s; each sample is placed at the real time it was printed. "
-      "perftest counts send completions: siw completes a WRITE once TCP has taken the data, so it shows "
-      "throughput while the link is down until its socket buffer is full.\n\n")
+      "sample after the up at ≥ 90% of the pre-failure rate. Series *wire*: bytes host A sent on the "
+      "transport's planes (netdev tx_bytes, headers and retransmissions included), every 0.5 s, the same "
+      "measure for every transport. Series *tool* (runs before the wire sampler existed): perftest "
+      "`--run_infinitely -D 1` lines, which in TCG come every 1–5 s, each placed at the real time it was "
+      "printed; perftest counts send completions, and siw completes a WRITE once TCP has taken the data, "
+      "so it shows throughput while the link is down until its socket buffer is full.\n\n")
     rows = []
     fo = {}
     for t in ts:
@@ -428,7 +432,7 @@ def main():
             rows.append([LABEL[t], f"{s['planes']} (rep {s['rep']})", fmt(s["pre"]), fmt(s["during"]), fmt(s["after"]),
                          f"{s['rec_down']:.1f} s" if s["rec_down"] is not None else ("n/a (1 plane)" if s["planes"] == 1 else "never"),
                          f"{s['rec_up']:.1f} s" if s["rec_up"] is not None else "never",
-                         f"{s['n']} samples to t={s['last']:.0f} s of {s['run']:.0f} s"
+                         f"{s['n']} {'wire' if s['kind'] == 'wire_MiBps' else 'tool'} samples to t={s['last']:.0f} s of {s['run']:.0f} s"
                          + ("; " + "; ".join(sorted({e['note'] for e in errs}))[:140] if errs else "")])
     w(table(["transport", "planes", "before (MiB/s)", "plane down", "after up", "degraded after", "recovered after", "run"], rows))
 

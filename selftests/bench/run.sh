@@ -8,7 +8,8 @@
 #   BENCH_QUICK=1 selftests/bench/run.sh the ~5 minute subset (CI smoke)
 #
 # Environment: BENCH_OUT (default a new /tmp/metaroce-bench.*),
-# BENCH_TRANSPORTS, BENCH_REPS, BENCH_PLANE_RATE (passed to the suite),
+# BENCH_TRANSPORTS, BENCH_SCENARIOS, BENCH_REPS, BENCH_PLANE_RATE (passed to
+# the suite),
 # BENCH_PUBLISH=0 (do not copy a full run's report into
 # Documentation/benchmarks/), METAROCE_PLANES (default 4).
 set -euo pipefail
@@ -24,7 +25,7 @@ export METAROCE_RIG_TIMEOUT=${METAROCE_RIG_TIMEOUT:-3300}
 # The guests do not inherit our environment: the suite's knobs go on its
 # command line.
 knobs="BENCH_QUICK=$quick"
-for v in BENCH_TRANSPORTS BENCH_REPS BENCH_PLANE_RATE; do
+for v in BENCH_TRANSPORTS BENCH_SCENARIOS BENCH_REPS BENCH_PLANE_RATE; do
 	[ -n "${!v:-}" ] && knobs+=" $v='${!v}'"
 done
 invocation="${BENCH_INVOCATION:-$knobs selftests/bench/run.sh}"
@@ -42,7 +43,8 @@ echo "bench: rig run took $took s (exit $rig_rc)"
 	--command "$invocation" --seconds "$took" --rig-rc "$rig_rc" --quick "$quick"
 echo "bench: report $out/bench/report.md"
 
-if [ "$quick" != 1 ] && [ "$rig_rc" = 0 ] && [ "${BENCH_PUBLISH:-1}" = 1 ]; then
+# Only a whole suite replaces the published report.
+if [ "$quick" != 1 ] && [ -z "${BENCH_SCENARIOS:-}" ] && [ "$rig_rc" = 0 ] && [ "${BENCH_PUBLISH:-1}" = 1 ]; then
 	dst=$repo/Documentation/benchmarks
 	mkdir -p "$dst"
 	cp "$out/bench/report.md" "$out/bench/samples.csv" "$out/bench"/*.png "$dst/"

@@ -6,13 +6,18 @@
 # which report.py turns into the report and plots on the build host.
 #
 # Environment: BENCH_QUICK=1 (the ~5 minute subset), BENCH_TRANSPORTS
-# (default "rxe siw metaroce tcp"), BENCH_REPS, BENCH_PLANE_RATE (kbit/s per
-# plane for the scaling and congestion runs; default measured).
+# (default "rxe siw metaroce tcp"), BENCH_SCENARIOS (below), BENCH_REPS,
+# BENCH_PLANE_RATE (kbit/s per plane for the scaling and congestion runs;
+# default measured).
 . "$(dirname "$0")/lib.sh"
 csv_init
 start_s=$(date +%s)
 quick=${BENCH_QUICK:-0}
 transports=${BENCH_TRANSPORTS:-rxe siw metaroce tcp}
+# BENCH_SCENARIOS: a subset of "throughput scaling failover congestion"
+# (throughput also runs latency, the loss sweep and reordering).
+scenarios=" ${BENCH_SCENARIOS:-throughput scaling failover congestion} "
+want() { [[ $scenarios == *" $1 "* ]]; }
 if [ "$quick" = 1 ]; then
 	reps=${BENCH_REPS:-1} dur=4 lat_n=200 fail_t=15 cong_t=6
 	bw_tests=("ib_write_bw 65536 1" "ib_write_bw 65536 8")
@@ -144,6 +149,23 @@ scaling() { # T RATE_KBIT
 # transport uses goes down on host A at fail_t/3 and comes back at
 # 2*fail_t/3. Time 0 is the end of the first 1 s sample (the tools take
 # seconds to set up in TCG, so the clock starts when data flows).
+# tx_sampler P: "epoch bytes" every 0.5 s, bytes = tx_bytes summed over
+# host A's planes 0..P-1 (builtins only in the loop: a fork per read lags
+# in TCG).
+tx_sampler() {
+	local p b x f files=()
+	for ((p = 0; p < $1; p++)); do files+=("/sys/class/net/$(plane_dev $p)/statistics/tx_bytes"); done
+	while :; do
+		b=0
+		for f in "${files[@]}"; do
+			read -r x < "$f"
+			b=$((b + x))
+		done
+		echo "$EPOCHREALTIME $b"
+		sleep 0.5
+	done
+}
+
 failover() {
 	local t=$1 rep plane dev down_at up_at t0 tdown tup series cmd srv pid i pat
 	down_at=$((fail_t / 3)) up_at=$((2 * fail_t / 3))
@@ -164,6 +186,11 @@ failover() {
 		fi
 		peer_spawn "echo \$\$ > /run/bench-failover.pid; exec timeout $((fail_t + 90)) $srv" > /dev/null
 		sleep 2
+		# The wire's view at 0.5 s, the same for every transport: bytes sent
+		# by host A on the planes the transport uses (tool output lines come
+		# only every few seconds in TCG).
+		tx_sampler "$TP_PLANES" > "$series.wire" &
+		local sampler=$!
 		# Timestamps from $EPOCHREALTIME: a fork per line would lag in TCG.
 		# shellcheck disable=SC2086
 		timeout $((fail_t + 80)) $cmd > >(while IFS= read -r line; do echo "$EPOCHREALTIME $line"; done > "$series") 2>&1 &
@@ -176,7 +203,7 @@ failover() {
 		t0=$(grep -E "$pat" "$series" 2> /dev/null | head -1 | awk '{ printf "%.6f", $1 - 1 }')
 		if [ -z "$t0" ]; then
 			csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" error "" "no traffic: $(grep -iE 'error|fail|unable' "$series" | head -2 | cut -d' ' -f2- | tr '\n' ' ')"
-			kill "$pid" 2> /dev/null
+			kill "$pid" "$sampler" 2> /dev/null
 			peer 'kill $(cat /run/bench-failover.pid) 2> /dev/null' > /dev/null
 			tp_down "$t"
 			continue
@@ -189,11 +216,13 @@ failover() {
 		ip link set "$dev" up
 		tup=$EPOCHREALTIME
 		sleep_until "$(awk -v a="$t0" -v b="$fail_t" 'BEGIN { printf "%.6f", a + b + 0.3 }')"
-		kill "$pid" 2> /dev/null
-		wait "$pid" 2> /dev/null
+		kill "$pid" "$sampler" 2> /dev/null
+		wait "$pid" "$sampler" 2> /dev/null
 		sleep 1
 		peer 'kill $(cat /run/bench-failover.pid) 2> /dev/null' > /dev/null
 		cp "$series" "$series.client"
+		awk -v t0="$t0" 'NR > 1 && $1 > t && $1 - t0 >= 0 { printf "%.2f %.3f\n", $1 - t0, ($2 - b) / ($1 - t) / 1048576 } { t = $1; b = $2 }' "$series.wire" |
+			while read -r ts v; do csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "t=$ts" "$rep" wire_MiBps "$v"; done
 		# Samples: seconds since t0, MiB/s of the second that just ended.
 		if [ "$t" = tcp ]; then
 			awk -v t0="$t0" '$0 ~ /Kbits\/sec/ && $0 !~ /sender|receiver/ { for (i = 1; i < NF; i++) if ($(i + 1) == "Kbits/sec") printf "%.2f %.3f\n", $1 - t0, $i * 1000 / 8 / 1048576 }' "$series"
@@ -284,7 +313,7 @@ for t in $transports; do
 		avail[$t]=1 planes_of[$t]=$TP_PLANES
 		note "$t: available, $TP_PLANES plane(s)"
 		csv "$t" availability - - - "$TP_PLANES" - - available 1
-		throughput_latency_loss "$t"
+		want throughput && throughput_latency_loss "$t"
 	else
 		reason[$t]=$TP_REASON
 		note "$t: NOT available: $TP_REASON"
@@ -307,9 +336,9 @@ csv all scaling - - - - "ceiling" - plane_rate_kbit "$rate"
 
 for t in $transports; do
 	[ -n "${avail[$t]:-}" ] || continue
-	scaling "$t" "$rate"
-	failover "$t"
-	congestion "$t" "$rate"
+	want scaling && scaling "$t" "$rate"
+	want failover && failover "$t"
+	want congestion && congestion "$t" "$rate"
 	on_both tc_clear
 done
 
