@@ -290,7 +290,6 @@ fn consumes_receive(op: Opcode) -> bool {
     matches!(op, Opcode::Send | Opcode::SendImm | Opcode::SendInv | Opcode::WriteImm)
 }
 
-/// The send completion status of a message the peer failed.
 /// Least retry budget: InfiniBand's (local ACK timeout 4.096 us * 2^timeout,
 /// retried retry_cnt times: 0.5 s for perftest's 14 and 7) is shorter than
 /// a software host's stalls (a TCG VM: hundreds of ms), and a path or plane
@@ -308,6 +307,7 @@ fn retry_budget_ns(timeout: u8, retry_cnt: u8) -> u64 {
     ack_timeout.saturating_mul(u64::from(retry_cnt.min(7)) + 1).max(RETRY_BUDGET_FLOOR_NS)
 }
 
+/// The send completion status of a message the peer failed.
 fn remote_status(s: Syndrome) -> u32 {
     match s {
         Syndrome::RemoteAccess => b::ib_wc_status_IB_WC_REM_ACCESS_ERR,
