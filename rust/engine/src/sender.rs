@@ -1696,17 +1696,22 @@ mod tests {
         );
     }
 
-    #[test]
-    fn retry_budget_fails_every_outstanding_message_when_the_peer_is_gone() {
-        let budget = 1_000_000;
-        let mut tx = Sender::new(
+    /// Two paths on one plane, giving up after `budget` ns without progress.
+    fn with_retry_budget(budget: u64) -> Sender {
+        Sender::new(
             SenderConfig {
                 give_up_ns: budget,
                 ..cfg(2, 1)
             },
             0,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn retry_budget_fails_every_outstanding_message_when_the_peer_is_gone() {
+        let budget = 1_000_000;
+        let mut tx = with_retry_budget(budget);
         let mut rx = receiver();
         // Idle for long, then a message that gets through: no give-up.
         let m0 = tx.post(&write(2 * MTU)).unwrap();
@@ -1752,14 +1757,7 @@ mod tests {
     #[test]
     fn a_dead_path_does_not_spend_the_retry_budget_while_another_works() {
         let budget = 1_000_000;
-        let mut tx = Sender::new(
-            SenderConfig {
-                give_up_ns: budget,
-                ..cfg(2, 1)
-            },
-            0,
-        )
-        .unwrap();
+        let mut tx = with_retry_budget(budget);
         let mut rx = receiver();
         let mut now = 0;
         let mut done = 0;
