@@ -60,11 +60,14 @@ done
 # By time, perftest counts only signaled completions (one per 100 WRs by
 # default): 8 QPs sharing ~4 MB/s would show none in the window, so every
 # WR is signaled (-Q 1). Its clock starts before it posts 8 x 128 WRs, and
-# it polls only after posting them; in a starved TCG VM the 2 s window of
-# -D 4 -f 1 then saw no completion (once, with a benchmark running
-# alongside): -D 8 -f 2 measures 4 s after a 2 s start.
+# it polls only after posting them, one system call (a doorbell that also
+# sends) per WR; in a starved TCG VM the 2 s window of -D 4 -f 1 saw no
+# completion (once, with a benchmark running alongside), and so did the
+# 4 s window of -D 8 -f 2 once, after this script's other runs (standalone
+# it counted 96 to 192 iterations): -D 12 -f 4 measures 4 s after a 4 s
+# start.
 run ib_write_bw -q 8 -n 50 -s 65536
 run ib_read_bw -q 8 -n 50 -s 65536
 run ib_send_bw -q 8 -n 50 -s 65536
 run ib_write_bw -q 8 -n 50 -s 65536 --use_old_post_send
-run ib_write_bw -q 8 -D 8 -f 2 -Q 1 -s 65536
+run ib_write_bw -q 8 -D 12 -f 4 -Q 1 -s 65536
