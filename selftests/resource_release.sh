@@ -42,8 +42,21 @@ expect_baseline() {
 	fail "host $host holds resources after $3: now '$now', baseline '$want'"
 }
 
-base_a=$(snapshot)
-base_b=$(peer_snapshot) || fail "snapshot on host B"
+# stable SNAPSHOT_FN: a reading that two in a row agree on (the root file
+# system is 9p: its I/O pins and unpins pages for a moment, and a baseline
+# caught in the middle of that never comes back).
+stable() {
+	local prev="" cur i
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		cur=$("$1") || return 1
+		[ "$cur" = "$prev" ] && break
+		prev=$cur
+		sleep 1
+	done
+	echo "$cur"
+}
+base_a=$(stable snapshot)
+base_b=$(stable peer_snapshot) || fail "snapshot on host B"
 log "baseline A: $base_a"
 log "baseline B: $base_b"
 
