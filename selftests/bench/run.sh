@@ -23,10 +23,11 @@ export METAROCE_OUT=$out METAROCE_PLANES=${METAROCE_PLANES:-4}
 export METAROCE_RIG_TIMEOUT=${METAROCE_RIG_TIMEOUT:-3300}
 
 # The guests do not inherit our environment: the suite's knobs go on its
-# command line.
+# command line, in double quotes (the rig wraps the whole command in single
+# quotes; single-quoted values split it at their spaces).
 knobs="BENCH_QUICK=$quick"
 for v in BENCH_TRANSPORTS BENCH_SCENARIOS BENCH_REPS BENCH_PLANE_RATE; do
-	[ -n "${!v:-}" ] && knobs+=" $v='${!v}'"
+	[ -n "${!v:-}" ] && knobs+=" $v=\"${!v}\""
 done
 invocation="${BENCH_INVOCATION:-$knobs selftests/bench/run.sh}"
 
