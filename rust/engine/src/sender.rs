@@ -1323,6 +1323,22 @@ mod tests {
         }
     }
 
+    /// Send everything due at `now`; only path slot `slot` delivers (data,
+    /// and probes with their replies): the other paths black-hole.
+    fn pump_only_path(tx: &mut Sender, rx: &mut Receiver, now: u64, slot: u16) {
+        while let Some(p) = tx.next_packet(now) {
+            match p.kind {
+                TxKind::Data { header, .. } if header.path_id & 63 == slot => {
+                    deliver(rx, tx, &header, now);
+                }
+                TxKind::Probe(pr) if pr.path_id & 63 == slot => {
+                    tx.on_probe_reply(&rx.on_probe(&pr), now + 10);
+                }
+                _ => {}
+            }
+        }
+    }
+
     #[test]
     fn read_request_and_response_flow() {
         // Requester A -> responder B: READ_REQ in A's send stream;
@@ -1551,17 +1567,7 @@ mod tests {
         for _ in 0..10_000 {
             now += 500;
             tx.on_timer(now);
-            while let Some(p) = tx.next_packet(now) {
-                match p.kind {
-                    TxKind::Data { header, .. } if header.path_id & 63 == 1 => {
-                        deliver(&mut rx, &mut tx, &header, now);
-                    }
-                    TxKind::Probe(pr) if pr.path_id & 63 == 1 => {
-                        tx.on_probe_reply(&rx.on_probe(&pr), now + 10);
-                    }
-                    _ => {}
-                }
-            }
+            pump_only_path(&mut tx, &mut rx, now, 1);
             if rx.pop_completion().is_some() {
                 done = true;
             }
@@ -1766,17 +1772,7 @@ mod tests {
             if tx.outstanding() < 2 {
                 tx.post(&write(4 * MTU)).unwrap();
             }
-            while let Some(p) = tx.next_packet(now) {
-                match p.kind {
-                    TxKind::Data { header, .. } if header.path_id & 63 == 1 => {
-                        deliver(&mut rx, &mut tx, &header, now);
-                    }
-                    TxKind::Probe(pr) if pr.path_id & 63 == 1 => {
-                        tx.on_probe_reply(&rx.on_probe(&pr), now + 10);
-                    }
-                    _ => {}
-                }
-            }
+            pump_only_path(&mut tx, &mut rx, now, 1);
             while rx.pop_completion().is_some() {}
             while let Some(c) = tx.pop_completion() {
                 assert_eq!(c.status, CompletionStatus::Success);
