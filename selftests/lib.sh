@@ -15,6 +15,21 @@ peer() { /usr/bin/python3 "$METAROCE_RIG/peer.py" run -- "$@"; }
 # Start a command on host B in the background; prints a job id for peer_wait.
 peer_spawn() { /usr/bin/python3 "$METAROCE_RIG/peer.py" spawn -- "$@"; }
 peer_wait() { /usr/bin/python3 "$METAROCE_RIG/peer.py" --timeout "${2:-120}" wait "$1"; }
+# host_ctl NAME JSON TIMEOUT: a request to the rig's host-side agent
+# (selftests/rig/hostctl.py: plane link events and wire counters, on the
+# host's clock); waits up to TIMEOUT s and prints the answer's path.
+host_ctl() {
+	local d=$METAROCE_OUT/hostctl i
+	[ -d "$d" ] || { echo "host_ctl: the rig runs no host-side agent ($d missing)" >&2; return 1; }
+	rm -f "$d/$1.done" "$d/$1.json"
+	echo "$2" > "$d/$1.req.tmp" && mv "$d/$1.req.tmp" "$d/$1.req" || return 1
+	for ((i = 0; i < $3 * 2; i++)); do
+		[ -f "$d/$1.done" ] && { echo "$d/$1.json"; return 0; }
+		sleep 0.5
+	done
+	echo "host_ctl: no answer to $1 in $3 s" >&2
+	return 1
+}
 
 # expect_ok CMD...: CMD must succeed.
 expect_ok() {

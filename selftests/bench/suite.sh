@@ -145,35 +145,21 @@ scaling() { # T RATE_KBIT
 	done
 }
 
-# failover T: fail_t s of traffic at 1 s resolution; the last plane the
-# transport uses goes down on host A at fail_t/3 and comes back at
-# 2*fail_t/3. Time 0 is the end of the first 1 s sample (the tools take
-# seconds to set up in TCG, so the clock starts when data flows).
-# tx_sampler P: "epoch bytes" every 0.5 s, bytes = tx_bytes summed over
-# host A's planes 0..P-1 (builtins only in the loop: a fork per read lags
-# in TCG).
-tx_sampler() {
-	local p b x f files=()
-	for ((p = 0; p < $1; p++)); do files+=("/sys/class/net/$(plane_dev $p)/statistics/tx_bytes"); done
-	while :; do
-		b=0
-		for f in "${files[@]}"; do
-			read -r x < "$f"
-			b=$((b + x))
-		done
-		echo "$EPOCHREALTIME $b"
-		sleep 0.5
-	done
-}
-
+# failover T: fail_t s of traffic; the last plane the transport uses goes
+# down at fail_t/3 and comes back at 2*fail_t/3. Both the link events and the
+# throughput series come from the rig's host-side agent (hostctl.py): in a
+# TCG guest the spinning client owns the vCPU, and a guest-side sampler or
+# `ip link set down` ran seconds late. The agent takes the plane's link down
+# on both hosts' NICs (carrier loss, as a pulled cable) and samples the bytes
+# host A sends on each plane every 0.1 s, on the host's clock. Time 0 is when
+# the agent starts, once the tool has printed its first line (data flows).
 failover() {
-	local t=$1 rep plane dev down_at up_at t0 tdown tup series cmd srv pid i pat
+	local t=$1 rep plane down_at up_at series cmd srv pid i pat ans req metric cond v
 	down_at=$((fail_t / 3)) up_at=$((2 * fail_t / 3))
 	for ((rep = 1; rep <= reps; rep++)); do
 		tp_up "$t" "$([ "$t" = tcp ] && echo 1 || echo "$main_planes")" || { csv "$t" failover - - - - - - unavailable "" "$TP_REASON"; tp_down "$t"; return; }
 		plane=$((TP_PLANES - 1))
 		[ "$t" = tcp ] && plane=0
-		dev=$(plane_dev $plane)
 		series=$(raw_name "$t failover rep$rep")
 		if [ "$t" = tcp ]; then
 			srv="iperf3 -s -1 -B $PEER_PLANE0_IP"
@@ -182,65 +168,43 @@ failover() {
 		else
 			srv="ib_write_bw $TP_SRV -s 65536 -D 1 -Q 1 --run_infinitely -p $PT_PORT -F"
 			cmd="stdbuf -oL ib_write_bw $TP_CLI -s 65536 -D 1 -Q 1 --run_infinitely -p $PT_PORT -F $TP_TARGET"
-			pat='^[0-9.]+ +65536 +[0-9]+ +[0-9.]+ +[0-9.]+'
+			pat='^ *65536 +[0-9]+ +[0-9.]+ +[0-9.]+'
 		fi
-		# The client spins on its CQ and takes the guest's one vCPU: without
-		# this the sampler and this script (the plane down/up) ran seconds
-		# late. They run real-time (they mostly sleep), the client last.
-		chrt -f -p 20 $$ 2> /dev/null || true
-		cmd="chrt -o 0 nice -n 19 $cmd"
 		peer_spawn "echo \$\$ > /run/bench-failover.pid; exec timeout $((fail_t + 90)) $srv" > /dev/null
 		sleep 2
-		# The wire's view at 0.5 s, the same for every transport: bytes sent
-		# by host A on the planes the transport uses (tool output lines come
-		# only every few seconds in TCG).
-		tx_sampler "$TP_PLANES" > "$series.wire" &
-		local sampler=$!
-		# Timestamps from $EPOCHREALTIME: a fork per line would lag in TCG.
 		# shellcheck disable=SC2086
-		timeout $((fail_t + 80)) $cmd > >(while IFS= read -r line; do echo "$EPOCHREALTIME $line"; done > "$series") 2>&1 &
+		timeout $((fail_t + 80)) $cmd > "$series" 2>&1 &
 		pid=$!
 		for ((i = 0; i < 600; i++)); do
 			grep -qE "$pat" "$series" 2> /dev/null && break
 			kill -0 "$pid" 2> /dev/null || break
 			sleep 0.1
 		done
-		t0=$(grep -E "$pat" "$series" 2> /dev/null | head -1 | awk '{ printf "%.6f", $1 - 1 }')
-		if [ -z "$t0" ]; then
-			csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" error "" "no traffic: $(grep -iE 'error|fail|unable' "$series" | head -2 | cut -d' ' -f2- | tr '\n' ' ')"
-			kill "$pid" "$sampler" 2> /dev/null
+		if ! grep -qE "$pat" "$series" 2> /dev/null; then
+			csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" error "" "no traffic: $(grep -iE 'error|fail|unable' "$series" | head -2 | tr '\n' ' ')"
+			kill "$pid" 2> /dev/null
 			peer 'kill $(cat /run/bench-failover.pid) 2> /dev/null' > /dev/null
 			tp_down "$t"
 			continue
 		fi
-		sleep_until() { local d; d=$(awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { d = a - b; print (d > 0) ? d : 0 }'); sleep "$d"; }
-		sleep_until "$(awk -v a="$t0" -v b="$down_at" 'BEGIN { printf "%.6f", a + b }')"
-		ip link set "$dev" down
-		tdown=$EPOCHREALTIME
-		sleep_until "$(awk -v a="$t0" -v b="$up_at" 'BEGIN { printf "%.6f", a + b }')"
-		ip link set "$dev" up
-		tup=$EPOCHREALTIME
-		sleep_until "$(awk -v a="$t0" -v b="$fail_t" 'BEGIN { printf "%.6f", a + b + 0.3 }')"
-		kill "$pid" "$sampler" 2> /dev/null
-		wait "$pid" "$sampler" 2> /dev/null
+		req="{\"duration_s\": $((fail_t + 2)), \"interval_s\": 0.1, \"events\": [{\"at_s\": $down_at, \"plane\": $plane, \"up\": false}, {\"at_s\": $up_at, \"plane\": $plane, \"up\": true}]}"
+		ans=$(host_ctl "failover-$t-rep$rep" "$req" $((fail_t + 60)))
+		kill "$pid" 2> /dev/null
+		wait "$pid" 2> /dev/null
 		sleep 1
 		peer 'kill $(cat /run/bench-failover.pid) 2> /dev/null' > /dev/null
-		cp "$series" "$series.client"
-		awk -v t0="$t0" 'NR > 1 && $1 > t && $1 - t0 >= 0 { printf "%.2f %.3f\n", $1 - t0, ($2 - b) / ($1 - t) / 1048576 } { t = $1; b = $2 }' "$series.wire" |
-			while read -r ts v; do csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "t=$ts" "$rep" wire_MiBps "$v"; done
-		# Samples: seconds since t0, MiB/s of the second that just ended.
-		if [ "$t" = tcp ]; then
-			awk -v t0="$t0" '$0 ~ /Kbits\/sec/ && $0 !~ /sender|receiver/ { for (i = 1; i < NF; i++) if ($(i + 1) == "Kbits/sec") printf "%.2f %.3f\n", $1 - t0, $i * 1000 / 8 / 1048576 }' "$series"
-		else
-			awk -v t0="$t0" '$2 == 65536 && NF >= 6 && $5 ~ /^[0-9.]+$/ { printf "%.2f %s\n", $1 - t0, $5 }' "$series"
-		fi > "$series.tsv"
-		while read -r ts v; do csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "t=$ts" "$rep" series_MiBps "$v"; done < "$series.tsv"
-		csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" down_s "$(awk -v a="$tdown" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')"
-		csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" up_s "$(awk -v a="$tup" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')"
+		if [ -z "$ans" ] || ! python3 "$BENCH_DIR/wire_series.py" "$ans" "$TP_PLANES" > "$series.tsv" 2> "$series.err"; then
+			csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" error "" "host agent: $(cat "$series.err" 2> /dev/null) (see $METAROCE_OUT/hostctl.log)"
+			tp_down "$t"
+			continue
+		fi
+		cp "$ans" "$series.json"
+		while read -r metric cond v; do
+			csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "$cond" "$rep" "$metric" "$v"
+		done < "$series.tsv"
 		csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" run_s "$fail_t"
-		grep -iqE 'error|fail' "$series" && csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" error "" "$(grep -iE 'error|fail' "$series" | head -2 | cut -d' ' -f2- | tr '\n' ' ')"
-		chrt -o -p 0 $$ 2> /dev/null || true
-		note "$t failover rep$rep: $(wc -l < "$series.tsv") samples, plane $plane down at ${down_at}s, up at ${up_at}s"
+		grep -iqE 'error|fail' "$series" && csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" error "" "$(grep -iE 'error|fail' "$series" | head -2 | tr '\n' ' ')"
+		note "$t failover rep$rep: $(grep -c ^host_MiBps "$series.tsv") host samples, plane $plane down at ${down_at}s, up at ${up_at}s"
 		tp_down "$t"
 		sleep 1
 	done

@@ -8,7 +8,7 @@ APT_PKGS=(
 	libelf-dev libssl-dev cpio busybox-static kmod dwarves rsync
 	rdma-core perftest ibverbs-utils libibverbs-dev librdmacm-dev rdmacm-utils
 	ibverbs-providers iproute2 iperf3 iputils-ping python3-pyverbs python3-venv
-	ethtool
+	ethtool nftables
 )
 BINDGEN_VERSION=0.70.1
 VNG_VERSION=1.42

@@ -37,7 +37,7 @@ declare -p METAROCE_TESTS 2>/dev/null | sed 's/^declare -x/export/; s/^declare -
 
 # A killed vng can leave its qemu behind: on exit, stop this run's VMs
 # (their command lines name $out).
-trap 'pkill -f -- "path=$out," 2>/dev/null || true' EXIT
+trap 'pkill -f -- "path=$out," 2>/dev/null || true; [ -z "${agent:-}" ] || kill "$agent" 2>/dev/null || true' EXIT
 
 # KVM only if it really boots here (on some machines it hangs at
 # "Decompressing Linux"): probe once, remember per kernel tree.
@@ -62,7 +62,9 @@ echo "rig: kernel $kdir, $planes planes, $accel, logs in $out"
 # base+2i, B's on base+2i+1. Link "ff" is management.
 base=$((20000 + (RANDOM % 2000) * 10))
 qemu_opts() {
-	local hb=$1 mine=$2 theirs=$3 i opts=""
+	local role=$1 hb=$2 mine=$3 theirs=$4 i opts=""
+	# QMP for the host-side agent (hostctl.py: link events on the host's clock).
+	opts+=" -qmp unix:$out/qmp-$role.sock,server=on,wait=off"
 	for ((i = 0; i <= planes; i++)); do
 		local id=$i tag
 		tag=$(printf '%02x' $i)
@@ -76,13 +78,20 @@ qemu_opts() {
 boot() {
 	local role=$1 hb=$2 mine=$3 theirs=$4 what=$5
 	timeout "$timeout_s" vng -r "$kdir" "${accel_opt[@]}" --cpus 1 --memory 1G \
-		--rwdir "$out" "--qemu-opts=$(qemu_opts "$hb" "$mine" "$theirs")" \
+		--rwdir "$out" "--qemu-opts=$(qemu_opts "$role" "$hb" "$mine" "$theirs")" \
 		--exec "$rig/guest.sh $role $out $planes '$what'" < /dev/null
 }
 
 # vng links the tree's modules into .virtme_mods at boot; do it once here
 # so the two hosts don't race to create the same links.
 (cd "$kdir" && virtme-prep-kdir-mods > /dev/null)
+
+# The host-side agent: plane link events and wire counters from outside the
+# VMs, on request from a guest (selftests/rig/hostctl.py; the benchmark's
+# plane failure uses it). Runs as long as the VMs do.
+rm -rf "$out/hostctl" && mkdir -p "$out/hostctl"
+python3 "$rig/hostctl.py" --out "$out" --base "$base" --planes "$planes" > "$out/hostctl.log" 2>&1 &
+agent=$!
 
 start=$(date +%s)
 boot B 0b 1 0 serve > "$out/B.console" 2>&1 &

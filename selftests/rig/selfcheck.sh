@@ -27,6 +27,8 @@ for report in "WARNING: CPU: 0 PID: 1 at drivers/x.c:1 f+0x1/0x2" "BUG: KASAN: u
 done
 check "dmesg-check fails on a missing log" 1 "$rig/dmesg-check.sh" "$tmp/none"
 
+check "hostctl drives QMP set_link and counts plane bytes (nftables)" 0 python3 "$rig/hostctl.py" --selftest
+
 sel=$(cd "$rig/.." && pwd)
 check "expect_err accepts the expected error" 0 env METAROCE_TESTS=rig/fixtures/passes.sh "$sel/run_tests.sh"
 check "expect_err rejects a success" 1 env METAROCE_TESTS=rig/fixtures/fails.sh "$sel/run_tests.sh"
