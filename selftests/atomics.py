@@ -22,7 +22,6 @@ ran twice (a retransmitted request) or was lost, and they ran in order.
 Prints one line per check; exits non-zero on the first failure.
 """
 
-import socket
 import struct
 import sys
 import time
@@ -133,19 +132,13 @@ def serve(link, ctx, pd, gid_index, access, qp_access, depth=64):
 def server(dev, gid_index, port):
     ctx = Context(name=dev)
     pd = PD(ctx)
-    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lsock.bind(("", port))
-    lsock.listen(1)
-    lsock.settimeout(120)
-    conn, _ = lsock.accept()
-    link = Link(conn)
+    link = Link.accept(port)
     while True:
         req = link.recv()
         if req.get("bye"):
             break
         serve(link, ctx, pd, gid_index, req["access"], req["qp_access"], req.get("depth", 64))
-    conn.close()
+    link.close()
 
 
 def check_wc(end, what, status, wr_id=None):
@@ -270,16 +263,7 @@ def client(dev, gid_index, host, port, mode):
     if ctx.query_device().atomic_caps == e.IBV_ATOMIC_NONE:
         fail(f"{dev} reports no atomics")
     pd = PD(ctx)
-    sock = None
-    for _ in range(100):
-        try:
-            sock = socket.create_connection((host, port), timeout=120)
-            break
-        except OSError:
-            time.sleep(0.2)
-    if sock is None:
-        fail(f"cannot connect to {host}:{port}")
-    link = Link(sock)
+    link = Link.dial(host, port)
     if mode[0] == "once":
         run_once(link, ctx, pd, gid_index, int(mode[1]))
     else:
@@ -292,7 +276,7 @@ def client(dev, gid_index, host, port, mode):
                 want = run_refused(end, local, peer["rkey"], peer["addr"], change, status, name)
             close_case(link, end, want, name)
     link.send({"bye": True})
-    sock.close()
+    link.close()
 
 
 def main():

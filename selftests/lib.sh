@@ -68,6 +68,19 @@ reset_rdma() {
 	return 0
 }
 
+# planes_cleanup: the EXIT trap of the two-plane tests: on both hosts no
+# qdisc on planes 0 and 1 and no MetaRoCE device; on A both planes up.
+planes_cleanup() {
+	local d
+	for d in "$PLANE0_DEV" "${PLANE1_DEV:-}"; do
+		[ -n "$d" ] || continue
+		tc qdisc del dev "$d" root 2> /dev/null
+		ip link set "$d" up
+	done
+	reset_rdma
+	peer 'for d in $PLANE0_DEV $PLANE1_DEV; do tc qdisc del dev $d root; done; rdma link delete mr0; rmmod metaroce' > /dev/null 2>&1
+}
+
 # The GID index of IPv4 address $2 (RoCE v2) on device $1.
 gid_index() {
 	local dev=$1 ip=$2 hex f idx

@@ -13,16 +13,7 @@
 #    transport (UD's contract), and ibv_ud_pingpong, which never resends,
 #    then waits forever, so loss cannot be a pass/fail data check for UD.
 . "$(dirname "$0")/lib.sh"
-cleanup() {
-	for d in "$PLANE0_DEV" "${PLANE1_DEV:-}"; do
-		[ -n "$d" ] || continue
-		tc qdisc del dev "$d" root 2> /dev/null
-		ip link set "$d" up
-	done
-	reset_rdma
-	peer 'for d in $PLANE0_DEV $PLANE1_DEV; do tc qdisc del dev $d root; done; rdma link delete mr0; rmmod metaroce' > /dev/null 2>&1
-}
-trap cleanup EXIT
+trap planes_cleanup EXIT
 reset_rdma
 [ -n "${PLANE1_DEV:-}" ] || skip "the rig has a single plane"
 command -v ibv_uc_pingpong > /dev/null || skip "ibverbs-utils not installed"

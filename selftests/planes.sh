@@ -10,14 +10,8 @@
 # error, and traffic must come back to plane 1 afterwards.
 . "$(dirname "$0")/lib.sh"
 cleanup() {
-	for d in "$PLANE0_DEV" "${PLANE1_DEV:-}"; do
-		[ -n "$d" ] || continue
-		tc qdisc del dev "$d" root 2> /dev/null
-		ip link set "$d" up
-	done
 	ip link del mrveth0 2> /dev/null
-	reset_rdma
-	peer 'for d in $PLANE0_DEV $PLANE1_DEV; do tc qdisc del dev $d root; done; rdma link delete mr0; rmmod metaroce' > /dev/null 2>&1
+	planes_cleanup
 }
 trap cleanup EXIT
 reset_rdma

@@ -17,9 +17,7 @@ errors (a bad lkey, a QP transition that skips states) are checked too.
 Prints one line per check; exits non-zero on the first failure.
 """
 
-import socket
 import sys
-import time
 
 import pyverbs.enums as e
 from pyverbs.addr import AHAttr, GID, GlobalRoute
@@ -76,13 +74,7 @@ class End:
 def server(dev, gid_index, port):
     ctx = Context(name=dev)
     pd = PD(ctx)
-    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lsock.bind(("", port))
-    lsock.listen(1)
-    lsock.settimeout(120)
-    conn, _ = lsock.accept()
-    link = Link(conn)
+    link = Link.accept(port)
     for name, access, _op, _change, _status in CASES:
         mr = MR(pd, BUF, access)
         mr.write(PATTERN, BUF, 0)
@@ -99,7 +91,7 @@ def server(dev, gid_index, port):
         end.qp.close()
         end.cq.close()
         mr.close()
-    conn.close()
+    link.close()
 
 
 def post(end, op, sge, rkey, addr, wr_id):
@@ -112,16 +104,7 @@ def post(end, op, sge, rkey, addr, wr_id):
 def client(dev, gid_index, host, port):
     ctx = Context(name=dev)
     pd = PD(ctx)
-    sock = None
-    for _ in range(100):
-        try:
-            sock = socket.create_connection((host, port), timeout=60)
-            break
-        except OSError:
-            time.sleep(0.2)
-    if sock is None:
-        fail(f"cannot connect to {host}:{port}")
-    link = Link(sock)
+    link = Link.dial(host, port, timeout=60)
     local = MR(pd, BUF, LW)
     for name, _access, op, change, status in CASES:
         peer = link.recv()
@@ -185,7 +168,7 @@ def client(dev, gid_index, host, port):
     if end.state() != e.IBV_QPS_RESET:
         fail("the QP left RESET after a refused transition")
     ok("QP still in RESET")
-    sock.close()
+    link.close()
 
 
 def main():

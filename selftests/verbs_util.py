@@ -4,6 +4,7 @@ channel between host A and host B, connecting a QP through INIT, RTR and
 RTS, and waiting for one completion."""
 
 import json
+import socket
 import sys
 import time
 
@@ -37,6 +38,32 @@ class Link:
         if not line:
             fail("peer closed the connection")
         return json.loads(line)
+
+    @classmethod
+    def accept(cls, port, timeout=120):
+        """The server's end: waits up to `timeout` s for one client on `port`."""
+        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        lsock.bind(("", port))
+        lsock.listen(1)
+        lsock.settimeout(timeout)
+        conn, _ = lsock.accept()
+        lsock.close()
+        return cls(conn)
+
+    @classmethod
+    def dial(cls, host, port, timeout=120):
+        """The client's end: retries for ~20 s while the server starts."""
+        for _ in range(100):
+            try:
+                return cls(socket.create_connection((host, port), timeout=timeout))
+            except OSError:
+                time.sleep(0.2)
+        fail(f"cannot connect to {host}:{port}")
+
+    def close(self):
+        self.f.close()
+        self.sock.close()
 
 
 def _attr(state):
