@@ -188,12 +188,12 @@ failover() {
 			continue
 		fi
 		req="{\"duration_s\": $((fail_t + 2)), \"interval_s\": 0.1, \"events\": [{\"at_s\": $down_at, \"plane\": $plane, \"up\": false}, {\"at_s\": $up_at, \"plane\": $plane, \"up\": true}]}"
-		ans=$(host_ctl "failover-$t-rep$rep" "$req" $((fail_t + 60)))
+		ans=$(host_ctl "failover-$t-rep$rep" "$req" $((fail_t + 60)) 2> "$series.err")
 		kill "$pid" 2> /dev/null
 		wait "$pid" 2> /dev/null
 		sleep 1
 		peer 'kill $(cat /run/bench-failover.pid) 2> /dev/null' > /dev/null
-		if [ -z "$ans" ] || ! python3 "$BENCH_DIR/wire_series.py" "$ans" "$TP_PLANES" > "$series.tsv" 2> "$series.err"; then
+		if [ -z "$ans" ] || ! python3 "$BENCH_DIR/wire_series.py" "$ans" "$TP_PLANES" > "$series.tsv" 2>> "$series.err"; then
 			csv "$t" failover ib_write_bw 65536 1 "$TP_PLANES" "plane$plane" "$rep" error "" "host agent: $(cat "$series.err" 2> /dev/null) (see $METAROCE_OUT/hostctl.log)"
 			tp_down "$t"
 			continue

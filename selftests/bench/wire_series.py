@@ -36,9 +36,9 @@ def main():
     for t, a_to_b, _ in samples:
         if prev and t > prev[0]:
             dt = (t - prev[0]) * 1048576
-            print(f"host_MiBps t={t:.2f} {(sum(a_to_b[:planes]) - sum(prev[1][:planes])) / dt:.3f}")
+            print(f"host_MiBps t={t:.4f} {(sum(a_to_b[:planes]) - sum(prev[1][:planes])) / dt:.3f}")
             for k in range(planes if planes > 1 else 0):
-                print(f"plane{k}_MiBps t={t:.2f} {(a_to_b[k] - prev[1][k]) / dt:.3f}")
+                print(f"plane{k}_MiBps t={t:.4f} {(a_to_b[k] - prev[1][k]) / dt:.3f}")
         prev = (t, a_to_b)
     downs = {}
     for e in ans["events"]:

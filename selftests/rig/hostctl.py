@@ -29,13 +29,15 @@ or {"ok": false, "error": "..."}; then NAME.done. Byte counts are
 cumulative UDP payload+header bytes as the host's loopback saw them (the
 guests' Ethernet frames plus IP/UDP of the host socket).
 
-    hostctl.py --out DIR --base PORT --planes N     serve until killed
+    hostctl.py --out DIR --base PORT --planes N [--qmp-dir D] [--parent PID]
+                                                    serve until killed (or PID exits)
     hostctl.py --selftest                           check QMP and nftables here
 """
 
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -102,6 +104,8 @@ class Counters:
             p = subprocess.run(["nft", *args], input=stdin, capture_output=True, text=True, timeout=10)
         except FileNotFoundError:
             raise OSError("nft not found (apt install nftables; selftests/rig/deps.sh does)") from None
+        except subprocess.TimeoutExpired:
+            raise OSError(f"nft {' '.join(args)}: no answer in 10 s") from None
         if p.returncode:
             raise OSError(f"nft {' '.join(args)}: {p.stderr.strip()}")
         return p.stdout
@@ -116,7 +120,10 @@ class Counters:
         return [by_name.get(f"f{i}", 0) for i in range(len(self.flows))]
 
     def delete(self):
-        subprocess.run(["nft", "delete", "table", "inet", self.table], capture_output=True)
+        try:
+            subprocess.run(["nft", "delete", "table", "inet", self.table], capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
 
 
 def plane_ports(base, plane):
@@ -124,22 +131,37 @@ def plane_ports(base, plane):
     return base + 2 * plane, base + 2 * plane + 1
 
 
-def serve_one(req, out, base, planes, qmp_paths):
+def parse_request(req, planes):
+    """(duration, interval, events) of a request, or ValueError saying why not."""
+    if not isinstance(req, dict):
+        raise ValueError("a request is a JSON object")
     duration = float(req.get("duration_s", 30))
     interval = max(0.05, float(req.get("interval_s", 0.1)))
-    events = sorted(req.get("events", []), key=lambda e: float(e["at_s"]))
     if not 0 < duration <= 600:
         raise ValueError(f"duration_s {duration} out of range (0, 600]")
+    events = req.get("events", [])
+    if not isinstance(events, list):
+        raise ValueError("events is a list")
     for e in events:
+        if not isinstance(e, dict) or not isinstance(e.get("up"), bool):
+            raise ValueError(f"event {e!r}: needs at_s, plane and up (true/false)")
+        if not 0 <= float(e["at_s"]) <= duration:
+            raise ValueError(f"event at_s {e['at_s']} not in [0, duration_s]")
         if not 0 <= int(e["plane"]) < planes:
             raise ValueError(f"event plane {e['plane']} not in 0..{planes - 1}")
+    return duration, interval, sorted(events, key=lambda e: float(e["at_s"]))
+
+
+def serve_one(req, base, planes, qmp_paths):
+    duration, interval, events = parse_request(req, planes)
     flows = [plane_ports(base, p) for p in range(planes)]
     flows += [(b, a) for a, b in flows[:planes]]
-    ctr = Counters(f"metaroce_rig_{base}", flows)
     qmps = {}
+    down = set()  # planes this request took down and has not brought back
+    ctr = Counters(f"metaroce_rig_{base}", flows)
     try:
-        for role, path in qmp_paths.items():
-            if events:
+        if events:
+            for role, path in qmp_paths.items():
                 qmps[role] = Qmp(path)
         t0 = time.monotonic()
         t0_epoch = time.time()
@@ -150,49 +172,77 @@ def serve_one(req, out, base, planes, qmp_paths):
             now = time.monotonic() - t0
             while pending and float(pending[0]["at_s"]) <= now:
                 e = pending.pop(0)
-                for role, q in qmps.items():
-                    q.execute("set_link", name=f"n{int(e['plane'])}", up=bool(e["up"]))
-                done.append({"at_s": round(time.monotonic() - t0, 4), "plane": int(e["plane"]),
-                             "up": bool(e["up"]), "asked_s": float(e["at_s"])})
+                plane, up = int(e["plane"]), e["up"]
+                if not up:
+                    down.add(plane)
+                for q in qmps.values():
+                    q.execute("set_link", name=f"n{plane}", up=up)
+                if up:
+                    down.discard(plane)
+                done.append({"at_s": round(time.monotonic() - t0, 4), "plane": plane, "up": up,
+                             "asked_s": float(e["at_s"])})
             if now >= next_sample:
+                # The read forks nft (milliseconds on a busy host): stamp
+                # the sample at the middle of it.
+                before = time.monotonic()
                 b = ctr.read()
-                samples.append([round(time.monotonic() - t0, 4), b[:planes], b[planes:]])
-                next_sample += interval
-                if next_sample < now:  # fell behind: skip, never burst
-                    next_sample = now + interval
+                samples.append([round((before + time.monotonic()) / 2 - t0, 4), b[:planes], b[planes:]])
+                # Late (behind a set_link, or a slow read): the next one a
+                # whole interval later, never a burst to catch up.
+                next_sample = max(next_sample + interval, time.monotonic() - t0 + interval / 2)
             if now >= duration and not pending:
                 break
             wake = min([next_sample] + [float(e["at_s"]) for e in pending[:1]])
             time.sleep(max(0.0, min(wake - (time.monotonic() - t0), POLL_S * 5)))
         return {"ok": True, "t0_epoch": t0_epoch, "interval_s": interval, "events": done, "samples": samples}
     finally:
+        # A plane must never stay down past its request: the guests cannot
+        # bring a link back that QEMU holds down.
+        for plane in sorted(down):
+            for role, path in qmp_paths.items():
+                try:
+                    q = qmps.get(role) or Qmp(path)
+                    q.execute("set_link", name=f"n{plane}", up=True)
+                except OSError as err:
+                    print(f"hostctl: cannot bring plane {plane} of {role} back up: {err}", flush=True)
         for q in qmps.values():
             q.close()
         ctr.delete()
 
 
-def serve(out, base, planes):
+def answer(d, name, res):
+    tmp = os.path.join(d, name + ".json.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(res, fh)
+    os.rename(tmp, os.path.join(d, name + ".json"))
+    open(os.path.join(d, name + ".done"), "w").close()
+
+
+def serve(out, qmp_dir, base, planes, parent):
     d = os.path.join(out, "hostctl")
     os.makedirs(d, exist_ok=True)
-    qmp_paths = {r: os.path.join(out, f"qmp-{r}.sock") for r in ("A", "B")}
-    while True:
+    qmp_paths = {r: os.path.join(qmp_dir, f"qmp-{r}.sock") for r in ("A", "B")}
+    while parent is None or os.getppid() == parent:
         for f in sorted(os.listdir(d)):
             if not f.endswith(".req"):
                 continue
             name = f[:-4]
             path = os.path.join(d, f)
+            # Every failure becomes an answer: the guest waits for one, and
+            # the agent must live on for the next request.
             try:
                 with open(path) as fh:
                     req = json.load(fh)
-                res = serve_one(req, out, base, planes, qmp_paths)
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                res = {"ok": False, "error": str(e)}
-            os.unlink(path)
-            tmp = os.path.join(d, name + ".json.tmp")
-            with open(tmp, "w") as fh:
-                json.dump(res, fh)
-            os.rename(tmp, os.path.join(d, name + ".json"))
-            open(os.path.join(d, name + ".done"), "w").close()
+                os.unlink(path)
+                res = serve_one(req, base, planes, qmp_paths)
+            except Exception as e:  # noqa: BLE001 - see above
+                res = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+            try:
+                if os.path.exists(path):
+                    os.unlink(path)
+                answer(d, name, res)
+            except OSError as e:
+                print(f"hostctl: {name}: cannot answer: {e}", flush=True)
             print(f"hostctl: {name}: {'ok' if res['ok'] else res['error']}", flush=True)
         time.sleep(POLL_S)
 
@@ -249,6 +299,23 @@ def selftest():
             # checked where a guest exists: the failover benchmark fails a run whose
             # downed plane still carried bytes.
             print("ok - QMP set_link takes a plane's netdev down and up by name")
+            res = serve_one({"duration_s": 0.6, "interval_s": 0.1, "events": [
+                {"at_s": 0.2, "plane": 1, "up": False}, {"at_s": 0.4, "plane": 1, "up": True}]},
+                base, 2, {"A": qmp})
+            if not res["ok"] or [e["up"] for e in res["events"]] != [False, True] or len(res["samples"]) < 5:
+                print(f"not ok - a down/up request: {res}")
+                return 1
+            print(f"ok - a down/up request: 2 events, {len(res['samples'])} samples in 0.6 s")
+            for bad in ([], {"duration_s": 0}, {"events": [{"at_s": 99, "plane": 0, "up": False}]},
+                        {"events": [{"at_s": 1, "plane": 2, "up": False}]},
+                        {"events": [{"at_s": 1, "plane": 0, "up": "no"}]}):
+                try:
+                    parse_request(bad, 2)
+                    print(f"not ok - request {bad} accepted")
+                    return 1
+                except (ValueError, KeyError, TypeError):
+                    pass
+            print("ok - malformed requests are refused")
             return 0
         finally:
             vm.kill()
@@ -258,6 +325,8 @@ def selftest():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out")
+    ap.add_argument("--qmp-dir", help="where the VMs' QMP sockets qmp-A.sock, qmp-B.sock are (default --out)")
+    ap.add_argument("--parent", type=int, help="exit when this process (the rig) is gone")
     ap.add_argument("--base", type=int)
     ap.add_argument("--planes", type=int)
     ap.add_argument("--selftest", action="store_true")
@@ -266,7 +335,9 @@ def main():
         return selftest()
     if not (a.out and a.base and a.planes):
         ap.error("--out, --base and --planes are required")
-    serve(a.out, a.base, a.planes)
+    # SIGTERM (the rig's exit trap) runs the cleanups: links up, nft table gone.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    serve(a.out, a.qmp_dir or a.out, a.base, a.planes, a.parent)
     return 0
 
 

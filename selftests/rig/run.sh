@@ -37,7 +37,10 @@ declare -p METAROCE_TESTS 2>/dev/null | sed 's/^declare -x/export/; s/^declare -
 
 # A killed vng can leave its qemu behind: on exit, stop this run's VMs
 # (their command lines name $out).
-trap 'pkill -f -- "path=$out," 2>/dev/null || true; [ -z "${agent:-}" ] || kill "$agent" 2>/dev/null || true' EXIT
+# The VMs' QMP sockets live in a short path of their own (a unix socket path
+# is limited to 108 bytes, and QEMU's option syntax to no commas).
+qmpdir=$(mktemp -d /tmp/metaroce-qmp.XXXXXX)
+trap 'pkill -f -- "path=$out," 2>/dev/null || true; [ -z "${agent:-}" ] || kill "$agent" 2>/dev/null || true; rm -rf "$qmpdir"' EXIT
 
 # KVM only if it really boots here (on some machines it hangs at
 # "Decompressing Linux"): probe once, remember per kernel tree.
@@ -64,7 +67,7 @@ base=$((20000 + (RANDOM % 2000) * 10))
 qemu_opts() {
 	local role=$1 hb=$2 mine=$3 theirs=$4 i opts=""
 	# QMP for the host-side agent (hostctl.py: link events on the host's clock).
-	opts+=" -qmp unix:$out/qmp-$role.sock,server=on,wait=off"
+	opts+=" -qmp unix:$qmpdir/qmp-$role.sock,server=on,wait=off"
 	for ((i = 0; i <= planes; i++)); do
 		local id=$i tag
 		tag=$(printf '%02x' $i)
@@ -90,7 +93,9 @@ boot() {
 # VMs, on request from a guest (selftests/rig/hostctl.py; the benchmark's
 # plane failure uses it). Runs as long as the VMs do.
 rm -rf "$out/hostctl" && mkdir -p "$out/hostctl"
-python3 "$rig/hostctl.py" --out "$out" --base "$base" --planes "$planes" > "$out/hostctl.log" 2>&1 &
+# It must not hold the rig lock (fd 9), and it exits with this script.
+python3 "$rig/hostctl.py" --out "$out" --qmp-dir "$qmpdir" --base "$base" --planes "$planes" \
+	--parent $$ > "$out/hostctl.log" 2>&1 9>&- &
 agent=$!
 
 start=$(date +%s)
