@@ -26,6 +26,10 @@ for report in "WARNING: CPU: 0 PID: 1 at drivers/x.c:1 f+0x1/0x2" "BUG: KASAN: u
 	check "dmesg-check catches '$report'" 1 "$rig/dmesg-check.sh" "$tmp/bad"
 done
 check "dmesg-check fails on a missing log" 1 "$rig/dmesg-check.sh" "$tmp/none"
+{ cat "$tmp/clean"; echo "[    3.0] traps: ib_write_bw[3487] general protection fault ip:7f455bc64472 sp:7ffe0ef419e0 error:0 in librdmacm.so.1.3.44.0[a472,7f455bc5e000+15000]"; } > "$tmp/user"
+check "dmesg-check leaves a user-space program's fault to its test" 0 "$rig/dmesg-check.sh" "$tmp/user"
+{ cat "$tmp/user"; echo "[    4.0] general protection fault, probably for non-canonical address 0xdead000000000122: 0000 [#1] PREEMPT SMP"; } > "$tmp/bad"
+check "dmesg-check catches a kernel general protection fault beside it" 1 "$rig/dmesg-check.sh" "$tmp/bad"
 
 check "hostctl drives QMP set_link and counts plane bytes (nftables)" 0 python3 "$rig/hostctl.py" --selftest
 
