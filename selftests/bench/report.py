@@ -197,17 +197,16 @@ def window_rate(ser, a, b):
 
 
 def failover_stats(d, t):
-    """Per rep: rates before, during and after the plane's down, and how long
-    the rate took to come back. Host series (the agent's 0.1 s samples): rates
-    over time windows, recovery on 0.5 s windows. Older series (guest-side wire
-    samples every ~0.5-4 s, or the tool's own lines): medians of samples."""
+    """Per rep, from the host agent's 0.1 s samples: rates before, during and
+    after the plane's down (over time windows), and how long the rate took to
+    come back (on 0.5 s windows)."""
+    win = 0.5
     reps = sorted({r["rep"] for r in d.rows if r["transport"] == t and r["scenario"] == "failover"
-                   and r["metric"] in ("host_MiBps", "series_MiBps", "wire_MiBps")})
+                   and r["metric"] == "host_MiBps"})
     res = []
     for rep in reps:
         rows = [r for r in d.rows if r["transport"] == t and r["scenario"] == "failover" and r["rep"] == rep]
-        kind = next(k for k in ("host_MiBps", "wire_MiBps", "series_MiBps") if any(r["metric"] == k for r in rows))
-        ser = sorted((fnum(r["cond"][2:]), fnum(r["value"])) for r in rows if r["metric"] == kind)
+        ser = sorted((fnum(r["cond"][2:]), fnum(r["value"])) for r in rows if r["metric"] == "host_MiBps")
         ev = {r["metric"]: fnum(r["value"]) for r in rows if r["metric"] in ("down_s", "up_s", "run_s", "down_plane_bytes")}
         planes = next((int(r["planes"]) for r in rows), 1)
         per_plane = {k: sorted((fnum(r["cond"][2:]), fnum(r["value"])) for r in rows if r["metric"] == f"plane{k}_MiBps")
@@ -216,47 +215,33 @@ def failover_stats(d, t):
         down, up = ev.get("down_s"), ev.get("up_s")
         if down is None or up is None:
             continue
-        last = ser[-1][0] if ser else 0
-        dip = plane_back = None
-        if kind == "host_MiBps":
-            win = 0.5
-            pre = window_rate(ser, 2, down - 0.1)
-            during = window_rate(ser, down + 1, up - 0.1)
-            after = window_rate(ser, up + 2, last)
-            ends = [ts for ts, _ in ser]
+        last = ser[-1][0]
+        ends = [ts for ts, _ in ser]
 
-            def first_window(frm, to, bar):
-                for te in ends:
-                    if te - win >= frm - 1e-6 and te <= to:
-                        r = window_rate(ser, te - win, te)
-                        if r is not None and r >= bar:
-                            return te - frm
-                return None
-            degraded_target = pre * (planes - 1) / planes * 0.9 if pre else None
-            rec_down = first_window(down, up, degraded_target) if planes > 1 and degraded_target else None
-            rec_up = first_window(up, last, 0.9 * pre) if pre else None
-            dips = [window_rate(ser, te - win, te) for te in ends if down + win <= te <= min(up, down + 3)]
-            dip = min((x for x in dips if x is not None), default=None)
-            # When the plane that came back carries its part again: the first
-            # 0.5 s window after the up where it has >= half an even share.
-            back = per_plane.get(planes - 1)
-            if planes > 1 and back:
-                for te in ends:
-                    if te - win >= up - 1e-6:
-                        mine, tot = window_rate(back, te - win, te), window_rate(ser, te - win, te)
-                        if mine and tot and mine >= tot / (2 * planes):
-                            plane_back = te - up
-                            break
-        else:
-            pre = med([v for ts, v in ser if 1.5 <= ts <= down])
-            during = med([v for ts, v in ser if down + 2 <= ts <= up])
-            after = med([v for ts, v in ser if ts >= up + 2])
-            degraded_target = pre * (planes - 1) / planes * 0.9 if pre else None
-            rec_down = None
-            if planes > 1 and degraded_target:
-                rec_down = next((ts - down for ts, v in ser if ts > down and v >= degraded_target and ts <= up), None)
-            rec_up = next((ts - up for ts, v in ser if ts > up and pre and v >= 0.9 * pre), None)
-        res.append(dict(rep=rep, planes=planes, ser=ser, kind=kind, down=down, up=up, pre=pre, during=during,
+        def first_window(frm, to, ok):
+            """End of the first 0.5 s window in [frm, to] where ok(rate over it, its end), minus frm."""
+            for te in ends:
+                if te - win >= frm - 1e-6 and te <= to:
+                    r = window_rate(ser, te - win, te)
+                    if r is not None and ok(r, te):
+                        return te - frm
+            return None
+        pre = window_rate(ser, 2, down - 0.1)
+        during = window_rate(ser, down + 1, up - 0.1)
+        after = window_rate(ser, up + 2, last)
+        rec_down = rec_up = plane_back = None
+        if pre:
+            if planes > 1:
+                rec_down = first_window(down, up, lambda r, _: r >= pre * (planes - 1) / planes * 0.9)
+            rec_up = first_window(up, last, lambda r, _: r >= 0.9 * pre)
+        dips = [window_rate(ser, te - win, te) for te in ends if down + win <= te <= min(up, down + 3)]
+        dip = min((x for x in dips if x is not None), default=None)
+        # When the plane that came back carries its part again: at least half
+        # an even share of the bytes.
+        back = per_plane.get(planes - 1)
+        if planes > 1 and back:
+            plane_back = first_window(up, last, lambda r, te: (window_rate(back, te - win, te) or 0) >= r / (2 * planes) > 0)
+        res.append(dict(rep=rep, planes=planes, ser=ser, down=down, up=up, pre=pre, during=during,
                         after=after, rec_down=rec_down, rec_up=rec_up, last=last, n=len(ser), dip=dip,
                         run=ev.get("run_s"), leak=ev.get("down_plane_bytes"), per_plane=per_plane,
                         plane_back=plane_back))
@@ -465,8 +450,7 @@ def main():
       "of (P−1)/P of the before rate (P > 1 only; 0.5 s is the finest this reports); *recovered after* = "
       "the same after the up at ≥ 90% of the before rate; *plane back after* = end of the first 0.5 s window "
       "after the up in which the plane that came back carried at least half an even share (1/(2P)) of the "
-      "bytes (P > 1). Older series (*wire*: guest-side tx_bytes every "
-      "0.5-4 s; *tool*: perftest/iperf3 lines) are medians of samples.\n\n")
+      "bytes (P > 1).\n\n")
     rows = []
     fo = {}
     for t in ts:
@@ -478,7 +462,6 @@ def main():
             continue
         for s in st:
             errs = d.errors(transport=t, scenario="failover", rep=s["rep"])
-            kind = {"host_MiBps": "host", "wire_MiBps": "wire", "series_MiBps": "tool"}[s["kind"]]
             extra = [e["note"] for e in errs]
             if s["leak"]:
                 extra.append(f"{s['leak']:.0f} B sent on the downed plane: the down did not take effect")
@@ -487,8 +470,8 @@ def main():
                          f"{s['rec_down']:.1f} s" if s["rec_down"] is not None else ("n/a (1 plane)" if s["planes"] == 1 else "never"),
                          f"{s['rec_up']:.1f} s" if s["rec_up"] is not None else "never",
                          (f"{s['plane_back']:.1f} s" if s["plane_back"] is not None else "never")
-                         if s["planes"] > 1 and s["kind"] == "host_MiBps" else "n/a",
-                         f"{s['n']} {kind} samples, {s['run']:.0f} s run"
+                         if s["planes"] > 1 else "n/a",
+                         f"{s['n']} samples, {s['run']:.0f} s run"
                          + ("; " + "; ".join(sorted(set(extra)))[:160] if extra else "")])
     w(table(["transport", "planes", "before (MiB/s)", "plane down", "after up", "lowest", "degraded after",
              "recovered after", "plane back after", "run"], rows))
@@ -547,16 +530,14 @@ def main():
     val = sm[4] / sm[1] if 1 in sm and 4 in sm else None
     tgt.append(["4 rate-limited planes ≥ 3.6× one plane", f"{val:.2f}×" if val else "n/a", status(val, 3.6)])
     st = fo.get("metaroce") or []
-    # Every rep must have degraded gracefully, on a series sampled finer than
-    # 1 s, with no error and the down really taking effect.
+    # Every rep must have degraded gracefully, with no error and the down
+    # really taking effect.
     rd = [s["rec_down"] for s in st]
-    fine = all(s["kind"] == "host_MiBps" for s in st)
-    ok = (st and None not in rd and max(rd) <= 1 and fine and not any(s["leak"] for s in st)
+    ok = (st and None not in rd and max(rd) <= 1 and not any(s["leak"] for s in st)
           and not d.errors(transport="metaroce", scenario="failover"))
     tgt.append(["plane down: no error, (P−1)/P within 1 s",
                 (f"{max(x for x in rd if x is not None):.1f} s" if any(x is not None for x in rd) else "n/a")
-                + ("" if None not in rd else f" ({rd.count(None)} of {len(rd)} reps never)")
-                + ("" if fine or not st else " (sampled coarser than 1 s)"),
+                + ("" if None not in rd else f" ({rd.count(None)} of {len(rd)} reps never)"),
                 why_na or ("met" if ok else "missed")])
     w(table(["target", "measured", "status"], tgt))
 
@@ -642,12 +623,11 @@ def plots(out, ts, d, loss_series, scale_series, fo, rate):
     fig, axes = plt.subplots(max(1, len(shown)), 1, figsize=(9, 1.2 + 2.0 * max(1, len(shown))), sharex=True, squeeze=False)
     for ax, t in zip(axes[:, 0], shown):
         for i, s in enumerate(fo[t]):
-            pts = s["ser"]
-            if s["kind"] == "host_MiBps":  # 0.1 s samples are noisy in TCG: their 0.5 s mean
-                pts = [(x, window_rate(s["ser"], x - 0.5, x)) for x, _ in s["ser"] if x >= 0.5]
-                pts = [(x, v) for x, v in pts if v is not None]
-            ax.plot([x for x, _ in pts], [v for _, v in pts], marker="." if s["kind"] != "host_MiBps" else None,
-                    color=COLOR[t], alpha=1 if i == 0 else 0.45, label=f"rep {s['rep']}")
+            # 0.1 s samples are noisy in TCG: their 0.5 s mean.
+            pts = [(x, window_rate(s["ser"], x - 0.5, x)) for x, _ in s["ser"] if x >= 0.5]
+            pts = [(x, v) for x, v in pts if v is not None]
+            ax.plot([x for x, _ in pts], [v for _, v in pts], color=COLOR[t], alpha=1 if i == 0 else 0.45,
+                    label=f"rep {s['rep']}")
             if i == 0:  # how the first rep's traffic split over the planes
                 for k, ser in s["per_plane"].items():
                     pts = [(x, window_rate(ser, x - 0.5, x)) for x, _ in ser if x >= 0.5]
