@@ -13,12 +13,18 @@ csv_init
 qps=${PROBE_QPS:-8} runs=${PROBE_RUNS:-4} dur=${PROBE_D:-4}
 modprobe metaroce && peer modprobe metaroce || exit 1
 mr_up 2 || { echo "qp_probe: MetaRoCE not available: $TP_REASON"; exit 1; }
-counters() { echo "$1 $(rdma statistic show link mr0/1 | grep -oE ' (tx_packets|tx_bytes|retransmissions|sack_losses) [0-9]+' | tr '\n' ' ')"; }
+counters() { # A|B
+	local n line=$1
+	for n in tx_packets tx_bytes retransmissions sack_losses; do
+		line+=" $n $(mr0_stat $n $([ "$1" = B ] && echo peer))"
+	done
+	echo "$line"
+}
 for ((r = 1; r <= runs; r++)); do
-	a0=$(counters A) b0=$(peer "$(declare -f counters); counters B")
+	a0=$(counters A) b0=$(counters B)
 	pt_run ib_write_bw 60 -s 65536 -q "$qps" -D "$dur" -f 1 -Q 1
 	echo "=== run $r, $qps QPs: $(awk '$1 == 65536 && NF >= 5 { print $2 " iterations, " $4 " MB/s"; exit }' "$PT_OUT")"
 	echo "  before: $a0 | $b0"
-	echo "  after:  $(counters A) | $(peer "$(declare -f counters); counters B")"
+	echo "  after:  $(counters A) | $(counters B)"
 done
 mr_down
