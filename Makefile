@@ -9,34 +9,92 @@
 #                   (BENCH_QUICK=1: the ~5 minute subset); see selftests/bench
 #   make bench-profile  perf on both hosts during ib_write_bw, MetaRoCE and
 #                   rxe: where the CPU time goes (profile.md, ~3 minutes)
-#   make check      host-side checks (rig self-check, cargo test, clippy, rustfmt)
+#   make test-kasan the selftests on a second test kernel with generic KASAN
+#                   (its own ~20 min cold build; the suite runs ~2-3x
+#                   slower; METAROCE_TESTS="a.sh b.sh" picks tests). Leaves
+#                   metaroce.ko built for that kernel: `make` rebuilds.
+#   make test-package  the Debian packages installed, used and purged on
+#                   both rig hosts (selftests/package.sh; slow under TCG)
+#   make check      host-side checks (rig self-check, Wireshark dissector, cargo
+#                   test, clippy, rustfmt); cargo test includes the golden
+#                   captures (tools/golden, rust/sim/tests/golden.rs)
 #   make kernel     build (or find) the cached test kernel
 #   make deps       install build and test dependencies (Debian 12)
 #   make provider   build the libibverbs provider (target/release)
-#   make install    install metaroce.ko and the provider on this machine
+#   make install    install metaroce.ko, the provider and metaroce(7) on this
+#                   machine, for the running kernel (or KDIR=)
+#   make uninstall  remove what make install installed
+#   make deb        the metaroce-dkms and libmetaroce-provider packages
+#                   (into build/deb, or DEB_OUT=)
 #
 # KDIR defaults to the cached test kernel when it has been built, else to
 # the running kernel's build tree. Any Rust-enabled kernel works:
 #   make KDIR=/path/to/linux LLVM=1
+# make install and uninstall are for the running kernel unless KDIR is
+# given (on the command line or in the environment): never the rig's.
 
 KDIR ?= $(or $(shell selftests/rig/kernel.sh --path 2>/dev/null),/lib/modules/$(shell uname -r)/build)
 LLVM ?= 1
 MAKEFLAGS += --no-print-directory
 export PATH := $(HOME)/.cargo/bin:$(PATH)
+# Kbuild runs rustc from the kernel tree, where rustup does not see
+# rust-toolchain.toml: name the pinned toolchain (RUSTUP_TOOLCHAIN=...
+# overrides it, e.g. for a kernel built with another rustc). The DKMS
+# tree ships no rust-toolchain.toml: there root's rustup default is used.
+RUST_TOOLCHAIN := $(shell sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml 2>/dev/null)
+ifneq ($(RUST_TOOLCHAIN),)
+export RUSTUP_TOOLCHAIN ?= $(RUST_TOOLCHAIN)
+endif
 
-.PHONY: all modules clean deps kernel check test demo selftests provider install bench bench-profile
+ifneq ($(filter command line environment environment override,$(origin KDIR)),)
+INSTALL_KDIR := $(KDIR)
+else
+INSTALL_KDIR := /lib/modules/$(shell uname -r)/build
+endif
+INSTALL_KREL = $(shell cat $(INSTALL_KDIR)/include/config/kernel.release 2>/dev/null || uname -r)
+MANDIR ?= /usr/share/man
+DEB_OUT ?= $(CURDIR)/build/deb
+
+.PHONY: all modules modules-checked clean deps kernel check test test-kasan test-package demo selftests provider \
+	install uninstall deb bench bench-profile
 
 all: modules
 
 modules:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules
 
+# The module after scripts/check-kernel.sh: what DKMS runs (dkms.conf).
+modules-checked:
+	scripts/check-kernel.sh $(KDIR)
+	$(MAKE) modules
+
 provider:
 	cargo build --release --quiet -p metaroce-provider
 
-install: modules provider
-	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules_install
+# Both checks come before any build: the kernel (Rust, no MODVERSIONS, its
+# rustc) and the provider's private ABI against the system libibverbs.
+install:
+	scripts/check-kernel.sh $(INSTALL_KDIR)
+	provider/pabi.sh check
+	$(MAKE) modules KDIR=$(INSTALL_KDIR)
+	$(MAKE) provider
+	$(MAKE) -C $(INSTALL_KDIR) M=$(CURDIR) LLVM=$(LLVM) modules_install
+	depmod -a $(INSTALL_KREL)
 	provider/install.sh --no-build
+	install -D -m 0644 Documentation/metaroce.7 $(MANDIR)/man7/metaroce.7
+
+# modules_install puts an external module in updates/ (extra/ before 6.x).
+uninstall:
+	rm -f /lib/modules/$(INSTALL_KREL)/updates/metaroce.ko* /lib/modules/$(INSTALL_KREL)/extra/metaroce.ko*
+	[ ! -d /lib/modules/$(INSTALL_KREL) ] || depmod -a $(INSTALL_KREL)
+	provider/install.sh --uninstall
+	rm -f $(MANDIR)/man7/metaroce.7
+
+# dpkg-buildpackage on a copy of the sources; .debs and lintian's verdict
+# in $(DEB_OUT).
+deb:
+	selftests/rig/deps.sh --deb
+	scripts/build-deb.sh $(DEB_OUT)
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean
@@ -50,6 +108,8 @@ kernel: deps
 
 check:
 	selftests/rig/selfcheck.sh
+	tools/wireshark/test.sh
+	selftests/rig/install-check.sh
 	cargo test --workspace --quiet
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
 	cargo fmt --all --check
@@ -58,9 +118,21 @@ selftests: kernel provider
 	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)
 	selftests/rig/run.sh selftests
 
+# The Debian packages on both rig hosts (selftests/package.sh). Not in the
+# suite: DKMS compiles the module inside each TCG guest, which ran over
+# 20 min on 2026-12-02 without finishing.
+test-package: kernel provider deb
+	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)
+	METAROCE_TESTS=package.sh selftests/rig/run.sh selftests
+
 test: deps
 	$(MAKE) check
 	$(MAKE) selftests
+
+test-kasan: deps provider
+	METAROCE_KERNEL=kasan selftests/rig/kernel.sh >/dev/null
+	$(MAKE) modules KDIR=$$(METAROCE_KERNEL=kasan selftests/rig/kernel.sh)
+	METAROCE_KERNEL=kasan selftests/rig/run.sh selftests
 
 demo: kernel provider
 	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)

@@ -13,6 +13,11 @@
 #   provider/install.sh --uninstall     remove both files
 #   DESTDIR=/tmp/stage provider/install.sh   stage into a root
 #
+# It refuses (exit 1, nothing installed) a provider whose private ABI (the
+# 34 in rdmav34) is not the system libibverbs' (provider/pabi.sh): that
+# libibverbs would never open it. LIBIBVERBS=FILE names the libibverbs to
+# compare with (default: the system's).
+#
 # Without installing, libibverbs also loads the provider from a path:
 #   RDMAV_DRIVERS=/dir/libmetaroce ibv_devices   (opens /dir/libmetaroce-rdmav34.so)
 set -eu
@@ -22,17 +27,20 @@ multiarch=$(gcc -print-multiarch 2>/dev/null || dpkg-architecture -qDEB_HOST_MUL
 LIBDIR=${LIBDIR:-/usr/lib/$multiarch/libibverbs}
 CONFDIR=${CONFDIR:-/etc/libibverbs.d}
 DESTDIR=${DESTDIR:-}
-lib="$DESTDIR$LIBDIR/libmetaroce-rdmav34.so"
 conf="$DESTDIR$CONFDIR/metaroce.driver"
+target=${CARGO_TARGET_DIR:-$root/target}
+built="$target/release/libmetaroce_provider.so"
 
 case "${1:-}" in
 --uninstall)
-	rm -f "$lib" "$conf"
-	echo "removed $lib $conf"
+	rm -f "$DESTDIR$LIBDIR"/libmetaroce-rdmav*.so "$conf"
+	echo "removed $DESTDIR$LIBDIR/libmetaroce-rdmav*.so $conf"
 	exit 0
 	;;
 --no-build) ;;
 "")
+	# The sources' ABI first: a mismatch fails before a build.
+	"$here/pabi.sh" check
 	PATH="$HOME/.cargo/bin:$PATH"
 	(cd "$root" && cargo build --release --quiet -p metaroce-provider)
 	;;
@@ -42,9 +50,9 @@ case "${1:-}" in
 	;;
 esac
 
-target=${CARGO_TARGET_DIR:-$root/target}
-built="$target/release/libmetaroce_provider.so"
 [ -f "$built" ] || { echo "$built missing: build first" >&2; exit 1; }
+"$here/pabi.sh" check "$built"
+lib="$DESTDIR$LIBDIR/libmetaroce-rdmav$("$here/pabi.sh" provider "$built").so"
 
 install -d "$DESTDIR$LIBDIR" "$DESTDIR$CONFDIR"
 install -m 0644 "$built" "$lib.tmp.$$" && mv -f "$lib.tmp.$$" "$lib"

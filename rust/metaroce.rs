@@ -21,12 +21,14 @@ mod sys;
 /// the same files as the host crate `rust/engine` (tested with `cargo test`).
 #[path = "engine/src"]
 pub mod engine {
+    pub mod ack_policy;
     pub mod bitmap;
     pub mod cc;
     pub mod completion;
     pub mod config;
     pub mod crc;
     pub mod path;
+    pub mod ratelimit;
     pub mod receiver;
     pub mod sack;
     pub mod sender;

@@ -11,7 +11,7 @@
 # 0..299 in order and the word must end 300 higher, so no retransmitted
 # request ran twice; both hosts must have retransmitted.
 . "$(dirname "$0")/lib.sh"
-trap 'tc qdisc del dev "$PLANE0_DEV" root 2>/dev/null; reset_rdma; peer "tc qdisc del dev \$PLANE0_DEV root; rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1' EXIT
+trap 'two_host_cleanup -q' EXIT
 reset_rdma
 /usr/bin/python3 -c "import pyverbs" 2> /dev/null || skip "python3-pyverbs not installed"
 
@@ -44,13 +44,14 @@ run_atomics once 300
 dropped=$(tc -s qdisc show dev "$PLANE0_DEV" | sed -n 's/.*dropped \([0-9]*\).*/\1/p' | head -1)
 log "netem dropped ${dropped:-0} packets leaving host A"
 [ "${dropped:-0}" -gt 0 ] || fail "netem dropped nothing: the loss run proves nothing"
-retx_of() { sed -n 's/.* retransmissions \([0-9]*\).*/\1/p' <<< "$1"; }
-stats=$(rdma statistic show link mr0/1)
-pstats=$(peer "rdma statistic show link mr0/1")
+stats=$(mr0_stats)
+pstats=$(mr0_stats peer)
 log "A: $stats"
 log "B: $pstats"
-[ "$(retx_of "$stats")" -gt 0 ] || fail "host A retransmitted no atomic request under loss"
-[ "$(retx_of "$pstats")" -gt 0 ] || fail "host B retransmitted no atomic response under loss"
-bad=$(sed -n 's/.* rx_malformed \([0-9]*\).*/\1/p' <<< "$stats")
+retx=$(stat_of retransmissions "$stats")
+pretx=$(stat_of retransmissions "$pstats")
+[ "${retx:-0}" -gt 0 ] || fail "host A retransmitted no atomic request under loss"
+[ "${pretx:-0}" -gt 0 ] || fail "host B retransmitted no atomic response under loss"
+bad=$(stat_of rx_malformed "$stats")
 [ "${bad:-1}" = 0 ] || fail "$bad malformed packets received"
-log "ok: atomics ran exactly once under loss: $(retx_of "$stats") requests and $(retx_of "$pstats") responses retransmitted"
+log "ok: atomics ran exactly once under loss: $retx requests and $pretx responses retransmitted"

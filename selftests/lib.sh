@@ -68,17 +68,47 @@ reset_rdma() {
 	return 0
 }
 
+# planes_qdisc_del: a command that removes the root qdisc (netem,
+# tc_drop_opcode's filters) of every plane netdev, as a string for `bash -c`
+# or `peer`, so that the same loop runs on either host.
+# shellcheck disable=SC2016
+planes_qdisc_del='for d in $PLANE0_DEV ${PLANE1_DEV:-}; do tc qdisc del dev $d root 2> /dev/null; done; true'
+
+# two_host_cleanup [-k PROG]... [-q] [LINK [MODULE]]: the EXIT trap of a
+# test on both hosts; every step runs, whatever an earlier one found. On
+# host A: each PROG killed (SIGKILL); with -q, no root qdisc on the planes;
+# then no RDMA link or module (reset_rdma). On host B, in one command: the
+# same kills and qdiscs, then link LINK deleted and MODULE unloaded
+# (default mr0 and metaroce).
+two_host_cleanup() {
+	local progs="" qdiscs=false p b=""
+	while [ $# -gt 0 ]; do
+		case $1 in
+		-k) progs+=" $2"; shift 2 ;;
+		-q) qdiscs=true; shift ;;
+		*) break ;;
+		esac
+	done
+	for p in $progs; do
+		pkill -9 "$p"
+		b+="pkill -9 $p; "
+	done
+	if $qdiscs; then
+		bash -c "$planes_qdisc_del"
+		b+="$planes_qdisc_del; "
+	fi
+	reset_rdma
+	peer "${b}rdma link delete ${1:-mr0}; rmmod ${2:-metaroce}" > /dev/null 2>&1
+}
+
 # planes_cleanup: the EXIT trap of the two-plane tests: on both hosts no
 # qdisc on planes 0 and 1 and no MetaRoCE device; on A both planes up.
 planes_cleanup() {
 	local d
 	for d in "$PLANE0_DEV" "${PLANE1_DEV:-}"; do
-		[ -n "$d" ] || continue
-		tc qdisc del dev "$d" root 2> /dev/null
-		ip link set "$d" up
+		[ -n "$d" ] && ip link set "$d" up
 	done
-	reset_rdma
-	peer 'for d in $PLANE0_DEV $PLANE1_DEV; do tc qdisc del dev $d root; done; rdma link delete mr0; rmmod metaroce' > /dev/null 2>&1
+	two_host_cleanup -q
 }
 
 # The GID index of IPv4 address $2 (RoCE v2) on device $1.
@@ -153,18 +183,74 @@ resource_snapshot() {
 		out+="$kind=$n "
 	done
 	local acq rel
+	# vmstat keeps per-CPU deltas below a threshold out of /proc/vmstat (a
+	# reading of acquired minus released once came out at -18): fold them in
+	# first, so the difference is the pages pinned right now.
+	echo 1 > /proc/sys/vm/stat_refresh 2>/dev/null || true
 	acq=$(awk '$1 == "nr_foll_pin_acquired" { print $2 }' /proc/vmstat)
 	rel=$(awk '$1 == "nr_foll_pin_released" { print $2 }' /proc/vmstat)
 	out+="pinned=$((acq - rel)) refcnt=$(cat /sys/module/metaroce/refcnt)"
 	echo "$out"
 }
 
+# mr0_stats [peer]: a snapshot of mr0/1's counters on host A (with any
+# argument, host B) for stat_of: what `rdma -j statistic show` prints.
+mr0_stats() {
+	if [ -n "${1:-}" ]; then
+		peer rdma -j statistic show link mr0/1
+	else
+		rdma -j statistic show link mr0/1
+	fi
+}
+
+# stat_of NAME SNAPSHOT: counter NAME in SNAPSHOT, what an `rdma -j
+# statistic` command printed: a JSON array of objects, one a link or
+# counter object, whose counters are integer members (iproute2's
+# rdma/stat.c). Prints NAME's value in the first object that has it, or
+# nothing (status 1). Text around the JSON (an error message on stderr
+# captured with it) is skipped.
+stat_of() {
+	/usr/bin/python3 -S -c '
+import json, sys
+name, text, at, objs = sys.argv[1], sys.stdin.read(), 0, []
+decoder = json.JSONDecoder()
+while True:
+    starts = [i for i in (text.find("[", at), text.find("{", at)) if i >= 0]
+    if not starts:
+        break
+    try:
+        doc, at = decoder.raw_decode(text, min(starts))
+    except ValueError:
+        at = min(starts) + 1
+        continue
+    objs += doc if isinstance(doc, list) else [doc]
+for obj in objs:
+    value = obj.get(name) if isinstance(obj, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        print(value)
+        sys.exit(0)
+sys.exit(1)' "$1" <<< "$2"
+}
+
 # mr0_stat NAME [peer]: the value of counter NAME of mr0/1 on host A (or,
 # with "peer", on host B).
-mr0_stat() {
-	local cmd="rdma statistic show link mr0/1"
-	[ -n "${2:-}" ] && cmd="peer $cmd"
-	$cmd | tr -s ' ' '\n' | awk -v n="$1" 'p { print; exit } $0 == n { p = 1 }'
+mr0_stat() { stat_of "$1" "$(mr0_stats "${2:-}")"; }
+
+# tc_drop_opcode OPCODE [peer]: host A's (with "peer", host B's) outgoing
+# MetaRoCE packets of OPCODE are dropped on its plane netdevs until
+# tc_drop_clear: a u32 match on the opcode byte, 29 bytes into an IPv4
+# packet without options (selftests/verbs_util.py TcDrop does the same
+# from Python).
+tc_drop_opcode() {
+	# shellcheck disable=SC2016
+	local cmd='for d in $PLANE0_DEV ${PLANE1_DEV:-}; do tc qdisc add dev $d root handle 1: prio && tc filter add dev $d parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff match u8 '"$1"' 0xff at 29 action drop || exit 1; done'
+	if [ "${2:-}" = peer ]; then peer "$cmd"; else bash -c "$cmd"; fi
+}
+
+# tc_drop_clear [peer]: removes tc_drop_opcode's filters (and any other
+# root qdisc on the planes).
+tc_drop_clear() {
+	if [ "${1:-}" = peer ]; then peer "$planes_qdisc_del"; else bash -c "$planes_qdisc_del"; fi
 }
 
 # mr0_counters: both hosts' mr0 counters and QPs into the log, so that a

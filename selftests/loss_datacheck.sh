@@ -31,6 +31,13 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # rping_start COUNT: rping -V, server on B, client on A in the background
 # ($client); rping_check COUNT LABEL waits for both and checks the pings
 # (client run time in $client_ms).
+# The client's stdout (one line per validated ping) and stderr go to
+# separate files: into a file stdout is block-buffered (4 KiB writes) and
+# stderr is not, so in one file a stderr line ("client DISCONNECT
+# EVENT..." as a run ends) lands wherever the last block ended, at times
+# inside the head of a ping line, which then is not counted: a run of 1034
+# pings "showed" 1033. stdout alone is whole once the client has exited
+# (exit flushes it); stderr, unbuffered, is what a failure shows.
 port=18900
 rping_start() { # count
 	port=$((port + 1))
@@ -38,11 +45,11 @@ rping_start() { # count
 		fail "cannot start the rping server"
 	sleep 3
 	client_t0=$(now_ms)
-	timeout 200 rping -c -v -V -C "$1" -a "$PEER_PLANE0_IP" -p "$port" > /tmp/ldc_rping.out 2>&1 &
+	timeout 200 rping -c -v -V -C "$1" -a "$PEER_PLANE0_IP" -p "$port" > /tmp/ldc_rping.out 2> /tmp/ldc_rping.err &
 	client=$!
 }
 rping_check() { # count label
-	wait $client || fail "rping client failed ($2): $(tail -5 /tmp/ldc_rping.out)"
+	wait $client || fail "rping client failed ($2): $(tail -5 /tmp/ldc_rping.err)"
 	client_ms=$(($(now_ms) - client_t0))
 	# The client validates the data. The server's loop may wait for one
 	# more ping after the last and see the client's disconnect instead
@@ -51,9 +58,16 @@ rping_check() { # count label
 	server=$(peer_wait "$rping_job" 220) ||
 		grep -qx "wait for RDMA_READ_ADV state 10" <<< "$server" ||
 		fail "rping server failed ($2): $(tail -5 <<< "$server")"
-	pings=$(grep -c "^ping data: rdma-ping-" /tmp/ldc_rping.out)
-	[ "$pings" = "$1" ] || fail "rping client shows $pings validated pings, want $1 ($2)"
-	grep -q "mismatch" /tmp/ldc_rping.out && fail "rping data mismatch ($2)"
+	# The client's exit status does not say all pings were done: it also
+	# exits 0 when a disconnect stops it early. With -v -V it prints
+	# "ping data: rdma-ping-I: ..." once ping I (0 to COUNT-1) came back
+	# equal to what it sent, and nothing for a ping that did not: COUNT
+	# such lines, numbered in order, are COUNT validated pings.
+	pings=$(awk 'BEGIN { ok = 0 } /^ping data: / { n++; if ($3 == "rdma-ping-" ok ":") ok++ }
+		END { print n + 0, ok }' /tmp/ldc_rping.out)
+	[ "$pings" = "$1 $1" ] ||
+		fail "rping client shows ${pings% *} validated pings (${pings#* } numbered in order), want $1 ($2): $(tail -3 /tmp/ldc_rping.err)"
+	grep -q "mismatch" /tmp/ldc_rping.err && fail "rping data mismatch ($2)"
 	log "ok: rping -V: $1 pings, data validated, $2"
 }
 
@@ -90,9 +104,9 @@ ud_check() {
 }
 
 # flap_plane1 NAME OUTPUT [uses-plane1]: host A's plane 1 link goes down
-# and up while the client $client (writing OUTPUT) runs; it must still be
-# running throughout, and (for a QP spraying over both planes) plane 1 must
-# carry traffic again.
+# and up while the client $client (writing OUTPUT, shown if it ended: for
+# rping its stderr) runs; it must still be running throughout, and (for a
+# QP spraying over both planes) plane 1 must carry traffic again.
 flap_plane1() {
 	sleep 3
 	kill -0 $client 2> /dev/null || fail "$1: the run ended before plane 1 went down: $(tail -3 "$2")"
@@ -113,13 +127,24 @@ flap_plane1() {
 rping_start 100
 rping_check 100 "lossless, two planes"
 rping_ms=$((client_ms / 100))
+# iter_ms FILE: ms per iteration from a pingpong's own "usec/iter" line
+# (rounded down, at least 1), else the client's run time per iteration.
+# The run time includes the start and the connection exchange: a 100
+# iteration UD run read 15 ms/round trip where the long run then did 3, and
+# ended before plane 1 came back up.
+iter_ms() {
+	local us
+	us=$(sed -n 's/.* = \([0-9]*\)\.[0-9]* usec\/iter.*/\1/p' "$1" | tail -1)
+	[ -n "$us" ] && { echo $((us / 1000 > 0 ? us / 1000 : 1)); return; }
+	echo $((client_ms / 100))
+}
 uc_start 100
 uc_check 100 "lossless, two planes"
-uc_ms=$((client_ms / 100))
+uc_ms=$(iter_ms /tmp/ldc_uc.out)
 ud_start 100
 ud_check 100 "lossless"
-ud_ms=$((client_ms / 100))
-log "rping ~${rping_ms} ms/ping, ibv_uc_pingpong ~${uc_ms} ms, ibv_ud_pingpong ~${ud_ms} ms/round trip (client run times)"
+ud_ms=$(iter_ms /tmp/ldc_ud.out)
+log "rping ~${rping_ms} ms/ping (client run time), ibv_uc_pingpong ~${uc_ms} ms, ibv_ud_pingpong ~${ud_ms} ms/round trip (their usec/iter)"
 
 # --- 1% loss on every plane, both hosts ---
 for d in PLANE0_DEV PLANE1_DEV; do
@@ -152,7 +177,7 @@ iters_for() { # ms-per-iteration
 }
 n=$(iters_for "$rping_ms")
 rping_start "$n"
-flap_plane1 "rping" /tmp/ldc_rping.out uses-plane1
+flap_plane1 "rping" /tmp/ldc_rping.err uses-plane1
 rping_check "$n" "plane 1 down and up mid-run"
 
 n=$(iters_for "$uc_ms")

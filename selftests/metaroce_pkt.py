@@ -13,6 +13,24 @@ of rust/engine (so a selftest that uses it cross-checks spec and code).
       default 0x21, with immediate data I if given) to IP:4792; nothing
       is expected back. A --src-qpn wider than 24 bits makes the datagram
       one a v1 receiver must drop (malformed)
+  metaroce_pkt.py forge --dst IP [--src IP] --qpn N --peer-qpn M [--count R]
+                        [--seed S] [--no-planes]
+      R rounds of packets aimed at connected QP N whose values no
+      connection of it can have sent: a SEND far outside the message
+      window, an ACK and a NAK on random path ids with PSNs and MSNs far
+      ahead, a PROBE_REPLY, and (unless --no-planes) a PLANES naming M as
+      its sender with bogus plane addresses. From a third address every one
+      must be dropped as not from the peer; from the peer's address each
+      must be dropped by its window check. Prints what it sent
+  metaroce_pkt.py capture --dev DEV --seconds S --out FILE [--pcap]
+      record the MetaRoCE packets (UDP payloads to port 4792) this host
+      sends on DEV for S seconds (AF_PACKET), as length-prefixed records,
+      or with --pcap as a pcap file of the IPv4 packets (for
+      tools/wireshark/summary.sh)
+  metaroce_pkt.py replay --file FILE --dst IP [--src IP] [--qpn QPN]
+      send the recorded payloads again, in order, to IP:4792 (with --qpn
+      aimed at QP QPN: dst_qpn rewritten, ICRC resealed); prints how many
+      were data packets and how many ACKs
   metaroce_pkt.py burst --dst IP [--src IP] [--count N]
       send N PROBEs (one path each) and report how many replies came back
       and their round-trip times
@@ -24,8 +42,9 @@ of rust/engine (so a selftest that uses it cross-checks spec and code).
                         [--mode good|truncated|badcrc] [--timeout S]
       send a PROBE to IP:4792 from UDP port N and wait for the PROBE_REPLY
       (section 3.4: from the device's port 4792 socket to our port 4792,
-      with our probe's source port as its source port). Exit 0 if the
-      reply is right (mode good) or if no reply came (other modes).
+      with our probe's source port as its source port, and a zero UDP
+      checksum, section 1, seen on a raw socket). Exit 0 if the reply is
+      right (mode good) or if no reply came (other modes).
 """
 import argparse
 import select
@@ -67,12 +86,30 @@ def probe(opcode, dst_qpn, path_id, seq, timestamp) -> bytes:
     return seal(body)
 
 
+# Table 1.2: every opcode of v1 (0x0C-0x0E are reserved).
 OP_SEND = 0x01
+OP_SEND_IMM = 0x02
+OP_WRITE = 0x03
+OP_WRITE_IMM = 0x04
+OP_READ_REQ = 0x05
+OP_READ_RESP = 0x06
 OP_UD_SEND = 0x07
-FLAG_IMM = 0x0002
-GSI_QKEY = 0x80010000
+OP_CMP_SWAP = 0x08
+OP_FETCH_ADD = 0x09
+OP_ATOMIC_WRITE = 0x0A
+OP_ATOMIC_RESP = 0x0B
+OP_SEND_INV = 0x0F
 OP_ACK = 0x10
 OP_NAK = 0x11
+DATA_OPCODES = (OP_SEND, OP_SEND_IMM, OP_WRITE, OP_WRITE_IMM, OP_READ_REQ, OP_READ_RESP,
+                OP_UD_SEND, OP_CMP_SWAP, OP_FETCH_ADD, OP_ATOMIC_WRITE, OP_ATOMIC_RESP, OP_SEND_INV)
+FLAG_RETRANSMIT = 0x0001
+FLAG_IMM = 0x0002
+FLAG_PEER_PSN = 0x0004
+PLANES_KNOWN = 0x0001
+PLANES_CONFIRM = 0x0002
+SEND_MORE = 1 << 63
+GSI_QKEY = 0x80010000
 
 
 def data(opcode, flags, dst_qpn, path_id, floor_delta, psn, msn, offset, msg_len,
@@ -85,6 +122,16 @@ def data(opcode, flags, dst_qpn, path_id, floor_delta, psn, msn, offset, msg_len
                        remote_va, rkey, imm, timestamp)
     assert len(body) == 56
     return seal(body + payload)
+
+
+def cmp_swap_operands(compare, swap) -> bytes:
+    """Section 5.1: CMP_SWAP's 16-byte payload, compare then swap, big-endian."""
+    return struct.pack(">QQ", compare, swap)
+
+
+def u64_operand(value) -> bytes:
+    """Section 5.1: FETCH_ADD's addend, ATOMIC_RESP's original value."""
+    return struct.pack(">Q", value)
 
 
 def ack(dst_qpn, path_id, ce, cum_psn, sack_bits, ts_echo, cum_msn, rate_hint):
@@ -105,17 +152,69 @@ def nak(dst_qpn, path_id, syndrome, psn, msn):
     return seal(body)
 
 
-def planes(dst_qpn, src_qpn, known, addrs):
-    """Section 1.8: flags bit 0 KNOWN, the sending QP, the plane count, then
-    8 16-byte addresses (IPv4-mapped; zero = no such plane, and every entry
-    from the count on is zero)."""
+def planes(dst_qpn, src_qpn, known, addrs, confirm=False):
+    """Section 1.8: flags bit 0 KNOWN and bit 1 CONFIRM, the sending QP, the
+    plane count, then 8 16-byte addresses (IPv4-mapped; zero = no such
+    plane, and every entry from the count on is zero)."""
     assert 1 <= len(addrs) <= MAX_PLANES
-    body = struct.pack(">BBHIIB3x", VERSION, OP_PLANES, 1 if known else 0, dst_qpn, src_qpn, len(addrs))
+    flags = (PLANES_KNOWN if known else 0) | (PLANES_CONFIRM if confirm else 0)
+    body = struct.pack(">BBHIIB3x", VERSION, OP_PLANES, flags, dst_qpn, src_qpn, len(addrs))
     for i in range(MAX_PLANES):
         ip = addrs[i] if i < len(addrs) else None
         body += bytes(10) + b"\xff\xff" + socket.inet_aton(ip) if ip else bytes(16)
     assert len(body) == PLANES_LEN
     return seal(body)
+
+
+ETH_P_IP = 0x0800
+ETH_P_IPV6 = 0x86DD
+LINKTYPE_ETHERNET = 1
+LINKTYPE_IPV4 = 228
+
+
+def ipv4_udp(src, dst, sport, payload, dport=UDP_PORT, ecn=2) -> bytes:
+    """An IPv4 packet (ECN ECT(0) by default, section 1) carrying UDP with
+    checksum 0 (allowed, section 1)."""
+    udp = struct.pack(">HHHH", sport, dport, 8 + len(payload), 0) + payload
+    hdr = struct.pack(">BBHHHBBH4s4s", 0x45, ecn, 20 + len(udp), 0, 0x4000, 64, 17, 0,
+                      socket.inet_aton(src), socket.inet_aton(dst))
+    words = sum(struct.unpack(">10H", hdr))
+    while words >> 16:
+        words = (words & 0xFFFF) + (words >> 16)
+    return hdr[:10] + struct.pack(">H", ~words & 0xFFFF) + hdr[12:] + udp
+
+
+def ipv6_udp(src, dst, sport, payload, dport=UDP_PORT, ecn=2) -> bytes:
+    """An IPv6 packet carrying UDP. The UDP checksum is mandatory over IPv6."""
+    s6, d6 = socket.inet_pton(socket.AF_INET6, src), socket.inet_pton(socket.AF_INET6, dst)
+    n = 8 + len(payload)
+    pseudo = s6 + d6 + struct.pack(">I3xB", n, 17) + struct.pack(">HHHH", sport, dport, n, 0) + payload
+    if len(pseudo) % 2:
+        pseudo += b"\0"
+    c = sum(struct.unpack(f">{len(pseudo) // 2}H", pseudo))
+    while c >> 16:
+        c = (c & 0xFFFF) + (c >> 16)
+    c = ~c & 0xFFFF or 0xFFFF
+    udp = struct.pack(">HHHH", sport, dport, n, c) + payload
+    return struct.pack(">IHBB", (6 << 28) | (ecn << 20), n, 17, 64) + s6 + d6 + udp
+
+
+def ethernet(ip_packet) -> bytes:
+    """An Ethernet frame around an IPv4 or IPv6 packet (locally administered MACs)."""
+    etype = ETH_P_IPV6 if ip_packet[0] >> 4 == 6 else ETH_P_IP
+    return b"\x02\0\0\0\0\x02" + b"\x02\0\0\0\0\x01" + struct.pack(">H", etype) + ip_packet
+
+
+def write_pcap(path, frames, linktype=LINKTYPE_ETHERNET):
+    """A classic pcap file of `frames`: each bytes (then 1 ms apart), or
+    (seconds, bytes), or (seconds, bytes, length on the wire) for a frame
+    the capture cut short."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, linktype))
+        for i, fr in enumerate(frames):
+            t, b, wire = (i / 1000, fr, len(fr)) if isinstance(fr, bytes) else (fr + (len(fr[1]),))[:3]
+            sec = int(t)
+            f.write(struct.pack("<IIII", sec, int(round((t - sec) * 1e6)), len(b), wire) + b)
 
 
 def parse_probe(pkt: bytes):
@@ -161,6 +260,9 @@ def send_probe(a):
     rx.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     rx.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
     rx.bind(("0.0.0.0", UDP_PORT))
+    # A copy of every UDP packet this host receives, IP header included:
+    # the reply's UDP checksum field (root only, as the selftests run).
+    raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     tx.bind((a.src or "0.0.0.0", a.sport))
     tx.sendto(pkt, (a.dst, UDP_PORT))
@@ -197,11 +299,29 @@ def send_probe(a):
             errors.append(f"source port {port}, want our probe's {a.sport} (section 3.4)")
         if tos is not None and tos & 3 != 2:
             errors.append(f"ECN {tos & 3}, want ECT(0)")
+        csum = reply_udp_checksum(raw, a.dst, a.sport)
+        if csum != 0:
+            errors.append(f"UDP checksum {csum}, want 0 (section 1)")
         if errors:
             print("FAIL: " + "; ".join(errors))
             return 1
         print(f"ok: PROBE_REPLY echoes path_id {path_id} seq {a.seq} timestamp; dst_qpn {r['dst_qpn']}")
         return 0
+
+
+def reply_udp_checksum(raw, src_ip, sport):
+    """The UDP checksum field of the first packet on `raw` from
+    src_ip:sport to our port 4792, or None if none arrives within 1 s."""
+    deadline = time.monotonic() + 1.0
+    while (left := deadline - time.monotonic()) > 0 and select.select([raw], [], [], left)[0]:
+        pkt, (ip, _) = raw.recvfrom(65535)
+        ihl = (pkt[0] & 0xF) * 4
+        if ip != src_ip or len(pkt) < ihl + 8:
+            continue
+        src_port, dst_port, _, csum = struct.unpack(">HHHH", pkt[ihl:ihl + 8])
+        if (src_port, dst_port) == (sport, UDP_PORT):
+            return csum
+    return None
 
 
 def open_tx(a, sport):
@@ -225,6 +345,94 @@ def send_kind(a):
     pkt = pkts[a.kind]
     open_tx(a, a.sport).sendto(pkt, (a.dst, UDP_PORT))
     print(f"sent {a.kind} ({len(pkt)} bytes) to {a.dst}:{UDP_PORT}")
+    return 0
+
+
+def forge(a):
+    import random
+    rnd = random.Random(a.seed)
+    tx = open_tx(a, a.sport)
+    sent = {}
+    for _ in range(a.count):
+        # Path ids with a random slot and generation: a live path of the QP
+        # is hit with the right generation 1 time in 1024 at most, and even
+        # then the PSNs are far beyond what it carried.
+        path = rnd.randrange(1 << 16)
+        far = 0x400000 + rnd.randrange(0x100000)
+        pkts = {
+            "data": data(OP_SEND, 0, a.qpn, path, 0, far, 0x40000000 + far, 0, 16, bytes(16)),
+            "ack": ack(a.qpn, path, False, far, [0, 1], 0, 0x40000000 + far, 1),
+            "nak": nak(a.qpn, path, 1, far, 0x40000000 + far),
+            "reply": probe(OP_PROBE_REPLY, a.qpn, path, far, 0),
+        }
+        if not a.no_planes:
+            pkts["planes"] = planes(a.qpn, a.peer_qpn, True, [a.src or "0.0.0.0", "10.99.0.1", "10.99.1.1"])
+        for kind, pkt in pkts.items():
+            tx.sendto(pkt, (a.dst, UDP_PORT))
+            sent[kind] = sent.get(kind, 0) + 1
+        time.sleep(0.002)
+    print("sent " + " ".join(f"{k} {v}" for k, v in sent.items()) + f" to QP {a.qpn:#x} at {a.dst} from {a.src}")
+    return 0
+
+
+def capture(a):
+    eth_p_all, eth_p_ip = 0x0003, 0x0800
+    packet_outgoing = 4
+    # Bound to ETH_P_ALL: the kernel hands a host's own transmitted frames
+    # only to ETH_P_ALL taps (dev_queue_xmit_nit walks ptype_all); a socket
+    # bound to ETH_P_IP sees received frames only.
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(eth_p_all))
+    s.bind((a.dev, eth_p_all))
+    s.settimeout(0.2)
+    if a.ready:
+        # The socket sees packets from here on: a caller may start traffic.
+        with open(a.ready, "w") as r:
+            r.write("capturing\n")
+    n = 0
+    end = time.time() + a.seconds
+    with open(a.out, "wb") as f:
+        if a.pcap:
+            f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, LINKTYPE_IPV4))
+        while time.time() < end:
+            try:
+                pkt, addr = s.recvfrom(65535)
+            except socket.timeout:
+                continue
+            if addr[1] != eth_p_ip or addr[2] != packet_outgoing or len(pkt) < 28 or pkt[9] != 17:
+                continue
+            ihl = (pkt[0] & 0x0F) * 4
+            dport = struct.unpack(">H", pkt[ihl + 2:ihl + 4])[0]
+            if dport != UDP_PORT:
+                continue
+            if a.pcap:
+                t = time.time()
+                f.write(struct.pack("<IIII", int(t), int((t % 1) * 1e6), len(pkt), len(pkt)) + pkt)
+            else:
+                payload = pkt[ihl + 8:]
+                f.write(struct.pack(">I", len(payload)) + payload)
+            n += 1
+    print(f"captured {n} packets on {a.dev}")
+    return 0
+
+
+def replay(a):
+    tx = open_tx(a, a.sport)
+    kinds = {"data": 0, "ack": 0, "other": 0}
+    with open(a.file, "rb") as f:
+        blob = f.read()
+    at = 0
+    while at + 4 <= len(blob):
+        (n,) = struct.unpack(">I", blob[at:at + 4])
+        pkt = blob[at + 4:at + 4 + n]
+        at += 4 + n
+        op = pkt[1] if len(pkt) > 1 else 0xFF
+        kinds["data" if op < 0x10 else "ack" if op == OP_ACK else "other"] += 1
+        if a.qpn is not None and len(pkt) >= 12:
+            # Aimed at another QP: dst_qpn (1.1) rewritten, ICRC resealed.
+            pkt = seal(pkt[:4] + struct.pack(">I", a.qpn) + pkt[8:-4])
+        tx.sendto(pkt, (a.dst, UDP_PORT))
+        time.sleep(0.0005)
+    print(f"replayed data {kinds['data']} ack {kinds['ack']} other {kinds['other']} to {a.dst}")
     return 0
 
 
@@ -316,6 +524,27 @@ def main():
     p.add_argument("--qkey", type=lambda v: int(v, 0), default=GSI_QKEY)
     p.add_argument("--imm", type=lambda v: int(v, 0))
     p.add_argument("--src-qpn", type=lambda v: int(v, 0), default=0x21)
+    p = sub.add_parser("forge")
+    p.add_argument("--dst", required=True)
+    p.add_argument("--src")
+    p.add_argument("--sport", type=int, default=50300)
+    p.add_argument("--qpn", type=lambda v: int(v, 0), required=True)
+    p.add_argument("--peer-qpn", type=lambda v: int(v, 0), required=True)
+    p.add_argument("--count", type=int, default=100)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--no-planes", action="store_true")
+    p = sub.add_parser("capture")
+    p.add_argument("--dev", required=True)
+    p.add_argument("--ready", help="file written once the capture socket is bound")
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--out", required=True)
+    p.add_argument("--pcap", action="store_true")
+    p = sub.add_parser("replay")
+    p.add_argument("--file", required=True)
+    p.add_argument("--dst", required=True)
+    p.add_argument("--src")
+    p.add_argument("--qpn", type=lambda v: int(v, 0), help="rewrite every packet's dst_qpn")
+    p.add_argument("--sport", type=int, default=50400)
     p = sub.add_parser("burst")
     p.add_argument("--dst", required=True)
     p.add_argument("--src")
@@ -334,6 +563,12 @@ def main():
         return send_kind(a)
     if a.cmd == "fuzz":
         return fuzz(a)
+    if a.cmd == "capture":
+        return capture(a)
+    if a.cmd == "replay":
+        return replay(a)
+    if a.cmd == "forge":
+        return forge(a)
     if a.cmd == "burst":
         return burst(a)
     return send_probe(a)

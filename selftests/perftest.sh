@@ -6,7 +6,7 @@
 # on both sides and report a result; the numbers are logged (TCG VMs: for
 # ratios against rxe see make bench, not absolute speed).
 . "$(dirname "$0")/lib.sh"
-trap 'reset_rdma; peer "rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1' EXIT
+trap two_host_cleanup EXIT
 reset_rdma
 command -v ib_write_bw > /dev/null || skip "perftest not installed"
 
@@ -14,10 +14,14 @@ mr0_on_both_hosts
 
 port=18700
 run() { # test args...
-	local t=$1
+	local t=$1 secs=60
 	shift
 	port=$((port + 1))
-	perftest_pair 60 "-d mr0 -x $pgid -p $port" "-d mr0 -x $gid -p $port" "$METAROCE_PEER_ADDR" "$t" "$@"
+	# 8 QPs in one TCG guest: timeouts that fire on scheduling gaps, path
+	# replacements (issue #11's work) make such a run take minutes, not
+	# seconds; what is checked is that every QP completes its work.
+	case " $* " in *" -q "*) secs=240 ;; esac
+	perftest_pair $secs "-d mr0 -x $pgid -p $port" "-d mr0 -x $gid -p $port" "$METAROCE_PEER_ADDR" "$t" "$@"
 	# Bandwidth tests: some iterations completed, and bytes moved (the
 	# average column, MB/s, is 0.00 below ~10 kB/s: only sizes >= 4 KiB;
 	# and not for timed runs, whose clock in a TCG guest sometimes fails

@@ -104,7 +104,7 @@ for d in PLANE0_DEV PLANE1_DEV; do
 	expect_ok tc qdisc add dev "${!d}" root netem loss 1%
 	peer "tc qdisc add dev \$$d root netem loss 1%" || fail "netem on host B"
 done
-retx0=$(rdma statistic show link mr0/1 | sed -n 's/.* retransmissions \([0-9]*\).*/\1/p')
+retx0=$(mr0_stat retransmissions)
 snap
 pingpong 200 16384 "1% loss on both planes"
 both_planes "rc_pingpong, 1% loss" 200
@@ -117,7 +117,7 @@ for d in PLANE0_DEV PLANE1_DEV; do
 	expect_ok tc qdisc del dev "${!d}" root
 	peer "tc qdisc del dev \$$d root" || fail "removing netem on host B"
 done
-retx=$(rdma statistic show link mr0/1 | sed -n 's/.* retransmissions \([0-9]*\).*/\1/p')
+retx=$(mr0_stat retransmissions)
 log "ok: host A retransmitted $((retx - retx0)) packets"
 
 # --- Plane 1 fails in the middle of a run, then comes back ---

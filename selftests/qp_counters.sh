@@ -12,17 +12,13 @@ client=""
 cleanup() {
 	[ -n "$client" ] && kill "$client" 2>/dev/null
 	rdma statistic qp set link mr0/1 auto off 2>/dev/null
-	reset_rdma
-	peer "rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1
+	two_host_cleanup
 }
 trap cleanup EXIT
 reset_rdma
 command -v ibv_rc_pingpong > /dev/null || skip "ibverbs-utils not installed"
 
 mr0_on_both_hosts
-
-# value NAME TEXT: the number after NAME in TEXT (first occurrence).
-value() { sed -n "s/.* $1 \([0-9]*\).*/\1/p" <<< "$2" | head -1; }
 
 # Starts a long ping-pong (server on B, client on A in the background) and
 # sets $qpn to the client's QP number once it is connected.
@@ -53,14 +49,14 @@ stop_pingpong() {
 # check_counter LABEL: the counter object bound to $qpn counts its traffic.
 check_counter() {
 	local s1 s2 tx1 tx2 rx2 txb2 port ptx
-	s1=$(rdma statistic qp show link mr0/1 lqpn "$qpn" 2>&1)
+	s1=$(rdma -j statistic qp show link mr0/1 lqpn "$qpn" 2>&1)
 	sleep 2
-	s2=$(rdma statistic qp show link mr0/1 lqpn "$qpn" 2>&1)
+	s2=$(rdma -j statistic qp show link mr0/1 lqpn "$qpn" 2>&1)
 	log "$s2"
-	tx1=$(value tx_packets "$s1")
-	tx2=$(value tx_packets "$s2")
-	rx2=$(value rx_packets "$s2")
-	txb2=$(value tx_bytes "$s2")
+	tx1=$(stat_of tx_packets "$s1")
+	tx2=$(stat_of tx_packets "$s2")
+	rx2=$(stat_of rx_packets "$s2")
+	txb2=$(stat_of tx_bytes "$s2")
 	[ -n "$tx2" ] && [ -n "$rx2" ] || fail "$1: no per-QP counters for QP $qpn: $s2"
 	[ "$tx2" -gt 0 ] && [ "$rx2" -gt 0 ] || fail "$1: per-QP packets are zero ($tx2 out, $rx2 in)"
 	[ "$tx2" -gt "${tx1:-0}" ] || fail "$1: per-QP tx_packets did not grow with the traffic ($tx1 -> $tx2)"
@@ -72,8 +68,8 @@ check_counter() {
 	# and integrity check (and ACKs are of a fixed size).
 	[ "$txb2" -ge $((tx2 * 60)) ] && [ "$txb2" -le $((tx2 * 140)) ] ||
 		fail "$1: $txb2 bytes for $tx2 packets"
-	port=$(rdma statistic show link mr0/1)
-	ptx=$(value tx_packets "$port")
+	port=$(mr0_stats)
+	ptx=$(stat_of tx_packets "$port")
 	[ "${ptx:-0}" -ge "$tx2" ] || fail "$1: port tx_packets ($ptx) below the QP's ($tx2): $port"
 	log "ok: $1: QP $qpn counted $tx2 packets out, $rx2 in, $txb2 bytes out (port: $ptx out)"
 }
@@ -84,12 +80,12 @@ expect_err "" rdma statistic qp bind link mr0/1 lqpn 999999
 expect_ok rdma statistic qp bind link mr0/1 lqpn "$qpn"
 expect_err "" rdma statistic qp bind link mr0/1 lqpn "$qpn"
 check_counter "manual bind"
-cntn=$(rdma statistic qp show link mr0/1 lqpn "$qpn" | sed -n 's/.* cntn \([0-9]*\).*/\1/p' | head -1)
+cntn=$(stat_of cntn "$(rdma -j statistic qp show link mr0/1 lqpn "$qpn")")
 [ -n "$cntn" ] || fail "no counter id for QP $qpn"
 expect_err "" rdma statistic qp unbind link mr0/1 cntn $((cntn + 100)) lqpn "$qpn"
 expect_ok rdma statistic qp unbind link mr0/1 cntn "$cntn" lqpn "$qpn"
-s=$(rdma statistic qp show link mr0/1 lqpn "$qpn" 2>&1)
-[ -z "$(value tx_packets "$s")" ] || fail "QP $qpn still bound after unbind: $s"
+s=$(rdma -j statistic qp show link mr0/1 lqpn "$qpn" 2>&1)
+[ -z "$(stat_of tx_packets "$s")" ] || fail "QP $qpn still bound after unbind: $s"
 log "ok: unbound"
 stop_pingpong
 
@@ -98,13 +94,13 @@ expect_ok rdma statistic qp set link mr0/1 auto type on
 start_pingpong
 check_counter "auto mode"
 stop_pingpong
-s=$(rdma statistic qp show link mr0/1 2>&1)
-[ -z "$(value tx_packets "$s")" ] || fail "a counter object outlived its QP: $s"
+s=$(rdma -j statistic qp show link mr0/1 2>&1)
+[ -z "$(stat_of tx_packets "$s")" ] || fail "a counter object outlived its QP: $s"
 expect_ok rdma statistic qp set link mr0/1 auto off
 
 # The port counters still add up to the device's traffic, released counter
 # objects included; no malformed packets on the way.
-port=$(rdma statistic show link mr0/1)
+port=$(mr0_stats)
 log "$port"
-[ "$(value rx_malformed "$port")" = 0 ] || fail "malformed packets received"
+[ "$(stat_of rx_malformed "$port")" = 0 ] || fail "malformed packets received"
 log "ok: per-QP counters"

@@ -7,7 +7,7 @@
 # lost packets and the data still checks. The device counters must show the
 # traffic, the retransmissions and no malformed packets.
 . "$(dirname "$0")/lib.sh"
-trap 'tc qdisc del dev "$PLANE0_DEV" root 2>/dev/null; reset_rdma; peer "tc qdisc del dev \$PLANE0_DEV root; rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1' EXIT
+trap 'two_host_cleanup -q' EXIT
 reset_rdma
 command -v ibv_rc_pingpong > /dev/null || skip "ibverbs-utils not installed"
 
@@ -31,12 +31,12 @@ dropped=$(tc -s qdisc show dev "$PLANE0_DEV" | sed -n 's/.*dropped \([0-9]*\).*/
 log "netem dropped ${dropped:-0} packets leaving host A"
 [ "${dropped:-0}" -gt 0 ] || fail "netem dropped nothing: the loss run proves nothing"
 
-stats=$(rdma statistic show link mr0/1)
+stats=$(mr0_stats)
 log "$stats"
-tx=$(sed -n 's/.* tx_packets \([0-9]*\).*/\1/p' <<< "$stats")
-bad=$(sed -n 's/.* rx_malformed \([0-9]*\).*/\1/p' <<< "$stats")
+tx=$(stat_of tx_packets "$stats")
+bad=$(stat_of rx_malformed "$stats")
 [ "${tx:-0}" -ge 200 ] || fail "only ${tx:-0} packets sent"
 [ "${bad:-1}" = 0 ] || fail "$bad malformed packets received"
-retx=$(sed -n 's/.* retransmissions \([0-9]*\).*/\1/p' <<< "$stats")
+retx=$(stat_of retransmissions "$stats")
 [ "${retx:-0}" -gt 0 ] || fail "no retransmissions counted under loss"
 log "ok: $retx retransmissions (selective: only lost packets)"

@@ -14,10 +14,16 @@ error completion, that its QP is then in the error state, that a request
 posted afterwards is flushed, and the server checks its buffer is
 unchanged. A READ that is allowed checks the bytes that come back; local
 errors (a bad lkey, a QP transition that skips states) are checked too.
+In one case the responder drops its own NAKs for a while (a tc filter on
+its plane netdevs, verbs_util.TcDrop): it is in
+error by the time the requester's verdict probe arrives, and must still
+answer it with the NAK, so the requester sees the access error rather
+than running out of retries (protocol.md 3.2).
 Prints one line per check; exits non-zero on the first failure.
 """
 
 import sys
+import threading
 
 import pyverbs.enums as e
 from pyverbs.addr import AHAttr, GID, GlobalRoute
@@ -28,7 +34,7 @@ from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, SendWR
-from verbs_util import Link, connect_qp, fail, ok, poll_one, qp_state
+from verbs_util import AT_OPCODE, Link, TcDrop, connect_qp, fail, ok, poll_one, qp_state
 
 BUF = 4096
 PATTERN = bytes((i * 7 + 3) & 0xFF for i in range(BUF))
@@ -39,6 +45,7 @@ LW, RW, RR = e.IBV_ACCESS_LOCAL_WRITE, e.IBV_ACCESS_REMOTE_WRITE, e.IBV_ACCESS_R
 CASES = [
     ("read allowed", LW | RW | RR, "read", None, e.IBV_WC_SUCCESS),
     ("write bad rkey", LW | RW | RR, "write", "rkey", e.IBV_WC_REM_ACCESS_ERR),
+    ("write bad rkey, NAKs lost", LW | RW | RR, "write", "rkey-nak-lost", e.IBV_WC_REM_ACCESS_ERR),
     ("write out of bounds", LW | RW | RR, "write", "bounds", e.IBV_WC_REM_ACCESS_ERR),
     ("write without REMOTE_WRITE", LW | RR, "write", None, e.IBV_WC_REM_ACCESS_ERR),
     ("read bad rkey", LW | RW | RR, "read", "rkey", e.IBV_WC_REM_ACCESS_ERR),
@@ -71,18 +78,38 @@ class End:
         return poll_one(self.cq, what, timeout)
 
 
+OP_NAK = 0x11
+NAK_LOST_S = 2.0
+
+
 def server(dev, gid_index, port):
     ctx = Context(name=dev)
     pd = PD(ctx)
     link = Link.accept(port)
-    for name, access, _op, _change, _status in CASES:
+    for name, access, _op, change, _status in CASES:
         mr = MR(pd, BUF, access)
         mr.write(PATTERN, BUF, 0)
         end = End(ctx, pd, gid_index)
         link.send({**end.info(), "rkey": mr.rkey, "addr": mr.buf, "len": BUF})
         end.connect(link.recv())
+        drop, timer = None, None
+        if change == "rkey-nak-lost":
+            drop = TcDrop([("u8", OP_NAK, AT_OPCODE)])
+            timer = threading.Timer(NAK_LOST_S, drop.remove)
         link.send({"ready": True})
-        link.recv()  # the client is done with the case
+        if timer:
+            timer.start()
+        try:
+            link.recv()  # the client is done with the case
+        finally:
+            if timer:
+                timer.cancel()
+                timer.join()
+                drop.remove()
+        if drop:
+            if not drop.dropped:
+                fail(f"{name}: no NAK was dropped: the case proves nothing")
+            ok(f"{name}: {drop.dropped} NAK(s) dropped in the first {NAK_LOST_S} s")
         same = mr.read(BUF, 0) == PATTERN
         link.send({"unchanged": same})
         if not same:
@@ -114,7 +141,7 @@ def client(dev, gid_index, host, port):
         link.recv()  # the server's QP is ready
         local.write(bytes(BUF), BUF, 0)
         rkey, addr, n, lkey = peer["rkey"], peer["addr"], 64, local.lkey
-        if change == "rkey":
+        if change in ("rkey", "rkey-nak-lost"):
             rkey ^= 0x5A5A00
         elif change == "bounds":
             addr += BUF - 32

@@ -4,12 +4,14 @@
 # rkey, an address outside the region, a region without REMOTE_WRITE or
 # REMOTE_READ, each with WRITE and READ. The requester must complete with
 # a remote access error, its QP must be in the error state and flush what
-# is posted later, and B's memory must be unchanged. Also a bad lkey (local
+# is posted later, and B's memory must be unchanged; also when B's first
+# NAKs are lost and B is in error by the time the requester's verdict
+# probe arrives (B still NAKs it). Also a bad lkey (local
 # protection error) and a QP transition that skips a state (EINVAL). The
 # verbs work is in remote_access.py (pyverbs); this script sets up the
 # devices and runs its two halves.
 . "$(dirname "$0")/lib.sh"
-trap 'reset_rdma; peer "rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1' EXIT
+trap 'two_host_cleanup -q' EXIT
 reset_rdma
 /usr/bin/python3 -c "import pyverbs" 2> /dev/null || skip "python3-pyverbs not installed"
 

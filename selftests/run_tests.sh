@@ -1,6 +1,7 @@
 #!/bin/bash
 # Runs TEST_PROGS from the Makefile one by one, each under the timeout in
-# `settings` (a `timeout_NAME=S` line there gives test NAME.sh its own), and
+# `settings` (a `timeout_NAME=S` line there gives test NAME.sh its own;
+# METAROCE_TIMEOUT_SCALE multiplies them, for slow kernels), and
 # prints KTAP. Exit status: 0 only if none failed. The last
 # line is the summary "selftests: N passed, N failed, N skipped".
 cd "$(dirname "$0")" || exit 1
@@ -17,7 +18,7 @@ for t in "${tests[@]}"; do
 	i=$((i + 1))
 	[ -e "$t" ] || [ ! -e "$t.sh" ] || t=$t.sh
 	limit=$(sed -n "s/^timeout_${t%.sh}=//p" settings)
-	limit=${limit:-$timeout_s}
+	limit=$(( ${limit:-$timeout_s} * ${METAROCE_TIMEOUT_SCALE:-1} ))
 	echo "# selftests: metaroce: $t"
 	begin=$(date +%s)
 	timeout --kill-after=10 "$limit" "./$t" 2>&1 | sed 's/^/# /'

@@ -4,7 +4,7 @@
 # Proves the rig carries RDMA traffic and records the rxe number that later
 # benchmarks compare against (in $METAROCE_OUT/rxe_baseline.txt).
 . "$(dirname "$0")/lib.sh"
-trap 'reset_rdma; peer "rdma link delete rxe0; rmmod rdma_rxe" > /dev/null 2>&1' EXIT
+trap 'two_host_cleanup rxe0 rdma_rxe' EXIT
 reset_rdma
 command -v ib_write_bw > /dev/null || skip "perftest not installed"
 

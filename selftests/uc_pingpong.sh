@@ -10,7 +10,7 @@
 # drops what it cannot take (wrong rkey, no receive, receive too short)
 # instead of failing both QPs, and READs are refused.
 . "$(dirname "$0")/lib.sh"
-trap 'tc qdisc del dev "$PLANE0_DEV" root 2>/dev/null; reset_rdma; peer "tc qdisc del dev \$PLANE0_DEV root; rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1' EXIT
+trap 'two_host_cleanup -q' EXIT
 reset_rdma
 command -v ibv_uc_pingpong > /dev/null || skip "ibverbs-utils not installed"
 

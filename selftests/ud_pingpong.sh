@@ -6,7 +6,7 @@
 # UD_SEND packet (protocol.md section 5); the device counters must show
 # them sent and received as datagrams, none dropped, none malformed.
 . "$(dirname "$0")/lib.sh"
-trap 'reset_rdma; peer "rdma link delete mr0; rmmod metaroce" > /dev/null 2>&1' EXIT
+trap two_host_cleanup EXIT
 reset_rdma
 command -v ibv_ud_pingpong > /dev/null || skip "ibverbs-utils not installed"
 

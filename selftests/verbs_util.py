@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: GPL-2.0
 """What the pyverbs selftests share: TAP-style messages, the JSON line
 channel between host A and host B, connecting a QP through INIT, RTR and
-RTS, and waiting for one completion."""
+RTS, waiting for one completion, and dropping chosen MetaRoCE packets on
+this host's way out."""
 
 import json
+import os
+import re
 import socket
+import subprocess
 import sys
 import time
 
@@ -119,3 +123,46 @@ def poll_one(cq, what, timeout, interval=0.01):
             return wcs[0]
         time.sleep(interval)
     fail(f"{what}: no completion within {timeout:.0f} s")
+
+
+# Offsets in an IPv4 packet without options (20 IP + 8 UDP bytes) of the
+# MetaRoCE fields the drop filters look at (Documentation/protocol.md 1).
+AT_OPCODE = 28 + 1
+AT_DATA_OFFSET = 28 + 20
+
+
+class TcDrop:
+    """Drops this host's outgoing MetaRoCE packets that match every
+    (size, value, at) of `matches` (size "u8" or "u32", `at` an offset in
+    the IP packet), on its plane netdevs (PLANE0_DEV, PLANE1_DEV from the
+    rig's environment), until `remove`."""
+
+    def __init__(self, matches):
+        self.devs = [d for d in (os.environ.get("PLANE0_DEV"), os.environ.get("PLANE1_DEV")) if d]
+        if not self.devs:
+            fail("no PLANE0_DEV in the environment: cannot install a drop filter")
+        rule = []
+        for size, value, at in matches:
+            rule += ["match", size, hex(value), "0xff" if size == "u8" else "0xffffffff", "at", str(at)]
+        for d in self.devs:
+            self._tc("qdisc", "add", "dev", d, "root", "handle", "1:", "prio")
+            self._tc("filter", "add", "dev", d, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                     "match", "ip", "protocol", "17", "0xff", *rule, "action", "drop")
+        self.dropped = None
+
+    @staticmethod
+    def _tc(*args, check=True):
+        r = subprocess.run(["tc", *args], capture_output=True, text=True)
+        if check and r.returncode != 0:
+            fail(f"tc {' '.join(args)}: {r.stderr.strip()}")
+        return r.stdout
+
+    def remove(self):
+        """Removes the filters (once); returns how many packets they dropped."""
+        if self.dropped is None:
+            self.dropped = 0
+            for d in self.devs:
+                out = self._tc("-s", "filter", "show", "dev", d, "parent", "1:", check=False)
+                self.dropped += sum(int(n) for n in re.findall(r"Sent \d+ bytes (\d+) pkt", out))
+                self._tc("qdisc", "del", "dev", d, "root", check=False)
+        return self.dropped

@@ -577,6 +577,10 @@ extern "C" {
     ) -> *mut c_void;
     pub(crate) fn verbs_uninit_context(context: *mut sys::verbs_context);
     pub(crate) fn verbs_set_ops(vctx: *mut sys::verbs_context, ops: *const VerbsContextOps);
+    /// What rdma-core's `verbs_warn` and friends call (libibverbs >= 38):
+    /// prints the format to `VERBS_LOG_FILE` if `level` is at most
+    /// `VERBS_LOG_LEVEL`, else nothing. `ctx` is not read (may be NULL).
+    pub(crate) fn __verbs_log(ctx: *mut sys::verbs_context, level: u32, fmt: *const c_char, ...);
 
     // Commands (IBVERBS_PRIVATE_34). All return 0 or a positive errno.
     pub(crate) fn ibv_cmd_get_context(
@@ -751,6 +755,9 @@ extern "C" {
     pub(crate) fn free(ptr: *mut c_void);
     pub(crate) fn __errno_location() -> *mut c_int;
 }
+
+/// `VERBS_LOG_WARN` of rdma-core's `enum verbs_log_level` (driver.h).
+pub(crate) const VERBS_LOG_WARN: u32 = 2;
 
 pub(crate) const PROT_READ: c_int = 1;
 pub(crate) const PROT_WRITE: c_int = 2;

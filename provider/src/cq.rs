@@ -6,6 +6,7 @@ use core::mem::size_of;
 use core::sync::atomic::Ordering;
 
 use crate::abi::{self, VerbsCq};
+use crate::creating::{Creating, KernelObject};
 use crate::errno::{Errno, EINVAL, ENOENT, EOPNOTSUPP};
 use crate::ffi::{int_verb, ptr_verb, value_verb, void_verb};
 use crate::lock::{held, FfiLock};
@@ -70,21 +71,28 @@ fn map_ring(fd: c_int, mi: &sys::metaroce_mmap_info) -> Result<SharedQueue, Errn
     SharedQueue::new(Mapping::map(fd, mi)?, CQE_SIZE)
 }
 
-fn new_cq() -> *mut Cq {
-    // SAFETY: VerbsCq is a plain C struct; zero is its initial state.
-    let vcq: VerbsCq = unsafe { core::mem::zeroed() };
-    Box::into_raw(Box::new(Cq {
-        vcq,
-        state: FfiLock::new(CqState::new()),
-    }))
+impl Cq {
+    fn new() -> Self {
+        Cq {
+            // SAFETY: VerbsCq is a plain C struct; zero is its initial state.
+            vcq: unsafe { core::mem::zeroed() },
+            state: FfiLock::new(CqState::new()),
+        }
+    }
+
+    /// Maps the ring of a CQ the kernel just created.
+    fn attach_ring(&mut self, fd: c_int, mi: &sys::metaroce_mmap_info) -> Result<(), Errno> {
+        self.state.get_mut().ring = Some(map_ring(fd, mi)?);
+        Ok(())
+    }
 }
 
-/// # Safety
-///
-/// `cq` must come from `new_cq` and be unknown to the kernel or destroyed.
-unsafe fn free_cq(cq: *mut Cq) {
-    // SAFETY: per the caller.
-    drop(unsafe { Box::from_raw(cq) });
+impl KernelObject for Cq {
+    unsafe fn destroy_in_kernel(cq: *mut Cq) {
+        // SAFETY: per the caller, a CQ the kernel created; its ibv_cq is
+        // at offset 0 (repr(C), first field).
+        unsafe { abi::ibv_cmd_destroy_cq(cq.cast::<sys::ibv_cq>()) };
+    }
 }
 
 /// # Safety
@@ -96,6 +104,12 @@ unsafe fn state<'a>(ibcq: *mut sys::ibv_cq) -> &'a FfiLock<CqState> {
     unsafe { &(*ibcq.cast::<Cq>()).state }
 }
 
+/// `ibv_create_cq`.
+///
+/// # Safety
+///
+/// `ctx` is one of our open contexts and `channel` NULL or a completion
+/// channel of it.
 pub(crate) unsafe extern "C" fn create_cq(
     ctx: *mut sys::ibv_context,
     cqe: c_int,
@@ -103,52 +117,31 @@ pub(crate) unsafe extern "C" fn create_cq(
     comp_vector: c_int,
 ) -> *mut sys::ibv_cq {
     ptr_verb(|| {
-        let cq = new_cq();
+        let mut cq = Creating::new(Cq::new());
         let mut resp = abi::CreateCqResp::new();
-        // SAFETY: cq is ours; no driver command (NULL, 0) as the uapi has
-        // none; the response buffer is core + driver part.
-        let r = Errno::check(unsafe {
-            abi::ibv_cmd_create_cq(
-                ctx,
-                cqe,
-                channel,
-                comp_vector,
-                cq.cast::<sys::ibv_cq>(),
-                core::ptr::null_mut(),
-                0,
-                &mut resp.ibv_resp,
-                size_of::<abi::CreateCqResp>(),
-            )
-        });
-        if let Err(e) = r {
-            // SAFETY: not created in the kernel.
-            unsafe { free_cq(cq) };
-            return Err(e);
-        }
+        // SAFETY: ibv_cmd_create_cq creates the CQ it is given (ours, its
+        // ibv_cq first) or fails; no driver command (NULL, 0) as the uapi
+        // has none; the response buffer is core + driver part.
+        unsafe {
+            cq.create_in_kernel(|cq| {
+                abi::ibv_cmd_create_cq(
+                    ctx,
+                    cqe,
+                    channel,
+                    comp_vector,
+                    cq.cast::<sys::ibv_cq>(),
+                    core::ptr::null_mut(),
+                    0,
+                    &mut resp.ibv_resp,
+                    size_of::<abi::CreateCqResp>(),
+                )
+            })
+        }?;
         // SAFETY: ctx is live.
-        finish_create(cq, unsafe { cmd_fd(ctx) }, &resp.drv.mi)?;
-        Ok(cq.cast::<sys::ibv_cq>())
+        let fd = unsafe { cmd_fd(ctx) };
+        cq.get_mut().attach_ring(fd, &resp.drv.mi)?;
+        Ok(cq.finish().cast::<sys::ibv_cq>())
     })
-}
-
-/// Maps the ring of a CQ the kernel just created, or destroys it.
-fn finish_create(cq: *mut Cq, fd: c_int, mi: &sys::metaroce_mmap_info) -> Result<(), Errno> {
-    match map_ring(fd, mi) {
-        Ok(ring) => {
-            // SAFETY: cq is live and not yet shared with other threads.
-            unsafe { (*cq).state.get_mut().ring = Some(ring) };
-            Ok(())
-        }
-        Err(e) => {
-            // SAFETY: cq was created in the kernel by our caller; destroy
-            // it there, then free it.
-            unsafe {
-                abi::ibv_cmd_destroy_cq(cq.cast::<sys::ibv_cq>());
-                free_cq(cq);
-            }
-            Err(e)
-        }
-    }
 }
 
 /// Completion fields the extended API can read.
@@ -161,6 +154,12 @@ const SUPPORTED_WC_FLAGS: u64 = (sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_BYTE
     | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_DLID_PATH_BITS)
     as u64;
 
+/// `ibv_create_cq_ex`: a CQ with the extended polling API.
+///
+/// # Safety
+///
+/// `ctx` is one of our open contexts and `attr` NULL (refused) or a valid
+/// `ibv_cq_init_attr_ex`, its channel NULL or a completion channel of `ctx`.
 pub(crate) unsafe extern "C" fn create_cq_ex(
     ctx: *mut sys::ibv_context,
     attr: *mut sys::ibv_cq_init_attr_ex,
@@ -190,30 +189,27 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         let mut kattr = unsafe { *attr };
         kattr.flags = 0;
         kattr.comp_mask &= !sys::ibv_cq_init_attr_mask_IBV_CQ_INIT_ATTR_MASK_FLAGS;
-        let cq = new_cq();
+        let mut cq = Creating::new(Cq::new());
         let mut resp = abi::CreateCqExResp::new();
         // SAFETY: as in create_cq; the extended response is passed whole.
-        let r = Errno::check(unsafe {
-            abi::ibv_cmd_create_cq_ex(
-                ctx,
-                &kattr,
-                core::ptr::addr_of_mut!((*cq).vcq),
-                core::ptr::null_mut(),
-                0,
-                &mut resp.ibv_resp,
-                size_of::<abi::CreateCqExResp>(),
-                0,
-            )
-        });
-        if let Err(e) = r {
-            // SAFETY: not created in the kernel.
-            unsafe { free_cq(cq) };
-            return Err(e);
-        }
+        unsafe {
+            cq.create_in_kernel(|cq| {
+                abi::ibv_cmd_create_cq_ex(
+                    ctx,
+                    &kattr,
+                    core::ptr::addr_of_mut!((*cq).vcq),
+                    core::ptr::null_mut(),
+                    0,
+                    &mut resp.ibv_resp,
+                    size_of::<abi::CreateCqExResp>(),
+                    0,
+                )
+            })
+        }?;
         // SAFETY: ctx is live.
-        finish_create(cq, unsafe { cmd_fd(ctx) }, &resp.drv.mi)?;
-        // SAFETY: cq is live and not yet returned to the application.
-        let ex = unsafe { &mut (*cq).vcq.cq_ex };
+        let fd = unsafe { cmd_fd(ctx) };
+        cq.get_mut().attach_ring(fd, &resp.drv.mi)?;
+        let ex = &mut cq.get_mut().vcq.cq_ex;
         ex.start_poll = Some(start_poll);
         ex.next_poll = Some(next_poll);
         ex.end_poll = Some(end_poll);
@@ -242,10 +238,18 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         if has(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_DLID_PATH_BITS) {
             ex.read_dlid_path_bits = Some(read_dlid_path_bits);
         }
-        Ok(ex as *mut sys::ibv_cq_ex)
+        // The ibv_cq_ex is at offset 0, as for every CQ of ours.
+        Ok(cq.finish().cast::<sys::ibv_cq_ex>())
     })
 }
 
+/// `ibv_poll_cq`, without a system call.
+///
+/// # Safety
+///
+/// `ibcq` is a CQ of ours, not destroyed, and `wc` NULL (refused) or `ne`
+/// writable `ibv_wc`. Threads may poll the same CQ at once (its lock
+/// serialises them).
 pub(crate) unsafe extern "C" fn poll_cq(
     ibcq: *mut sys::ibv_cq,
     ne: c_int,
@@ -275,11 +279,21 @@ pub(crate) unsafe extern "C" fn poll_cq(
     })
 }
 
+/// `ibv_req_notify_cq`.
+///
+/// # Safety
+///
+/// `ibcq` is a CQ of ours, not destroyed.
 pub(crate) unsafe extern "C" fn req_notify_cq(ibcq: *mut sys::ibv_cq, solicited: c_int) -> c_int {
     // SAFETY: passthrough of libibverbs' arguments.
     int_verb(|| Errno::check(unsafe { abi::ibv_cmd_req_notify_cq(ibcq, solicited) }))
 }
 
+/// `ibv_resize_cq`.
+///
+/// # Safety
+///
+/// `ibcq` is a CQ of ours, not destroyed.
 pub(crate) unsafe extern "C" fn resize_cq(ibcq: *mut sys::ibv_cq, cqe: c_int) -> c_int {
     int_verb(|| {
         // SAFETY: one of our CQs.
@@ -316,12 +330,19 @@ pub(crate) unsafe extern "C" fn resize_cq(ibcq: *mut sys::ibv_cq, cqe: c_int) ->
     })
 }
 
+/// `ibv_destroy_cq`.
+///
+/// # Safety
+///
+/// `ibcq` is a CQ of ours, not destroyed, with no other call on it running;
+/// once this succeeds libibverbs does not use it again.
 pub(crate) unsafe extern "C" fn destroy_cq(ibcq: *mut sys::ibv_cq) -> c_int {
     int_verb(|| {
         // SAFETY: one of our CQs.
         Errno::check(unsafe { abi::ibv_cmd_destroy_cq(ibcq) })?;
-        // SAFETY: destroyed in the kernel; libibverbs makes no further use.
-        unsafe { free_cq(ibcq.cast::<Cq>()) };
+        // SAFETY: destroyed in the kernel; the Box of create_cq(_ex)
+        // (Creating) is released once, as libibverbs makes no further use.
+        drop(unsafe { Box::from_raw(ibcq.cast::<Cq>()) });
         Ok(())
     })
 }
@@ -350,6 +371,12 @@ unsafe fn ex_state<'a>(ex: *mut sys::ibv_cq_ex) -> &'a FfiLock<CqState> {
     unsafe { state(ex.cast::<sys::ibv_cq>()) }
 }
 
+/// `ibv_start_poll`: opens a poll sequence at the oldest completion.
+///
+/// # Safety
+///
+/// `ex` is the `ibv_cq_ex` of a CQ `create_cq_ex` made, and the caller has
+/// no poll sequence open on it (sequences do not nest).
 unsafe extern "C" fn start_poll(
     ex: *mut sys::ibv_cq_ex,
     _attr: *mut sys::ibv_poll_cq_attr,
@@ -374,6 +401,13 @@ unsafe extern "C" fn start_poll(
     })
 }
 
+/// `ibv_next_poll`.
+///
+/// # Safety
+///
+/// `ex` is a CQ of ours inside the caller's poll sequence: after a
+/// `start_poll` that returned 0, before its `end_poll` (the extended polling
+/// API's rule).
 unsafe extern "C" fn next_poll(ex: *mut sys::ibv_cq_ex) -> c_int {
     int_verb(|| {
         // SAFETY: start_poll succeeded, so this poll sequence holds the
@@ -396,6 +430,13 @@ unsafe extern "C" fn next_poll(ex: *mut sys::ibv_cq_ex) -> c_int {
     })
 }
 
+/// `ibv_end_poll`: consumes what the sequence read and closes it.
+///
+/// # Safety
+///
+/// `ex` is a CQ of ours inside the caller's poll sequence: after a
+/// `start_poll` that returned 0, before its `end_poll` (the extended polling
+/// API's rule).
 unsafe extern "C" fn end_poll(ex: *mut sys::ibv_cq_ex) {
     void_verb(|| {
         // SAFETY: as in next_poll; this guard ends the sequence (unlocks).
@@ -417,33 +458,99 @@ fn read<R: Default>(ex: *mut sys::ibv_cq_ex, f: impl FnOnce(&Completion) -> R) -
     })
 }
 
+/// `ibv_wc_read_opcode` of the current completion.
+///
+/// # Safety
+///
+/// `ex` is a CQ of ours inside the caller's poll sequence (see `next_poll`).
 unsafe extern "C" fn read_opcode(ex: *mut sys::ibv_cq_ex) -> sys::ibv_wc_opcode {
     read(ex, |c| c.opcode)
 }
+
+/// `ibv_wc_read_vendor_err` of the current completion.
+///
+/// # Safety
+///
+/// `ex` is a CQ of ours inside the caller's poll sequence (see `next_poll`).
 unsafe extern "C" fn read_vendor_err(ex: *mut sys::ibv_cq_ex) -> u32 {
     read(ex, |c| c.vendor_err)
 }
+
+/// `ibv_wc_read_byte_len` of the current completion (set up when the CQ was
+/// created with its `IBV_WC_EX_WITH_*` flag).
+///
+/// # Safety
+///
+/// `ex` is a CQ of ours inside the caller's poll sequence (see `next_poll`).
 unsafe extern "C" fn read_byte_len(ex: *mut sys::ibv_cq_ex) -> u32 {
     read(ex, |c| c.byte_len)
 }
+
+/// `ibv_wc_read_imm_data` of the current completion (set up when the CQ was
+/// created with its `IBV_WC_EX_WITH_*` flag).
+///
+/// # Safety
+///
+/// `ex` is a CQ of ours inside the caller's poll sequence (see `next_poll`).
 unsafe extern "C" fn read_imm_data(ex: *mut sys::ibv_cq_ex) -> u32 {
     read(ex, |c| c.ex)
 }
+
+/// `ibv_wc_read_qp_num` of the current completion (set up when the CQ was
+/// created with its `IBV_WC_EX_WITH_*` flag).
+///
+/// # Safety
+///
+/// `ex` is a CQ of ours inside the caller's poll sequence (see `next_poll`).
 unsafe extern "C" fn read_qp_num(ex: *mut sys::ibv_cq_ex) -> u32 {
     read(ex, |c| c.qp_num)
 }
+
+/// `ibv_wc_read_src_qp` of the current completion (set up when the CQ was
+/// created with its `IBV_WC_EX_WITH_*` flag).
+///
+/// # Safety
+///
+/// `ex` is a CQ of ours inside the caller's poll sequence (see `next_poll`).
 unsafe extern "C" fn read_src_qp(ex: *mut sys::ibv_cq_ex) -> u32 {
     read(ex, |c| c.src_qp)
 }
+
+/// `ibv_wc_read_wc_flags` of the current completion.
+///
+/// # Safety
+///
+/// `ex` is a CQ of ours inside the caller's poll sequence (see `next_poll`).
 unsafe extern "C" fn read_wc_flags(ex: *mut sys::ibv_cq_ex) -> c_uint {
     read(ex, |c| ibv_wc_flags(c.wc_flags))
 }
+
+/// `ibv_wc_read_slid` of the current completion (set up when the CQ was
+/// created with its `IBV_WC_EX_WITH_*` flag).
+///
+/// # Safety
+///
+/// `ex` is a CQ of ours inside the caller's poll sequence (see `next_poll`).
 unsafe extern "C" fn read_slid(ex: *mut sys::ibv_cq_ex) -> u32 {
     read(ex, |c| u32::from(c.slid))
 }
+
+/// `ibv_wc_read_sl` of the current completion (set up when the CQ was
+/// created with its `IBV_WC_EX_WITH_*` flag).
+///
+/// # Safety
+///
+/// `ex` is a CQ of ours inside the caller's poll sequence (see `next_poll`).
 unsafe extern "C" fn read_sl(ex: *mut sys::ibv_cq_ex) -> u8 {
     read(ex, |c| c.sl)
 }
+
+/// `ibv_wc_read_dlid_path_bits` of the current completion (set up when the
+/// CQ was created with its `IBV_WC_EX_WITH_*` flag).
+///
+/// # Safety
+///
+/// `ex` is a CQ of ours inside the caller's poll sequence (see `next_poll`).
 unsafe extern "C" fn read_dlid_path_bits(ex: *mut sys::ibv_cq_ex) -> u8 {
     read(ex, |c| c.dlid_path_bits)
 }
@@ -467,11 +574,7 @@ mod tests {
     }
 
     fn fake_cq(elems: u32) -> Box<Cq> {
-        let mut cq = Box::new(Cq {
-            // SAFETY: plain C struct.
-            vcq: unsafe { core::mem::zeroed() },
-            state: FfiLock::new(CqState::new()),
-        });
+        let mut cq = Box::new(Cq::new());
         cq.state.get_mut().ring = Some(SharedQueue::for_test(elems, 6));
         cq
     }

@@ -44,6 +44,30 @@ pub(crate) fn void_verb(f: impl FnOnce()) {
     let _ = catch_unwind(AssertUnwindSafe(f));
 }
 
+/// One line of warning about this provider, where rdma-core's own go:
+/// libibverbs' debug log (`__verbs_log`, what a provider's `verbs_warn`
+/// calls; shown with `VERBS_LOG_LEVEL=2 VERBS_LOG_FILE=/dev/stderr`) and,
+/// when `IBV_SHOW_WARNINGS` is set, stderr, as libibverbs prints "no
+/// userspace device-specific driver found" there.
+pub(crate) fn warn(msg: &str) {
+    let line = format!("libmetaroce: {msg}\n");
+    if let Ok(text) = std::ffi::CString::new(line.as_str()) {
+        // SAFETY: a "%s" format with one NUL-terminated string argument,
+        // both alive for the call; __verbs_log does not read ctx.
+        unsafe {
+            abi::__verbs_log(
+                core::ptr::null_mut(),
+                abi::VERBS_LOG_WARN,
+                c"%s".as_ptr(),
+                text.as_ptr(),
+            )
+        };
+    }
+    if std::env::var_os("IBV_SHOW_WARNINGS").is_some() {
+        eprint!("{line}");
+    }
+}
+
 /// Runs a verb returning a plain value, `dflt` if it panics.
 pub(crate) fn value_verb<T>(dflt: T, f: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(dflt)

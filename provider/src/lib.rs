@@ -11,14 +11,26 @@
 //!
 //! Layers: `sys` (bindgen) and `abi` (mirrored private rdma-core ABI,
 //! foreign functions) are the declarations; `queue` and `lock` hold the
-//! unsafe code for shared memory and cross-call locks; `ring`, `wqe`, `wq`,
-//! `matching` and `errno` are safe logic with host tests; `provider`,
-//! `verbs`, `cq`, `qp` and `srq` are the `extern "C"` entry points.
+//! unsafe code for shared memory and cross-call locks, `creating` the
+//! ownership of a CQ, QP or SRQ until its create verb succeeds; `ring`,
+//! `wqe`, `wq`, `matching` and `errno` are safe logic with host tests;
+//! `provider`, `verbs`, `cq`, `qp` and `srq` are the `extern "C"` entry
+//! points.
+//!
+//! Each entry point is an `unsafe fn` whose `# Safety` says what its caller
+//! guarantees (clippy's `missing_safety_doc`, extended to private items by
+//! `clippy.toml`, checks that it says something). libibverbs calls a verb
+//! through the ops of the object's context, so the object it passes is one
+//! of ours; the rest (live objects, valid buffers, the order of the
+//! `ibv_wr_*` and extended-poll calls) is the application's side of the
+//! verbs API, which libibverbs passes on unchecked. NULL where the API
+//! forbids it is refused anyway.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod abi;
 mod cq;
+mod creating;
 mod errno;
 mod ffi;
 mod lock;

@@ -22,8 +22,12 @@
 //!   allow a host-qualified description ("MetaRoCE hostA").
 //!
 //! No rxe/siw/hardware device is claimed: they report their own driver ids.
-//! The uverbs ABI version must also equal `METAROCE_UVERBS_ABI_VERSION`,
-//! which libibverbs checks against `match_{min,max}_abi_version`.
+//! The uverbs ABI version must also equal `METAROCE_UVERBS_ABI_VERSION`.
+//! libibverbs could check that itself (`match_{min,max}_abi_version`), but
+//! would drop a device of another version before asking us and without a
+//! word; so the provider accepts every version there and `claim` refuses
+//! the device with a warning naming both versions (a metaroce.ko and a
+//! provider from different builds).
 
 use std::path::Path;
 
@@ -59,6 +63,19 @@ pub(crate) fn device_matches(ibdev_path: &Path, driver_id: u32) -> bool {
         Ok(c) => node_desc_matches(&c),
         Err(_) => false,
     }
+}
+
+/// The decision on a device: `Ok(true)` ours, `Ok(false)` not ours,
+/// `Err(v)` a MetaRoCE device whose kernel driver speaks uverbs ABI `v`,
+/// which this provider does not.
+pub(crate) fn claim(ibdev_path: &Path, driver_id: u32, abi_ver: u32) -> Result<bool, u32> {
+    if !device_matches(ibdev_path, driver_id) {
+        return Ok(false);
+    }
+    if abi_ver != sys::METAROCE_UVERBS_ABI_VERSION {
+        return Err(abi_ver);
+    }
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -125,5 +142,17 @@ mod tests {
         assert!(device_matches(&d, METAROCE_DRIVER_ID));
         assert!(!device_matches(&root.join("missing"), unknown));
         fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn claim_needs_our_uverbs_abi() {
+        let ours = sys::METAROCE_UVERBS_ABI_VERSION;
+        let rxe = sys::rdma_driver_id_RDMA_DRIVER_RXE;
+        let nowhere = Path::new("/nonexistent");
+        assert_eq!(claim(nowhere, METAROCE_DRIVER_ID, ours), Ok(true));
+        assert_eq!(claim(nowhere, METAROCE_DRIVER_ID, ours + 1), Err(ours + 1));
+        assert_eq!(claim(nowhere, METAROCE_DRIVER_ID, 0), Err(0));
+        // Not ours: no verdict on its ABI.
+        assert_eq!(claim(nowhere, rxe, ours + 1), Ok(false));
     }
 }

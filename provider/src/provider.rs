@@ -22,8 +22,10 @@ static MATCH_TABLE: [abi::VerbsMatchEnt; 2] = [
 /// What libibverbs gets from `verbs_register_driver_34`.
 pub(crate) static DEVICE_OPS: VerbsDeviceOps = VerbsDeviceOps {
     name: c"metaroce".as_ptr(),
-    match_min_abi_version: sys::METAROCE_UVERBS_ABI_VERSION,
-    match_max_abi_version: sys::METAROCE_UVERBS_ABI_VERSION,
+    // Every uverbs ABI: `match_device` refuses the wrong one out loud
+    // (libibverbs would drop it silently), see `crate::matching`.
+    match_min_abi_version: 0,
+    match_max_abi_version: u32::MAX,
     match_table: MATCH_TABLE.as_ptr(),
     static_providers: core::ptr::null(),
     match_device: Some(match_device),
@@ -47,23 +49,38 @@ extern "C" fn register() {
 static REGISTER: extern "C" fn() = register;
 
 /// `match_device`: see `crate::matching`.
+///
+/// # Safety
+///
+/// libibverbs passes the `verbs_sysfs_dev` it filled from sysfs for a device
+/// it is discovering (NULL is refused anyway), unchanged during the call.
 unsafe extern "C" fn match_device(sysfs_dev: *mut VerbsSysfsDev) -> bool {
     value_verb(false, || {
         if sysfs_dev.is_null() {
             return false;
         }
-        // SAFETY: libibverbs passes a valid verbs_sysfs_dev; we read two
+        // SAFETY: libibverbs passes a valid verbs_sysfs_dev; we read three
         // fields. ibdev_path is a NUL-terminated string within its array.
-        let (path, driver_id) = unsafe {
+        let (path, driver_id, abi_ver) = unsafe {
             let d = &*sysfs_dev;
             let bytes = &*(core::ptr::addr_of!(d.ibdev_path) as *const [u8; abi::SYSFS_PATH_MAX]);
-            (bytes.to_owned(), d.driver_id)
+            (bytes.to_owned(), d.driver_id, d.abi_ver)
         };
         let Ok(path) = CStr::from_bytes_until_nul(&path) else {
             return false;
         };
         let path = Path::new(OsStr::from_bytes(path.to_bytes()));
-        crate::matching::device_matches(path, driver_id)
+        crate::matching::claim(path, driver_id, abi_ver).unwrap_or_else(|abi_ver| {
+            crate::ffi::warn(&format!(
+                "{}: its kernel driver speaks uverbs ABI {abi_ver}, this provider \
+                 (libmetaroce-rdmav34.so {}) ABI {}: device not usable; install the \
+                 provider built with this metaroce.ko",
+                path.file_name().unwrap_or_default().to_string_lossy(),
+                env!("CARGO_PKG_VERSION"),
+                sys::METAROCE_UVERBS_ABI_VERSION,
+            ));
+            false
+        })
     })
 }
 
@@ -73,6 +90,12 @@ struct Device {
     vdev: VerbsDevice,
 }
 
+/// `alloc_device`: our `verbs_device`, which libibverbs then fills.
+///
+/// # Safety
+///
+/// libibverbs calls this once for a device `match_device` claimed, with its
+/// `verbs_sysfs_dev` (not read).
 unsafe extern "C" fn alloc_device(_sysfs_dev: *mut VerbsSysfsDev) -> *mut VerbsDevice {
     ptr_verb(|| {
         // SAFETY: VerbsDevice is a plain C struct; zero is its initial state
@@ -82,6 +105,13 @@ unsafe extern "C" fn alloc_device(_sysfs_dev: *mut VerbsSysfsDev) -> *mut VerbsD
     })
 }
 
+/// `uninit_device`: frees what `alloc_device` returned.
+///
+/// # Safety
+///
+/// `vdev` is NULL or a device `alloc_device` returned; libibverbs calls this
+/// once, when the device's last reference goes, and does not use it
+/// afterwards.
 unsafe extern "C" fn uninit_device(vdev: *mut VerbsDevice) {
     void_verb(|| {
         if !vdev.is_null() {
@@ -187,6 +217,12 @@ static CONTEXT_OPS: VerbsContextOps = VerbsContextOps {
     unimport_pd: None,
 };
 
+/// `alloc_context` (`ibv_open_device`): our context on `cmd_fd`.
+///
+/// # Safety
+///
+/// `ibdev` is the `ibv_device` of a device `alloc_device` returned and
+/// `cmd_fd` an open uverbs file of that device; `private_data` is not read.
 unsafe extern "C" fn alloc_context(
     ibdev: *mut sys::ibv_device,
     cmd_fd: c_int,
@@ -244,6 +280,12 @@ unsafe extern "C" fn alloc_context(
     })
 }
 
+/// `free_context` (`ibv_close_device`).
+///
+/// # Safety
+///
+/// `ibctx` is the `ibv_context` of a context `alloc_context` returned;
+/// libibverbs calls this once and does not use the context afterwards.
 unsafe extern "C" fn free_context(ibctx: *mut sys::ibv_context) {
     void_verb(|| {
         let ctx = ctx_of(ibctx);
@@ -275,7 +317,9 @@ mod tests {
         // SAFETY: a 'static C string.
         let name = unsafe { CStr::from_ptr(DEVICE_OPS.name) };
         assert_eq!(name.to_bytes(), b"metaroce");
-        assert_eq!(DEVICE_OPS.match_min_abi_version, 1);
+        // Every uverbs ABI reaches match_device, which takes only ours.
+        assert_eq!(DEVICE_OPS.match_min_abi_version, 0);
+        assert_eq!(DEVICE_OPS.match_max_abi_version, u32::MAX);
         assert!(!DEVICE_OPS.match_table.is_null());
         assert!(DEVICE_OPS.match_device.is_some());
     }
@@ -293,6 +337,10 @@ mod tests {
             *d = *s as core::ffi::c_char;
         }
         // SAFETY: a valid, NUL-terminated sysfs_dev.
+        let claimed = unsafe { match_device(&mut *sd) };
+        assert!(!claimed, "uverbs ABI 0 is not ours");
+        sd.abi_ver = sys::METAROCE_UVERBS_ABI_VERSION;
+        // SAFETY: as above.
         assert!(unsafe { match_device(&mut *sd) });
         sd.driver_id = sys::rdma_driver_id_RDMA_DRIVER_RXE;
         // SAFETY: as above.

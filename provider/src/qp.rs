@@ -5,6 +5,7 @@ use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of};
 
 use crate::abi::{self, VerbsQp, VERBS_QP_EX};
+use crate::creating::{Creating, KernelObject};
 use crate::errno::{Errno, EINVAL, EOPNOTSUPP};
 use crate::ffi::{int_verb, ptr_verb, void_verb};
 use crate::lock::{held, FfiLock};
@@ -35,14 +36,50 @@ pub(crate) struct Qp {
     rq: FfiLock<Option<RecvQueue>>,
 }
 
-fn new_qp(qp_type: u32) -> *mut Qp {
-    Box::into_raw(Box::new(Qp {
-        // SAFETY: VerbsQp is a plain C struct; zero is its initial state.
-        vqp: unsafe { core::mem::zeroed() },
-        qp_type,
-        sq: FfiLock::new(None),
-        rq: FfiLock::new(None),
-    }))
+impl Qp {
+    fn new(qp_type: u32) -> Self {
+        Qp {
+            // SAFETY: VerbsQp is a plain C struct; zero is its initial state.
+            vqp: unsafe { core::mem::zeroed() },
+            qp_type,
+            sq: FfiLock::new(None),
+            rq: FfiLock::new(None),
+        }
+    }
+
+    /// Maps the rings of a QP the kernel just created.
+    fn attach_queues(
+        &mut self,
+        fd: c_int,
+        cap: &sys::ibv_qp_cap,
+        has_srq: bool,
+        resp: &sys::metaroce_create_qp_resp,
+    ) -> Result<(), Errno> {
+        // A size of 0 means no ring (a QP on an SRQ has no receive ring; a
+        // QP created with max_*_wr 0 may have none either).
+        if resp.sq_mi.size != 0 {
+            let sring = SharedQueue::new(Mapping::map(fd, &resp.sq_mi)?, SEND_HDR)?;
+            *self.sq.get_mut() = Some(SendQueue::new(
+                sring,
+                self.qp_type,
+                cap.max_send_sge,
+                cap.max_inline_data,
+            ));
+        }
+        if !has_srq && resp.rq_mi.size != 0 {
+            let rring = SharedQueue::new(Mapping::map(fd, &resp.rq_mi)?, RECV_HDR)?;
+            *self.rq.get_mut() = Some(RecvQueue::new(rring, cap.max_recv_sge));
+        }
+        Ok(())
+    }
+}
+
+impl KernelObject for Qp {
+    unsafe fn destroy_in_kernel(qp: *mut Qp) {
+        // SAFETY: per the caller, a QP the kernel created; its ibv_qp is at
+        // offset 0 (repr(C), first field).
+        unsafe { abi::ibv_cmd_destroy_qp(qp.cast::<sys::ibv_qp>()) };
+    }
 }
 
 /// The provider-owned parts of a QP. Built from field borrows only: the
@@ -80,59 +117,13 @@ fn check_qp_type(t: u32) -> Result<(), Errno> {
     }
 }
 
-/// Maps the QP's rings after the kernel created it; on failure destroys it.
-fn finish_create(
-    qp: *mut Qp,
-    fd: c_int,
-    cap: &sys::ibv_qp_cap,
-    has_srq: bool,
-    resp: &sys::metaroce_create_qp_resp,
-) -> Result<(), Errno> {
-    let make = || -> Result<(Option<SendQueue>, Option<RecvQueue>), Errno> {
-        // SAFETY: qp was just created and is not shared yet.
-        let qp_type = unsafe { (*qp).qp_type };
-        // A size of 0 means no ring (a QP on an SRQ has no receive ring; a
-        // QP created with max_*_wr 0 may have none either).
-        let sq = if resp.sq_mi.size == 0 {
-            None
-        } else {
-            let sring = SharedQueue::new(Mapping::map(fd, &resp.sq_mi)?, SEND_HDR)?;
-            Some(SendQueue::new(
-                sring,
-                qp_type,
-                cap.max_send_sge,
-                cap.max_inline_data,
-            ))
-        };
-        let rq = if has_srq || resp.rq_mi.size == 0 {
-            None
-        } else {
-            let rring = SharedQueue::new(Mapping::map(fd, &resp.rq_mi)?, RECV_HDR)?;
-            Some(RecvQueue::new(rring, cap.max_recv_sge))
-        };
-        Ok((sq, rq))
-    };
-    match make() {
-        Ok((sq, rq)) => {
-            // SAFETY: qp is not shared yet.
-            unsafe {
-                *(*qp).sq.get_mut() = sq;
-                *(*qp).rq.get_mut() = rq;
-            }
-            Ok(())
-        }
-        Err(e) => {
-            // SAFETY: created in the kernel by our caller; destroy it there
-            // and free it.
-            unsafe {
-                abi::ibv_cmd_destroy_qp(qp.cast::<sys::ibv_qp>());
-                drop(Box::from_raw(qp));
-            }
-            Err(e)
-        }
-    }
-}
-
+/// `ibv_create_qp`.
+///
+/// # Safety
+///
+/// `pd` is NULL (refused) or one of our PDs, and `attr` NULL (refused) or a
+/// valid `ibv_qp_init_attr` whose CQs and SRQ are ours; it is writable (the
+/// granted capabilities are written back).
 pub(crate) unsafe extern "C" fn create_qp(
     pd: *mut sys::ibv_pd,
     attr: *mut sys::ibv_qp_init_attr,
@@ -144,33 +135,31 @@ pub(crate) unsafe extern "C" fn create_qp(
         // SAFETY: the application's init attributes.
         let qp_type = unsafe { (*attr).qp_type };
         check_qp_type(qp_type)?;
-        let qp = new_qp(qp_type);
+        let mut qp = Creating::new(Qp::new(qp_type));
         let mut cmd = abi::CmdCreateQp::new();
         let mut resp = abi::CreateQpResp::new();
-        // SAFETY: qp is ours; buffers of the sizes given (response = core
-        // + driver part).
-        let r = Errno::check(unsafe {
-            abi::ibv_cmd_create_qp(
-                pd,
-                qp.cast::<sys::ibv_qp>(),
-                attr,
-                &mut cmd,
-                size_of::<abi::CmdCreateQp>(),
-                &mut resp.ibv_resp,
-                size_of::<abi::CreateQpResp>(),
-            )
-        });
-        if let Err(e) = r {
-            // SAFETY: not created in the kernel.
-            drop(unsafe { Box::from_raw(qp) });
-            return Err(e);
-        }
+        // SAFETY: ibv_cmd_create_qp creates the QP it is given (ours, its
+        // ibv_qp first) or fails; buffers of the sizes given (response =
+        // core + driver part).
+        unsafe {
+            qp.create_in_kernel(|qp| {
+                abi::ibv_cmd_create_qp(
+                    pd,
+                    qp.cast::<sys::ibv_qp>(),
+                    attr,
+                    &mut cmd,
+                    size_of::<abi::CmdCreateQp>(),
+                    &mut resp.ibv_resp,
+                    size_of::<abi::CreateQpResp>(),
+                )
+            })
+        }?;
         // SAFETY: ibv_cmd_create_qp wrote the granted caps back into attr;
         // pd's context is live.
         let (cap, has_srq, fd) =
             unsafe { ((*attr).cap, !(*attr).srq.is_null(), cmd_fd((*pd).context)) };
-        finish_create(qp, fd, &cap, has_srq, &resp.drv)?;
-        Ok(qp.cast::<sys::ibv_qp>())
+        qp.get_mut().attach_queues(fd, &cap, has_srq, &resp.drv)?;
+        Ok(qp.finish().cast::<sys::ibv_qp>())
     })
 }
 
@@ -202,6 +191,12 @@ pub(crate) fn check_qp_init_ex(
     Ok(())
 }
 
+/// `ibv_create_qp_ex`: a QP with the `ibv_wr_*` API.
+///
+/// # Safety
+///
+/// `ctx` is one of our open contexts and `attr` NULL (refused) or a valid,
+/// writable `ibv_qp_init_attr_ex` whose PD, CQs and SRQ are ours.
 pub(crate) unsafe extern "C" fn create_qp_ex(
     ctx: *mut sys::ibv_context,
     attr: *mut sys::ibv_qp_init_attr_ex,
@@ -213,38 +208,37 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
         // SAFETY: the application's init attributes.
         let a = unsafe { &*attr };
         check_qp_init_ex(a.qp_type, a.comp_mask, a.create_flags, a.send_ops_flags)?;
-        let qp = new_qp(a.qp_type);
-        // SAFETY: qp is ours and not shared yet.
-        unsafe { set_wr_ops(&mut (*qp).vqp.qp_ex) };
+        let mut qp = Creating::new(Qp::new(a.qp_type));
+        set_wr_ops(&mut qp.get_mut().vqp.qp_ex);
         let mut cmd = abi::CmdCreateQpEx::new();
         let mut resp = abi::CreateQpExResp::new();
-        // SAFETY: qp is ours; buffers of the sizes given.
-        let r = Errno::check(unsafe {
-            abi::ibv_cmd_create_qp_ex2(
-                ctx,
-                core::ptr::addr_of_mut!((*qp).vqp),
-                attr,
-                &mut cmd,
-                size_of::<abi::CmdCreateQpEx>(),
-                &mut resp.ibv_resp,
-                size_of::<abi::CreateQpExResp>(),
-            )
-        });
-        if let Err(e) = r {
-            // SAFETY: not created in the kernel.
-            drop(unsafe { Box::from_raw(qp) });
-            return Err(e);
-        }
-        // SAFETY: qp not shared yet; attr holds the granted caps; ctx live.
-        let (cap, has_srq, fd) = unsafe {
-            (*qp).vqp.comp_mask |= VERBS_QP_EX;
-            ((*attr).cap, !(*attr).srq.is_null(), cmd_fd(ctx))
-        };
-        finish_create(qp, fd, &cap, has_srq, &resp.drv)?;
-        Ok(qp.cast::<sys::ibv_qp>())
+        // SAFETY: as in create_qp (the verbs_qp is the Qp's first field).
+        unsafe {
+            qp.create_in_kernel(|qp| {
+                abi::ibv_cmd_create_qp_ex2(
+                    ctx,
+                    core::ptr::addr_of_mut!((*qp).vqp),
+                    attr,
+                    &mut cmd,
+                    size_of::<abi::CmdCreateQpEx>(),
+                    &mut resp.ibv_resp,
+                    size_of::<abi::CreateQpExResp>(),
+                )
+            })
+        }?;
+        qp.get_mut().vqp.comp_mask |= VERBS_QP_EX;
+        // SAFETY: attr holds the granted caps; ctx is live.
+        let (cap, has_srq, fd) = unsafe { ((*attr).cap, !(*attr).srq.is_null(), cmd_fd(ctx)) };
+        qp.get_mut().attach_queues(fd, &cap, has_srq, &resp.drv)?;
+        Ok(qp.finish().cast::<sys::ibv_qp>())
     })
 }
 
+/// `ibv_query_qp`.
+///
+/// # Safety
+///
+/// `ibqp` is a QP of ours; `attr` and `init_attr` are writable.
 pub(crate) unsafe extern "C" fn query_qp(
     ibqp: *mut sys::ibv_qp,
     attr: *mut sys::ibv_qp_attr,
@@ -267,6 +261,11 @@ pub(crate) unsafe extern "C" fn query_qp(
     })
 }
 
+/// `ibv_modify_qp`.
+///
+/// # Safety
+///
+/// `ibqp` is a QP of ours and `attr` valid for the fields `attr_mask` names.
 pub(crate) unsafe extern "C" fn modify_qp(
     ibqp: *mut sys::ibv_qp,
     attr: *mut sys::ibv_qp_attr,
@@ -287,12 +286,19 @@ pub(crate) unsafe extern "C" fn modify_qp(
     })
 }
 
+/// `ibv_destroy_qp`.
+///
+/// # Safety
+///
+/// `ibqp` is a QP of ours, not destroyed, with no other call on it running
+/// (no open `wr_start` sequence); once this succeeds libibverbs does not use
+/// it again.
 pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut sys::ibv_qp) -> c_int {
     int_verb(|| {
         // SAFETY: one of our QPs.
         Errno::check(unsafe { abi::ibv_cmd_destroy_qp(ibqp) })?;
-        // SAFETY: destroyed in the kernel; the Box from new_qp is released
-        // once (unmapping the rings).
+        // SAFETY: destroyed in the kernel; the Box of create_qp(_ex)
+        // (Creating) is released once (unmapping the rings).
         drop(unsafe { Box::from_raw(ibqp.cast::<Qp>()) });
         Ok(())
     })
@@ -315,6 +321,11 @@ thread_local! {
     static DOORBELLS: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
 }
 
+/// The tests' doorbell: counts the rings.
+///
+/// # Safety
+///
+/// None (the signature is the real doorbell's).
 #[cfg(test)]
 unsafe fn doorbell(_ibqp: *mut sys::ibv_qp) -> Result<(), Errno> {
     DOORBELLS.with(|d| d.set(d.get() + 1));
@@ -423,6 +434,12 @@ fn inc_rkey(rkey: u32) -> u32 {
 
 /// `ibv_bind_mw` (type 1 windows): a BIND_MW work request on the QP's send
 /// queue; the window takes its new rkey once the request is posted.
+///
+/// # Safety
+///
+/// `ibqp` is a QP of ours; `mw` and `bind` are NULL (refused) or the
+/// application's window and bind request, whose MR is NULL or live
+/// (libibverbs checked the window's type and the MR's PD).
 pub(crate) unsafe extern "C" fn bind_mw(
     ibqp: *mut sys::ibv_qp,
     mw: *mut sys::ibv_mw,
@@ -491,6 +508,13 @@ unsafe fn push_legacy(sq: &mut SendQueue, w: &sys::ibv_send_wr, qp_type: u32) ->
     r
 }
 
+/// `ibv_post_send`: the WRs into the send ring, then the doorbell.
+///
+/// # Safety
+///
+/// `ibqp` is a QP of ours; `wr` is NULL or a list of valid work requests
+/// (each SGE array `num_sge` long, inline SGEs readable, UD AHs ours);
+/// `bad_wr` is NULL (refused) or writable.
 pub(crate) unsafe extern "C" fn post_send(
     ibqp: *mut sys::ibv_qp,
     wr: *mut sys::ibv_send_wr,
@@ -560,6 +584,12 @@ pub(crate) unsafe fn post_recv_list(
     result
 }
 
+/// `ibv_post_recv`, without a system call.
+///
+/// # Safety
+///
+/// `ibqp` is a QP of ours; `wr` is NULL or a list of valid receive requests
+/// (each SGE array `num_sge` long); `bad_wr` is NULL (refused) or writable.
 pub(crate) unsafe extern "C" fn post_recv(
     ibqp: *mut sys::ibv_qp,
     wr: *mut sys::ibv_recv_wr,
@@ -661,6 +691,12 @@ fn op(sq: &mut SendQueue, ex: &WrCtl, opcode: u32, ex_field: u32, remote: Remote
     }
 }
 
+/// `ibv_wr_start`: takes the send queue until `wr_complete`/`wr_abort`.
+///
+/// # Safety
+///
+/// `ex` is the `ibv_qp_ex` of a QP `create_qp_ex` made (only those have the
+/// `wr_*` ops), and the caller has no `wr_start` sequence open on it.
 unsafe extern "C" fn wr_start(ex: *mut sys::ibv_qp_ex) {
     void_verb(|| {
         // SAFETY: one of our QPs.
@@ -673,6 +709,14 @@ unsafe extern "C" fn wr_start(ex: *mut sys::ibv_qp_ex) {
     });
 }
 
+/// `ibv_wr_complete`: publishes the batch, rings the doorbell, ends the
+/// sequence.
+///
+/// # Safety
+///
+/// `ex` is the `ibv_qp_ex` of a QP of ours inside an open `wr_start`
+/// sequence (libibverbs' API: work requests are built between `ibv_wr_start`
+/// and `ibv_wr_complete`/`ibv_wr_abort`).
 unsafe extern "C" fn wr_complete(ex: *mut sys::ibv_qp_ex) -> c_int {
     int_verb(|| {
         // SAFETY: one of our QPs, in a wr_start sequence.
@@ -689,6 +733,13 @@ unsafe extern "C" fn wr_complete(ex: *mut sys::ibv_qp_ex) -> c_int {
     })
 }
 
+/// `ibv_wr_abort`: drops the batch and ends the sequence.
+///
+/// # Safety
+///
+/// `ex` is the `ibv_qp_ex` of a QP of ours inside an open `wr_start`
+/// sequence (libibverbs' API: work requests are built between `ibv_wr_start`
+/// and `ibv_wr_complete`/`ibv_wr_abort`).
 unsafe extern "C" fn wr_abort(ex: *mut sys::ibv_qp_ex) {
     void_verb(|| {
         // SAFETY: one of our QPs, in a wr_start sequence.
@@ -701,26 +752,57 @@ unsafe extern "C" fn wr_abort(ex: *mut sys::ibv_qp_ex) {
     });
 }
 
+/// `ibv_wr_send`.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`).
 unsafe extern "C" fn wr_send(ex: *mut sys::ibv_qp_ex) {
-    // SAFETY: called by the application inside a sequence.
+    // SAFETY: per the # Safety above, a QP of ours inside a sequence.
     unsafe { in_batch(ex, |sq, e| op(sq, e, OP_SEND, 0, Remote::None)) }
 }
 
+/// `ibv_wr_send_imm`.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`).
 unsafe extern "C" fn wr_send_imm(ex: *mut sys::ibv_qp_ex, imm: u32) {
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe { in_batch(ex, |sq, e| op(sq, e, OP_SEND_IMM, imm, Remote::None)) }
 }
 
+/// `ibv_wr_send_inv`.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`).
 unsafe extern "C" fn wr_send_inv(ex: *mut sys::ibv_qp_ex, rkey: u32) {
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe { in_batch(ex, |sq, e| op(sq, e, OP_SEND_INV, rkey, Remote::None)) }
 }
 
+/// `ibv_wr_local_inv`.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`).
 unsafe extern "C" fn wr_local_inv(ex: *mut sys::ibv_qp_ex, rkey: u32) {
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe { in_batch(ex, |sq, e| op(sq, e, OP_LOCAL_INV, rkey, Remote::None)) }
 }
 
+/// `ibv_wr_bind_mw`.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`). `mw` and `info` are NULL (refused) or the application's
+/// window and bind information, whose MR is NULL or live.
 unsafe extern "C" fn wr_bind_mw(
     ex: *mut sys::ibv_qp_ex,
     mw: *mut sys::ibv_mw,
@@ -735,7 +817,7 @@ unsafe extern "C" fn wr_bind_mw(
             _ => None,
         }
     };
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe {
         in_batch(ex, |sq, e| match remote {
             Some(r) => op(sq, e, OP_BIND_MW, 0, r),
@@ -744,24 +826,48 @@ unsafe extern "C" fn wr_bind_mw(
     }
 }
 
+/// `ibv_wr_rdma_write`.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`).
 unsafe extern "C" fn wr_rdma_write(ex: *mut sys::ibv_qp_ex, rkey: u32, addr: u64) {
     let remote = Remote::Rdma { addr, rkey };
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe { in_batch(ex, |sq, e| op(sq, e, OP_RDMA_WRITE, 0, remote)) }
 }
 
+/// `ibv_wr_rdma_write_imm`.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`).
 unsafe extern "C" fn wr_rdma_write_imm(ex: *mut sys::ibv_qp_ex, rkey: u32, addr: u64, imm: u32) {
     let remote = Remote::Rdma { addr, rkey };
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe { in_batch(ex, |sq, e| op(sq, e, OP_RDMA_WRITE_IMM, imm, remote)) }
 }
 
+/// `ibv_wr_rdma_read`.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`).
 unsafe extern "C" fn wr_rdma_read(ex: *mut sys::ibv_qp_ex, rkey: u32, addr: u64) {
     let remote = Remote::Rdma { addr, rkey };
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe { in_batch(ex, |sq, e| op(sq, e, OP_RDMA_READ, 0, remote)) }
 }
 
+/// `ibv_wr_atomic_cmp_swp`.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`).
 unsafe extern "C" fn wr_atomic_cmp_swp(
     ex: *mut sys::ibv_qp_ex,
     rkey: u32,
@@ -775,10 +881,16 @@ unsafe extern "C" fn wr_atomic_cmp_swp(
         swap,
         rkey,
     };
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe { in_batch(ex, |sq, e| op(sq, e, OP_CMP_SWP, 0, remote)) }
 }
 
+/// `ibv_wr_atomic_fetch_add`.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`).
 unsafe extern "C" fn wr_atomic_fetch_add(ex: *mut sys::ibv_qp_ex, rkey: u32, addr: u64, add: u64) {
     let remote = Remote::Atomic {
         addr,
@@ -786,10 +898,16 @@ unsafe extern "C" fn wr_atomic_fetch_add(ex: *mut sys::ibv_qp_ex, rkey: u32, add
         swap: 0,
         rkey,
     };
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe { in_batch(ex, |sq, e| op(sq, e, OP_FETCH_ADD, 0, remote)) }
 }
 
+/// `ibv_wr_atomic_write`.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`). `atomic_wr` is NULL (refused) or 8 readable bytes.
 unsafe extern "C" fn wr_atomic_write(
     ex: *mut sys::ibv_qp_ex,
     rkey: u32,
@@ -816,16 +934,28 @@ unsafe extern "C" fn wr_atomic_write(
         };
         op(sq, e, OP_ATOMIC_WRITE, 0, remote)
     };
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe { in_batch(ex, f) }
 }
 
+/// `ibv_wr_set_sge`.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`).
 unsafe extern "C" fn wr_set_sge(ex: *mut sys::ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
     let s = [Sge { addr, length, lkey }];
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe { in_batch(ex, |sq, _| sq.batch_set_sges(&s)) }
 }
 
+/// `ibv_wr_set_sge_list`.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`). `list` points to `n` `ibv_sge` (or `n` is 0).
 unsafe extern "C" fn wr_set_sge_list(ex: *mut sys::ibv_qp_ex, n: usize, list: *const sys::ibv_sge) {
     let f = |sq: &mut SendQueue, _: &WrCtl| {
         // SAFETY: the application passes `n` SGEs at `list`.
@@ -837,10 +967,17 @@ unsafe extern "C" fn wr_set_sge_list(ex: *mut sys::ibv_qp_ex, n: usize, list: *c
             Err(e) => sq.batch_fail(e),
         }
     };
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe { in_batch(ex, f) }
 }
 
+/// `ibv_wr_set_inline_data`: the bytes are copied now.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`). `addr` points to `len` readable bytes (NULL refused when
+/// `len` is not 0).
 unsafe extern "C" fn wr_set_inline_data(ex: *mut sys::ibv_qp_ex, addr: *mut c_void, len: usize) {
     let f = |sq: &mut SendQueue, _: &WrCtl| {
         if len == 0 {
@@ -854,10 +991,17 @@ unsafe extern "C" fn wr_set_inline_data(ex: *mut sys::ibv_qp_ex, addr: *mut c_vo
             sq.batch_set_inline([d]);
         }
     };
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe { in_batch(ex, f) }
 }
 
+/// `ibv_wr_set_inline_data_list`: the bytes are copied now.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`). `list` points to `n` `ibv_data_buf` (or `n` is 0), each
+/// naming `length` readable bytes.
 unsafe extern "C" fn wr_set_inline_data_list(
     ex: *mut sys::ibv_qp_ex,
     n: usize,
@@ -881,10 +1025,16 @@ unsafe extern "C" fn wr_set_inline_data_list(
             unsafe { core::slice::from_raw_parts(b.addr.cast::<u8>(), b.length) }
         }));
     };
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe { in_batch(ex, f) }
 }
 
+/// `ibv_wr_set_ud_addr`.
+///
+/// # Safety
+///
+/// `ex` is a QP of ours inside an open `wr_start` sequence (see
+/// `wr_complete`). `ah` is NULL (refused) or an AH of ours, not destroyed.
 unsafe extern "C" fn wr_set_ud_addr(
     ex: *mut sys::ibv_qp_ex,
     ah: *mut sys::ibv_ah,
@@ -898,7 +1048,7 @@ unsafe extern "C" fn wr_set_ud_addr(
             Err(e) => sq.batch_fail(e),
         }
     };
-    // SAFETY: as wr_send.
+    // SAFETY: per the # Safety above.
     unsafe { in_batch(ex, f) }
 }
 
@@ -911,13 +1061,7 @@ mod tests {
     const UD: u32 = sys::ibv_qp_type_IBV_QPT_UD;
 
     fn fake_qp(qp_type: u32) -> Box<Qp> {
-        let mut qp = Box::new(Qp {
-            // SAFETY: plain C struct.
-            vqp: unsafe { core::mem::zeroed() },
-            qp_type,
-            sq: FfiLock::new(None),
-            rq: FfiLock::new(None),
-        });
+        let mut qp = Box::new(Qp::new(qp_type));
         set_wr_ops(&mut qp.vqp.qp_ex);
         qp.vqp.qp_ex.qp_base.qp_type = qp_type;
         qp.vqp.qp_ex.qp_base.state = sys::ibv_qp_state_IBV_QPS_RTS;

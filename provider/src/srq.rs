@@ -5,6 +5,7 @@ use core::ffi::c_int;
 use core::mem::size_of;
 
 use crate::abi::{self, VerbsSrq};
+use crate::creating::{Creating, KernelObject};
 use crate::errno::{Errno, EINVAL};
 use crate::ffi::{int_verb, ptr_verb};
 use crate::lock::FfiLock;
@@ -21,6 +22,37 @@ pub(crate) struct Srq {
     vsrq: VerbsSrq,
     rq: FfiLock<Option<RecvQueue>>,
     max_sge: u32,
+}
+
+impl Srq {
+    fn new() -> Self {
+        Srq {
+            // SAFETY: VerbsSrq is a plain C struct; zero is its initial state.
+            vsrq: unsafe { core::mem::zeroed() },
+            rq: FfiLock::new(None),
+            max_sge: 0,
+        }
+    }
+
+    /// Maps the ring of an SRQ the kernel just created with `max_sge`.
+    fn attach_ring(
+        &mut self,
+        fd: c_int,
+        mi: &sys::metaroce_mmap_info,
+        max_sge: u32,
+    ) -> Result<(), Errno> {
+        *self.rq.get_mut() = Some(map(fd, mi, max_sge)?);
+        self.max_sge = max_sge;
+        Ok(())
+    }
+}
+
+impl KernelObject for Srq {
+    unsafe fn destroy_in_kernel(srq: *mut Srq) {
+        // SAFETY: per the caller, an SRQ the kernel created; its ibv_srq is
+        // at offset 0 (repr(C), first fields).
+        unsafe { abi::ibv_cmd_destroy_srq(srq.cast::<sys::ibv_srq>()) };
+    }
 }
 
 /// The provider-owned parts of an SRQ (field borrows only; the `ibv_srq`
@@ -49,6 +81,13 @@ fn map(fd: c_int, mi: &sys::metaroce_mmap_info, max_sge: u32) -> Result<RecvQueu
     Ok(RecvQueue::new(ring, max_sge))
 }
 
+/// `ibv_create_srq`.
+///
+/// # Safety
+///
+/// `pd` is NULL (refused) or one of our PDs, and `attr` NULL (refused) or a
+/// valid, writable `ibv_srq_init_attr` (the granted limits are written
+/// back).
 pub(crate) unsafe extern "C" fn create_srq(
     pd: *mut sys::ibv_pd,
     attr: *mut sys::ibv_srq_init_attr,
@@ -57,54 +96,37 @@ pub(crate) unsafe extern "C" fn create_srq(
         if pd.is_null() || attr.is_null() {
             return Err(EINVAL);
         }
-        let srq = Box::into_raw(Box::new(Srq {
-            // SAFETY: VerbsSrq is a plain C struct.
-            vsrq: unsafe { core::mem::zeroed() },
-            rq: FfiLock::new(None),
-            max_sge: 0,
-        }));
+        let mut srq = Creating::new(Srq::new());
         let mut cmd = abi::CmdCreateSrq::new();
         let mut resp = abi::CreateSrqResp::new();
-        // SAFETY: srq is ours; buffers of the sizes given.
-        let r = Errno::check(unsafe {
-            abi::ibv_cmd_create_srq(
-                pd,
-                srq.cast::<sys::ibv_srq>(),
-                attr,
-                &mut cmd,
-                size_of::<abi::CmdCreateSrq>(),
-                &mut resp.ibv_resp,
-                size_of::<abi::CreateSrqResp>(),
-            )
-        });
-        if let Err(e) = r {
-            // SAFETY: not created in the kernel.
-            drop(unsafe { Box::from_raw(srq) });
-            return Err(e);
-        }
+        // SAFETY: ibv_cmd_create_srq creates the SRQ it is given (ours, its
+        // ibv_srq first) or fails; buffers of the sizes given.
+        unsafe {
+            srq.create_in_kernel(|srq| {
+                abi::ibv_cmd_create_srq(
+                    pd,
+                    srq.cast::<sys::ibv_srq>(),
+                    attr,
+                    &mut cmd,
+                    size_of::<abi::CmdCreateSrq>(),
+                    &mut resp.ibv_resp,
+                    size_of::<abi::CreateSrqResp>(),
+                )
+            })
+        }?;
         // SAFETY: attr now holds the granted limits; pd's context is live.
         let (max_sge, fd) = unsafe { ((*attr).attr.max_sge, cmd_fd((*pd).context)) };
-        match map(fd, &resp.drv.mi, max_sge) {
-            Ok(rq) => {
-                // SAFETY: srq is not shared yet.
-                unsafe {
-                    *(*srq).rq.get_mut() = Some(rq);
-                    (*srq).max_sge = max_sge;
-                }
-                Ok(srq.cast::<sys::ibv_srq>())
-            }
-            Err(e) => {
-                // SAFETY: created in the kernel; destroy it there, then free.
-                unsafe {
-                    abi::ibv_cmd_destroy_srq(srq.cast::<sys::ibv_srq>());
-                    drop(Box::from_raw(srq));
-                }
-                Err(e)
-            }
-        }
+        srq.get_mut().attach_ring(fd, &resp.drv.mi, max_sge)?;
+        Ok(srq.finish().cast::<sys::ibv_srq>())
     })
 }
 
+/// `ibv_modify_srq` (a new size remaps the ring).
+///
+/// # Safety
+///
+/// `ibsrq` is an SRQ of ours, not destroyed, and `attr` valid for the fields
+/// `mask` names.
 pub(crate) unsafe extern "C" fn modify_srq(
     ibsrq: *mut sys::ibv_srq,
     attr: *mut sys::ibv_srq_attr,
@@ -143,6 +165,11 @@ pub(crate) unsafe extern "C" fn modify_srq(
     })
 }
 
+/// `ibv_query_srq`.
+///
+/// # Safety
+///
+/// `ibsrq` is an SRQ of ours and `attr` writable.
 pub(crate) unsafe extern "C" fn query_srq(
     ibsrq: *mut sys::ibv_srq,
     attr: *mut sys::ibv_srq_attr,
@@ -156,16 +183,30 @@ pub(crate) unsafe extern "C" fn query_srq(
     })
 }
 
+/// `ibv_destroy_srq`.
+///
+/// # Safety
+///
+/// `ibsrq` is an SRQ of ours, not destroyed, with no other call on it
+/// running; once this succeeds libibverbs does not use it again.
 pub(crate) unsafe extern "C" fn destroy_srq(ibsrq: *mut sys::ibv_srq) -> c_int {
     int_verb(|| {
         // SAFETY: one of our SRQs.
         Errno::check(unsafe { abi::ibv_cmd_destroy_srq(ibsrq) })?;
-        // SAFETY: destroyed in the kernel; released once.
+        // SAFETY: destroyed in the kernel; the Box of create_srq (Creating)
+        // is released once.
         drop(unsafe { Box::from_raw(ibsrq.cast::<Srq>()) });
         Ok(())
     })
 }
 
+/// `ibv_post_srq_recv`, without a system call.
+///
+/// # Safety
+///
+/// `ibsrq` is an SRQ of ours; `wr` is NULL or a list of valid receive
+/// requests (each SGE array `num_sge` long); `bad_wr` is NULL (refused) or
+/// writable.
 pub(crate) unsafe extern "C" fn post_srq_recv(
     ibsrq: *mut sys::ibv_srq,
     wr: *mut sys::ibv_recv_wr,

@@ -9,6 +9,13 @@ use crate::errno::{Errno, EINVAL, EOPNOTSUPP};
 use crate::ffi::{boxed_zeroed, int_verb, ptr_verb};
 use crate::sys;
 
+/// `ibv_query_device_ex` (and the legacy `ibv_query_device`).
+///
+/// # Safety
+///
+/// `ctx` is one of our contexts, `input` NULL or valid, and `attr` points to
+/// `attr_size` writable bytes, at least a legacy `ibv_device_attr` (what
+/// `ibv_query_device` passes).
 pub(crate) unsafe extern "C" fn query_device_ex(
     ctx: *mut sys::ibv_context,
     input: *const sys::ibv_query_device_ex_input,
@@ -42,6 +49,11 @@ pub(crate) unsafe extern "C" fn query_device_ex(
     })
 }
 
+/// `ibv_query_port`.
+///
+/// # Safety
+///
+/// `ctx` is one of our contexts and `attr` a writable `ibv_port_attr`.
 pub(crate) unsafe extern "C" fn query_port(
     ctx: *mut sys::ibv_context,
     port: u8,
@@ -56,6 +68,11 @@ pub(crate) unsafe extern "C" fn query_port(
     })
 }
 
+/// `ibv_alloc_pd`.
+///
+/// # Safety
+///
+/// `ctx` is one of our open contexts.
 pub(crate) unsafe extern "C" fn alloc_pd(ctx: *mut sys::ibv_context) -> *mut sys::ibv_pd {
     ptr_verb(|| {
         // SAFETY: ibv_pd is a plain C struct.
@@ -83,6 +100,12 @@ pub(crate) unsafe extern "C" fn alloc_pd(ctx: *mut sys::ibv_context) -> *mut sys
     })
 }
 
+/// `ibv_dealloc_pd`.
+///
+/// # Safety
+///
+/// `pd` is a PD `alloc_pd` returned and not deallocated; once this succeeds
+/// libibverbs does not use it again.
 pub(crate) unsafe extern "C" fn dealloc_pd(pd: *mut sys::ibv_pd) -> c_int {
     int_verb(|| {
         // SAFETY: pd is one of ours (alloc_pd).
@@ -93,6 +116,13 @@ pub(crate) unsafe extern "C" fn dealloc_pd(pd: *mut sys::ibv_pd) -> c_int {
     })
 }
 
+/// `ibv_reg_mr`.
+///
+/// # Safety
+///
+/// `pd` is one of our PDs; `addr`, `length`, `hca_va` and `access` are the
+/// application's, passed to the kernel (which checks and pins the range) and
+/// not read here.
 pub(crate) unsafe extern "C" fn reg_mr(
     pd: *mut sys::ibv_pd,
     addr: *mut c_void,
@@ -132,6 +162,12 @@ pub(crate) unsafe extern "C" fn reg_mr(
     })
 }
 
+/// `ibv_dereg_mr`.
+///
+/// # Safety
+///
+/// `vmr` is an MR `reg_mr` returned and not deregistered; once this succeeds
+/// libibverbs does not use it again.
 pub(crate) unsafe extern "C" fn dereg_mr(vmr: *mut VerbsMr) -> c_int {
     int_verb(|| {
         // SAFETY: vmr is one of ours (reg_mr).
@@ -142,6 +178,11 @@ pub(crate) unsafe extern "C" fn dereg_mr(vmr: *mut VerbsMr) -> c_int {
     })
 }
 
+/// `ibv_alloc_mw`.
+///
+/// # Safety
+///
+/// `pd` is one of our PDs.
 pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut sys::ibv_pd, mw_type: u32) -> *mut sys::ibv_mw {
     ptr_verb(|| {
         // SAFETY: ibv_mw is a plain C struct.
@@ -171,6 +212,12 @@ pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut sys::ibv_pd, mw_type: u32) -> 
     })
 }
 
+/// `ibv_dealloc_mw`.
+///
+/// # Safety
+///
+/// `mw` is a window `alloc_mw` returned and not deallocated; once this
+/// succeeds libibverbs does not use it again.
 pub(crate) unsafe extern "C" fn dealloc_mw(mw: *mut sys::ibv_mw) -> c_int {
     int_verb(|| {
         // SAFETY: mw is one of ours (alloc_mw).
@@ -189,6 +236,11 @@ pub(crate) struct Ah {
     pub(crate) ah_num: u32,
 }
 
+/// `ibv_create_ah`.
+///
+/// # Safety
+///
+/// `pd` is one of our PDs and `attr` a valid `ibv_ah_attr`.
 pub(crate) unsafe extern "C" fn create_ah(
     pd: *mut sys::ibv_pd,
     attr: *mut sys::ibv_ah_attr,
@@ -219,6 +271,12 @@ pub(crate) unsafe extern "C" fn create_ah(
     })
 }
 
+/// `ibv_destroy_ah`.
+///
+/// # Safety
+///
+/// `ah` is an AH `create_ah` returned and not destroyed; once this succeeds
+/// libibverbs does not use it again.
 pub(crate) unsafe extern "C" fn destroy_ah(ah: *mut sys::ibv_ah) -> c_int {
     int_verb(|| {
         // SAFETY: ah is one of ours (create_ah).
@@ -242,6 +300,12 @@ pub(crate) unsafe fn ah_num(ah: *mut sys::ibv_ah) -> Result<u32, Errno> {
     Ok(unsafe { (*ah.cast::<Ah>()).ah_num })
 }
 
+/// `ibv_attach_mcast`: not supported.
+///
+/// # Safety
+///
+/// None: the arguments are not read (the ops table's type makes the function
+/// unsafe).
 pub(crate) unsafe extern "C" fn attach_mcast(
     _qp: *mut sys::ibv_qp,
     _gid: *const sys::ibv_gid,
@@ -250,6 +314,12 @@ pub(crate) unsafe extern "C" fn attach_mcast(
     int_verb(|| Err(EOPNOTSUPP))
 }
 
+/// `ibv_detach_mcast`: not supported.
+///
+/// # Safety
+///
+/// None: the arguments are not read (the ops table's type makes the function
+/// unsafe).
 pub(crate) unsafe extern "C" fn detach_mcast(
     _qp: *mut sys::ibv_qp,
     _gid: *const sys::ibv_gid,

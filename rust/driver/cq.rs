@@ -4,7 +4,7 @@
 //! consumer (a process, without a system call, or a kernel ULP through
 //! `poll_cq`) drains.
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use kernel::prelude::*;
 
@@ -29,6 +29,12 @@ pub(crate) struct CqState {
     ring: Pin<KBox<SpinLockBh<SharedRing>>>,
     /// `IB_CQ_SOLICITED` or `IB_CQ_NEXT_COMP` while armed, else 0.
     armed: AtomicU32,
+    /// An armed CQ got its completion: the handler runs in
+    /// [`CqState::deliver_event`], once the producer has dropped its locks.
+    event_pending: AtomicBool,
+    /// A completion found the ring full: the CQ is in error (InfiniBand's
+    /// CQ overrun), `IB_EVENT_CQ_ERR` was raised once.
+    overrun: AtomicBool,
 }
 
 impl CqState {
@@ -46,6 +52,8 @@ impl CqState {
         Ok(Self {
             ring: KBox::pin_init(new_spinlock_bh!(ring, "metaroce_cq_ring"), GFP_KERNEL)?,
             armed: AtomicU32::new(0),
+            overrun: AtomicBool::new(false),
+            event_pending: AtomicBool::new(false),
         })
     }
 
@@ -93,14 +101,22 @@ impl CqState {
     }
 
     /// Adds a completion (`qp_addr` is the `ib_qp` address for kernel
-    /// consumers) and runs the completion handler if the CQ was armed for
-    /// it. `ENOSPC` if the consumer let the CQ overflow.
-    #[allow(dead_code)] // The data path produces completions.
+    /// consumers); if the CQ was armed for it, the completion handler is
+    /// due ([`CqState::deliver_event`], which the producer calls after
+    /// dropping its locks: a handler may post and poll at once). `ENOSPC` if the consumer let the CQ overflow: the completion is
+    /// lost, so the CQ is in error (`IB_EVENT_CQ_ERR`, raised once) and the
+    /// caller puts its QP in error (InfiniBand's CQ overrun); never a
+    /// silent drop.
     pub(crate) fn push(&self, cq: &Cq<CqState>, c: &Completion, qp_addr: u64, solicited: bool) -> Result {
         {
             let ring = self.ring.lock();
             let prod = ring.producer();
             if prod.wrapping_sub(ring.consumer()) >= ring.count() {
+                drop(ring);
+                if !self.overrun.swap(true, Ordering::AcqRel) {
+                    pr_warn!("metaroce: CQ overrun: a completion found the CQ full; CQ and QP in error\n");
+                    cq.error_event();
+                }
                 return Err(ENOSPC);
             }
             let mut elem = [0u8; CQ_ELEM];
@@ -113,9 +129,17 @@ impl CqState {
         let fire = armed == bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP
             || (armed == bindings::ib_cq_notify_flags_IB_CQ_SOLICITED && (solicited || c.status != 0));
         if fire && self.armed.swap(0, Ordering::AcqRel) != 0 {
-            cq.completion_event();
+            self.event_pending.store(true, Ordering::Release);
         }
         Ok(())
+    }
+
+    /// Runs the completion handler if a completion made it due. Called by
+    /// producers with none of the data path's locks held.
+    pub(crate) fn deliver_event(&self, cq: &Cq<CqState>) {
+        if self.event_pending.swap(false, Ordering::AcqRel) {
+            cq.completion_event();
+        }
     }
 
     /// Moves completions into `out` (kernel consumers).

@@ -19,16 +19,14 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
-use kernel::time::Ktime;
 
 use super::device::DeviceState;
 use super::limits::{MAX_AH, MAX_QP};
 use super::mr::MrTable;
-use super::net::send;
+use super::net::send_data;
 use super::stats::Counter;
-use super::transport::{gather_sges, gid_ipv4, scatter, Transport};
+use super::transport::{gather_sges, gid_ipv4, now_ns, put_data_packet, scatter, Transport};
 use super::wqe::{self, Completion};
-use crate::engine::crc::crc32;
 use crate::engine::wire::{self, DataHeader, Opcode, Syndrome};
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::NetDeviceRef;
@@ -132,8 +130,7 @@ fn slot_of(qpn: u32) -> Option<usize> {
     if qpn == 1 {
         return Some(0);
     }
-    let i = qpn.checked_sub(super::limits::FIRST_QPN)?;
-    (i < MAX_QP).then_some(i as usize + 1)
+    Some(super::qpn::index(qpn)? + 1)
 }
 
 impl DatagramTable {
@@ -155,16 +152,13 @@ impl DatagramTable {
 
     /// QP `qpn` no longer receives or sends.
     pub(crate) fn remove(&mut self, qpn: u32) -> Option<Arc<Datagram>> {
-        slot_of(qpn).and_then(|i| self.slots.get_mut(i)).and_then(Option::take)
+        self.slots.get_mut(slot_of(qpn)?)?.take_if(|d| d.t.qpn == qpn)
     }
 
+    /// The datagram QP `qpn` (the whole number must match, `qpn.rs`).
     fn get(&self, qpn: u32) -> Option<&Arc<Datagram>> {
-        self.slots.get(slot_of(qpn)?)?.as_ref()
+        self.slots.get(slot_of(qpn)?)?.as_ref().filter(|d| d.t.qpn == qpn)
     }
-}
-
-fn now_ns() -> u64 {
-    Ktime::ktime_get().to_ns() as u64
 }
 
 impl Datagram {
@@ -197,8 +191,11 @@ impl Datagram {
     /// The QP went to the error state: flushes its work requests, serialised
     /// with the send path.
     pub(crate) fn flush(&self) {
-        let _i = self.inner.lock();
-        self.t.flush();
+        {
+            let _i = self.inner.lock();
+            self.t.flush_quietly();
+        }
+        self.t.deliver_cq_events();
     }
 
     /// Whether the QP belongs to a kernel consumer.
@@ -208,24 +205,41 @@ impl Datagram {
 
     /// Sends the send ring's new requests, one datagram each, and completes
     /// them. Process context (user doorbell) or softirq (the tick).
-    pub(crate) fn send_queued(&self, st: &DeviceState) {
-        let mut i = self.inner.lock();
-        let Some(ndev) = i.ndev.take() else { return };
+    ///
+    /// At most one ring's worth per call; indices more than a ring apart
+    /// (written by the process) put the QP in the error state: `EIO`.
+    pub(crate) fn send_queued(&self, st: &DeviceState) -> Result {
+        let sent = self.send_queued_locked(st, &mut self.inner.lock());
+        self.t.deliver_cq_events();
+        sent
+    }
+
+    fn send_queued_locked(&self, st: &DeviceState, i: &mut Inner) -> Result {
+        let Some(ndev) = i.ndev.take() else { return Ok(()) };
         let sq = &self.t.sq;
-        let (mut cons, prod) = (sq.consumer(), sq.producer());
-        while cons != prod {
-            let status = self.send_one(st, &ndev, &mut i, cons);
+        let mut cons = sq.consumer();
+        let Some(pending) = sq.pending_from(cons) else {
+            i.ndev = Some(ndev);
+            pr_warn!("metaroce: QP {}: send ring indices corrupted by the process; QP in error\n", self.t.qpn);
+            self.t.flush_quietly();
+            return Err(EIO);
+        };
+        for _ in 0..pending {
+            let status = self.send_one(st, &ndev, i, cons);
             cons = cons.wrapping_add(1);
             sq.set_consumer(cons);
             if status.is_err() {
+                // CQ overrun: the QP is in error too.
+                self.t.flush_quietly();
                 break;
             }
         }
         i.ndev = Some(ndev);
+        Ok(())
     }
 
     /// Sends request `index` of the send ring and completes it; `Err` when
-    /// the completion queue overflowed (the rest waits).
+    /// the completion queue overflowed.
     fn send_one(&self, st: &DeviceState, ndev: &NetDeviceRef, i: &mut Inner, index: u32) -> Result {
         let t = &*self.t;
         let (status, wr_id, len, signaled) = match wqe::get_send(&t.sq, index) {
@@ -298,22 +312,19 @@ impl Datagram {
         let n = h.payload_len as usize;
         let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
         let mut unreadable = false;
-        let sent = send(st, &st.tunnel, ndev, to, len, |buf| {
-            h.encode(buf).map_err(|_| EINVAL)?;
-            let body = &mut buf[wire::DATA_HEADER_LEN..wire::DATA_HEADER_LEN + n];
-            let read = if req.is_inline {
-                body.copy_from_slice(&req.inline[..n]);
+        let sent = send_data(st, &st.tunnel, ndev, to, len, |buf| {
+            put_data_packet(buf, h, |body| {
+                let read = if req.is_inline {
+                    body.put(req.inline.get(..n).ok_or(EINVAL)?)
+                } else {
+                    gather_sges(&req.sges[..req.num_sge], 0, n, body, &st.mrs.lock(), &self.t.local)
+                };
+                if read.is_err() {
+                    unreadable = true;
+                    return Err(EFAULT);
+                }
                 Ok(())
-            } else {
-                gather_sges(&req.sges[..req.num_sge], 0, body, &st.mrs.lock(), &self.t.local)
-            };
-            if read.is_err() {
-                unreadable = true;
-                return Err(EFAULT);
-            }
-            let icrc = crc32(&buf[..wire::DATA_HEADER_LEN + n]);
-            buf[wire::DATA_HEADER_LEN + n..len].copy_from_slice(&icrc.to_be_bytes());
-            Ok(len)
+            })
         });
         if unreadable {
             return b::ib_wc_status_IB_WC_LOC_PROT_ERR;
@@ -332,18 +343,41 @@ impl Datagram {
         if h.rkey != want {
             return false;
         }
+        let delivered = {
+            let _i = self.inner.lock();
+            self.receive_locked(st, payload, ip, h)
+        };
+        self.t.deliver_cq_events();
+        delivered
+    }
+
+    /// [`Datagram::receive`] under the QP's lock.
+    fn receive_locked(&self, st: &DeviceState, payload: &[u8], ip: &[u8; IPV4_HEADER_LEN], h: &DataHeader) -> bool {
         let t = &*self.t;
-        let _i = self.inner.lock();
-        let Some(ring) = t.recv_ring() else { return false };
-        let cons = ring.consumer();
-        if cons == ring.producer() {
-            // No receive posted: the datagram is dropped.
+        // In error (its CQ overran, or the process corrupted its ring) the
+        // QP takes nothing more, though it stays reachable until RESET.
+        if t.failed() {
+            st.counters.inc(Counter::RxQpInError);
             return false;
         }
-        let (wr_id, placed) = match wqe::get_recv(ring, cons) {
-            Ok(w) => (w.wr_id, place(&w.sges[..w.num_sge], ip, payload, &st.mrs.lock(), t)),
-            Err(_) => (0, Err(Syndrome::InvalidRequest)),
+        // The receive: the QP's next one, or one taken from its SRQ (which
+        // other QPs take from too). None posted: the datagram is dropped.
+        let (w, own_index) = match (&t.srq, &t.rq) {
+            (Some(srq), _) => match srq.data().take() {
+                Some(w) => (w, None),
+                None => return false,
+            },
+            (None, Some(rq)) => {
+                let cons = rq.consumer();
+                if cons == rq.producer() {
+                    return false;
+                }
+                let w = wqe::get_recv(rq, cons).unwrap_or_else(|_| wqe::RecvWqe::without_buffer(wqe::recv_wr_id(rq, cons)));
+                (w, Some(cons))
+            }
+            (None, None) => return false,
         };
+        let (wr_id, placed) = (w.wr_id, place(&w.sges[..w.num_sge], ip, payload, &st.mrs.lock(), t));
         let status = match placed {
             Ok(()) => b::ib_wc_status_IB_WC_SUCCESS,
             Err(Syndrome::InvalidRequest) => b::ib_wc_status_IB_WC_LOC_LEN_ERR,
@@ -363,9 +397,13 @@ impl Datagram {
             ..Default::default()
         };
         if t.recv_cq.data().push(&t.recv_cq, &wc, t.qp_addr, false).is_err() {
+            // CQ overrun: the QP is in error too.
+            t.flush_quietly();
             return false;
         }
-        ring.set_consumer(cons.wrapping_add(1));
+        if let (Some(rq), Some(cons)) = (&t.rq, own_index) {
+            rq.set_consumer(cons.wrapping_add(1));
+        }
         status == b::ib_wc_status_IB_WC_SUCCESS
     }
 }
@@ -387,6 +425,8 @@ fn place(sges: &[wqe::Sge], ip: &[u8; IPV4_HEADER_LEN], payload: &[u8], mrs: &Mr
 /// whether it was delivered; counts it either way.
 pub(crate) fn receive(st: &DeviceState, h: &DataHeader, payload: &[u8], ip: Option<&[u8; IPV4_HEADER_LEN]>) -> bool {
     let delivered = match ip {
+        // The table's lock is held through the QP's work: see
+        // `transport::deliver`.
         Some(ip) => st.uds.lock().get(h.dst_qpn).is_some_and(|d| d.receive(st, h, payload, ip)),
         None => false,
     };
@@ -399,7 +439,8 @@ pub(crate) fn tick(st: &DeviceState) {
     let uds = st.uds.lock();
     for d in uds.slots.iter().flatten() {
         if d.is_kernel() && d.t.sq.producer() != d.t.sq.consumer() {
-            d.send_queued(st);
+            // A failure was logged and put the QP in error; nobody to tell.
+            d.send_queued(st).ok();
         }
     }
 }

@@ -2,7 +2,6 @@
 
 //! The MetaRoCE `ib_device`: attributes, ports and their state.
 
-use core::sync::atomic::{AtomicU32, Ordering};
 
 use kernel::prelude::*;
 use kernel::sync::{new_spinlock, SpinLock};
@@ -11,6 +10,7 @@ use super::ah::AhState;
 use super::cq::CqState;
 use super::datagram::{self, AhTable, DatagramTable};
 use super::ids::IdPool;
+use super::qpn::{self, QpnPool};
 use super::limits::*;
 use super::mr::{MrState, MrTable, MwState};
 use super::transport::{Transport, TxCtx};
@@ -27,6 +27,8 @@ use super::plane::PlaneTable;
 use crate::ib::netdev::NetDevice;
 use super::qp_counters::CounterTable;
 use super::stats::{Counters, NAMES, QP_COUNTERS};
+use crate::engine::ratelimit::TokenBucket;
+use crate::ib::random::random_u32;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::stats::StatDesc;
 use crate::ib::udp::TunnelRef;
@@ -58,16 +60,17 @@ pub(crate) struct DeviceState {
     #[pin]
     pub(crate) ticker: Ticker<DeviceState>,
     #[pin]
-    qpns: SpinLock<IdPool>,
+    qpns: SpinLock<QpnPool>,
     #[pin]
     mr_keys: SpinLock<IdPool>,
     #[pin]
     srq_nums: SpinLock<IdPool>,
     #[pin]
     ah_nums: SpinLock<IdPool>,
-    /// Varies the low byte of memory keys, so a stale key of a freed region
-    /// does not name the next region that reuses its index.
-    key_generation: AtomicU32,
+    /// PROBEs answered that are not from a connected QP's peer (anyone may
+    /// send one): a token bucket, so the device reflects only so many.
+    #[pin]
+    pub(crate) probe_budget: SpinLockBh<TokenBucket>,
     /// Packet counters (`rdma statistic`), updated from any context.
     pub(crate) counters: Counters,
     /// The counter objects QPs are bound to (`rdma statistic qp`).
@@ -124,14 +127,15 @@ impl QpTable {
         Ok(Self { slots })
     }
 
-    /// The data path of QP `qpn`, if it has one.
+    /// The data path of QP `qpn`, if it has one (the whole number must
+    /// match: another tag in the same slot is another QP).
     pub(crate) fn get(&self, qpn: u32) -> Option<&Arc<Transport>> {
-        self.slots.get(qpn.checked_sub(FIRST_QPN)? as usize)?.as_ref()
+        self.slots.get(qpn::index(qpn)?)?.as_ref().filter(|t| t.qpn == qpn)
     }
 
     /// Makes QP `qpn` reachable by the receive path.
     pub(crate) fn insert(&mut self, qpn: u32, t: Arc<Transport>) {
-        if let Some(slot) = qpn.checked_sub(FIRST_QPN).and_then(|i| self.slots.get_mut(i as usize)) {
+        if let Some(slot) = qpn::index(qpn).and_then(|i| self.slots.get_mut(i)) {
             *slot = Some(t);
         }
     }
@@ -143,7 +147,8 @@ impl QpTable {
 
     /// Takes QP `qpn` out of the receive path.
     pub(crate) fn remove(&mut self, qpn: u32) -> Option<Arc<Transport>> {
-        qpn.checked_sub(FIRST_QPN).and_then(|i| self.slots.get_mut(i as usize)).and_then(Option::take)
+        let slot = self.slots.get_mut(qpn::index(qpn)?)?;
+        slot.take_if(|t| t.qpn == qpn)
     }
 }
 
@@ -154,11 +159,11 @@ impl DeviceState {
         let planes = PlaneTable::new(first_plane);
         try_pin_init!(Self {
             ticker <- Ticker::new(TICK_JIFFIES),
-            qpns <- new_spinlock!(IdPool::new(MAX_QP)?),
+            qpns <- new_spinlock!(QpnPool::new()?),
             mr_keys <- new_spinlock!(IdPool::new(MAX_MR)?),
             srq_nums <- new_spinlock!(IdPool::new(MAX_SRQ)?),
             ah_nums <- new_spinlock!(IdPool::new(MAX_AH)?),
-            key_generation: AtomicU32::new(0),
+            probe_budget <- new_spinlock_bh!(TokenBucket::new(PROBE_BURST, PROBE_RATE), "metaroce_probe_budget"),
             counters: Counters::new(),
             qp_counters: CounterTable::new()?,
             last_drop <- new_spinlock_bh!(None, "metaroce_last_drop"),
@@ -171,23 +176,23 @@ impl DeviceState {
         })
     }
 
-    /// A free QP number.
+    /// A free QP number (index and random tag, `qpn.rs`).
     pub(crate) fn take_qpn(&self) -> Result<u32> {
-        Ok(self.qpns.lock().take()? + FIRST_QPN)
+        self.qpns.lock().take(random_u32())
     }
 
     /// Frees a QP number.
     pub(crate) fn give_back_qpn(&self, qpn: u32) {
-        if let Some(id) = qpn.checked_sub(FIRST_QPN) {
-            self.qpns.lock().give_back(id);
-        }
+        self.qpns.lock().give_back(qpn);
     }
 
-    /// A free memory key: `(index, key)` with key = index << 8 | generation.
+    /// A free memory key: `(index, key)` with key = index << 8 | a random
+    /// byte, so that a key is not guessed from the last one seen, and a
+    /// stale key of a freed region names the next one to reuse its index
+    /// only 1 time in 256 (as InfiniBand's 8-bit key does).
     pub(crate) fn take_mr_key(&self) -> Result<(u32, u32)> {
         let index = self.mr_keys.lock().take()?;
-        let generation = self.key_generation.fetch_add(1, Ordering::Relaxed) & 0xff;
-        Ok((index, (index << 8) | generation))
+        Ok((index, (index << 8) | (random_u32() & 0xff)))
     }
 
     /// Frees a memory key's index.

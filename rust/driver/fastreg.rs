@@ -15,6 +15,42 @@ use core::ops::Range;
 use kernel::prelude::*;
 
 use crate::ib::kdma::{self, KernelConsumer};
+use crate::ib::skb::TxTail;
+
+/// A page list: what `ib_map_mr_sg` produced.
+struct Mapping {
+    /// Page addresses, the first `mapped` of `max_num_sg` slots (allocated
+    /// once: mapping may run in atomic context).
+    pages: KVec<u64>,
+    mapped: usize,
+    /// log2 of the page size (0: not mapped). Shifts and masks only: no
+    /// division on the data path.
+    page_shift: u32,
+    /// The iova and length the mapping spans.
+    iova: u64,
+    length: u64,
+}
+
+impl Mapping {
+    fn new(max_pages: u32) -> Result<Self> {
+        let mut pages = KVec::with_capacity(max_pages as usize, GFP_KERNEL)?;
+        for _ in 0..max_pages {
+            pages.push(0, GFP_KERNEL)?;
+        }
+        Ok(Self { pages, mapped: 0, page_shift: 0, iova: 0, length: 0 })
+    }
+
+    /// Becomes a copy of `other` (same capacity: both made by `new` with
+    /// the region's `max_pages`).
+    fn copy_from(&mut self, other: &Mapping) {
+        let n = other.mapped.min(self.pages.len());
+        self.pages[..n].copy_from_slice(&other.pages[..n]);
+        self.mapped = n;
+        self.page_shift = other.page_shift;
+        self.iova = other.iova;
+        self.length = other.length;
+    }
+}
 
 /// A fast-registration region.
 pub(crate) struct FastRegion {
@@ -29,18 +65,14 @@ pub(crate) struct FastRegion {
     /// Only kernel consumers allocate these (`ib_alloc_mr` is not a user
     /// verb): the page addresses are theirs to name.
     who: KernelConsumer,
-    /// Page addresses of the last mapping, the first `mapped` of
-    /// `max_num_sg` slots (allocated once: mapping may run in atomic
-    /// context).
-    pages: KVec<u64>,
-    mapped: usize,
-    /// log2 of the page size (0: not mapped). Shifts and masks only: no
-    /// division on the data path.
-    page_shift: u32,
-    /// The iova and length the last mapping produced.
-    map_iova: u64,
-    map_length: u64,
-    /// What the last registration made reachable.
+    /// What `ib_map_mr_sg` last produced: staged until a REG_MR takes it,
+    /// so that mapping while registered (iSER and NVMe map, then post
+    /// LOCAL_INV and REG_MR in one chain) never changes what the current
+    /// registration reaches.
+    staged: Mapping,
+    /// The mapping the current registration was made from.
+    active: Mapping,
+    /// What the last registration made reachable (inside `active`).
     iova: u64,
     length: u64,
 }
@@ -48,67 +80,61 @@ pub(crate) struct FastRegion {
 impl FastRegion {
     /// An unregistered region for up to `max_pages` pages.
     pub(super) fn new(key: u32, pd: usize, max_pages: u32, who: KernelConsumer) -> Result<Self> {
-        let mut pages = KVec::with_capacity(max_pages as usize, GFP_KERNEL)?;
-        for _ in 0..max_pages {
-            pages.push(0, GFP_KERNEL)?;
-        }
         Ok(Self {
             key,
             pd,
             access: 0,
             valid: false,
             who,
-            pages,
-            mapped: 0,
-            page_shift: 0,
-            map_iova: 0,
-            map_length: 0,
+            staged: Mapping::new(max_pages)?,
+            active: Mapping::new(max_pages)?,
             iova: 0,
             length: 0,
         })
     }
 
-    /// `ib_map_mr_sg` starts: an empty list of `page_size` pages. `EINVAL`
-    /// for a page size that is not a power of two. Allowed while
-    /// registered: consumers such as iSER map, then post LOCAL_INV and
-    /// REG_MR in one chain (a registered region then reaches the new pages
-    /// within its old range, still only the consumer's memory).
+    /// `ib_map_mr_sg` starts: an empty staged list of `page_size` pages.
+    /// `EINVAL` for a page size that is not a power of two.
     pub(super) fn map_begin(&mut self, page_size: u32) -> Result {
         if !page_size.is_power_of_two() {
             return Err(EINVAL);
         }
-        self.mapped = 0;
-        self.page_shift = page_size.trailing_zeros();
-        self.map_iova = 0;
-        self.map_length = 0;
+        let m = &mut self.staged;
+        m.mapped = 0;
+        m.page_shift = page_size.trailing_zeros();
+        m.iova = 0;
+        m.length = 0;
         Ok(())
     }
 
     /// The next page; `ENOMEM` past `max_num_sg` (the core then maps fewer
     /// entries and tells the consumer).
     pub(super) fn map_page(&mut self, addr: u64) -> Result {
-        let slot = self.pages.get_mut(self.mapped).ok_or(ENOMEM)?;
+        let m = &mut self.staged;
+        let slot = m.pages.get_mut(m.mapped).ok_or(ENOMEM)?;
         *slot = addr;
-        self.mapped += 1;
+        m.mapped += 1;
         Ok(())
     }
 
     /// The mapping is done: it spans `[iova, iova + length)`, starting at
     /// byte `iova % page_size` of the first page.
     pub(super) fn map_end(&mut self, iova: u64, length: u64) {
-        self.map_iova = iova;
-        self.map_length = length;
+        self.staged.iova = iova;
+        self.staged.length = length;
     }
 
-    /// `IB_WR_REG_MR`: `[iova, iova + length)`, inside the mapping, becomes
-    /// reachable under the key byte of `new_key` with `access`. `EINVAL`
-    /// when already registered or outside the mapping.
+    /// `IB_WR_REG_MR`: `[iova, iova + length)`, inside the staged mapping,
+    /// becomes reachable under the key byte of `new_key` with `access`.
+    /// `EINVAL` when already registered or outside the mapping.
     pub(super) fn register(&mut self, new_key: u32, iova: u64, length: u64, access: u32) -> Result {
         let end = iova.checked_add(length).ok_or(EINVAL)?;
-        let map_end = self.map_iova.checked_add(self.map_length).ok_or(EINVAL)?;
-        if self.valid || self.page_shift == 0 || iova < self.map_iova || end > map_end {
+        let m = &self.staged;
+        let map_end = m.iova.checked_add(m.length).ok_or(EINVAL)?;
+        if self.valid || m.page_shift == 0 || iova < m.iova || end > map_end {
             return Err(EINVAL);
         }
+        self.active.copy_from(&self.staged);
         self.key = (self.key & !0xff) | (new_key & 0xff);
         self.access = access;
         self.iova = iova;
@@ -132,12 +158,14 @@ impl FastRegion {
         if !self.contains(iova, len as u64) {
             return Err(EFAULT);
         }
-        let size = 1u64 << self.page_shift;
-        // Byte `map_iova + i` is byte `map_iova % size + i` of the list.
-        let mut at = iova - self.map_iova + (self.map_iova & (size - 1));
+        let m = &self.active;
+        let size = 1u64 << m.page_shift;
+        // Byte `m.iova + i` is byte `m.iova % size + i` of the list (the
+        // registration lies inside `active`, so this never underflows).
+        let mut at = iova.checked_sub(m.iova).ok_or(EFAULT)? + (m.iova & (size - 1));
         let mut done = 0;
         while done < len {
-            let page = *self.pages[..self.mapped].get((at >> self.page_shift) as usize).ok_or(EFAULT)?;
+            let page = *m.pages[..m.mapped].get((at >> m.page_shift) as usize).ok_or(EFAULT)?;
             let in_page = at & (size - 1);
             let n = (len - done).min((size - in_page) as usize);
             f(page.checked_add(in_page).ok_or(EFAULT)?, done..done + n)?;
@@ -147,9 +175,9 @@ impl FastRegion {
         Ok(())
     }
 
-    /// Copies from the region at `iova` into `out`.
-    pub(super) fn copy_out(&self, iova: u64, out: &mut [u8]) -> Result {
-        self.walk(iova, out.len(), |addr, r| kdma::read(self.who, addr, &mut out[r]))
+    /// Appends `len` bytes of the region at `iova` to `out`.
+    pub(super) fn copy_out(&self, iova: u64, len: usize, out: &mut TxTail<'_>) -> Result {
+        self.walk(iova, len, |addr, r| kdma::read_to(self.who, addr, r.len(), out))
     }
 
     /// Copies `data` into the region at `iova`.

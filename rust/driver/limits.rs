@@ -36,3 +36,11 @@ pub(crate) const MAX_MR_SIZE: u64 = 1 << 32;
 pub(crate) const FIRST_QPN: u32 = 16;
 /// Pages of a fast-registration region (`ib_alloc_mr` max_num_sg).
 pub(crate) const MAX_FAST_REG_PAGES: u32 = 512;
+
+/// PROBEs answered at once, then a second, when they are not from a
+/// connected QP's peer (a prober such as selftests/metaroce_pkt.py, or a
+/// host trying to reflect traffic off the device): protocol.md 1.6. The
+/// peer's own probes are bounded by its paths and always answered.
+pub(crate) const PROBE_BURST: u32 = 32;
+/// See [`PROBE_BURST`].
+pub(crate) const PROBE_RATE: u32 = 100;

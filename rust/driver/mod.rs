@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+pub(crate) mod ack_routes;
 pub(crate) mod ah;
 pub(crate) mod cq;
 pub(crate) mod datagram;
@@ -19,6 +20,7 @@ pub(crate) mod net;
 pub(crate) mod plane;
 pub(crate) mod qp;
 pub(crate) mod qp_counters;
+pub(crate) mod qpn;
 pub(crate) mod srq;
 pub(crate) mod transport;
 pub(crate) mod uc;

@@ -16,6 +16,7 @@ use super::fastreg::FastRegion;
 use super::limits::{MAX_FAST_REG_PAGES, MAX_MR, MAX_MR_SIZE};
 use crate::engine::wire::{Syndrome, ATOMIC_LEN};
 use crate::ib::kdma::{self, KernelConsumer};
+use crate::ib::skb::TxTail;
 use crate::ib::umem::{PinnedPage, Umem, PAGE_SIZE};
 use crate::sys::bindings as b;
 
@@ -85,9 +86,9 @@ impl Region {
             .is_some_and(|end| end <= p.length)
     }
 
-    /// Copies from the region at `iova` into `buf`.
-    fn copy_out(&self, iova: u64, buf: &mut [u8]) -> Result {
-        self.walk(iova, buf.len(), |page, at, r| page.read(at, &mut buf[r]))
+    /// Appends `len` bytes of the region at `iova` to `out`.
+    fn copy_out(&self, iova: u64, len: usize, out: &mut TxTail<'_>) -> Result {
+        self.walk(iova, len, |page, at, r| page.read_to(at, r.len(), out))
     }
 
     /// Copies `data` into the region at `iova`.
@@ -96,10 +97,10 @@ impl Region {
     }
 
     /// A local read by `who`: a DMA region only for kernel QPs.
-    fn read_for(&self, who: &Requester, iova: u64, buf: &mut [u8]) -> Result {
+    fn read_for(&self, who: &Requester, iova: u64, len: usize, out: &mut TxTail<'_>) -> Result {
         match (&self.pages, who.kernel) {
-            (Some(_), _) => self.copy_out(iova, buf),
-            (None, Some(k)) => kdma::read(k, iova, buf),
+            (Some(_), _) => self.copy_out(iova, len, out),
+            (None, Some(k)) => kdma::read_to(k, iova, len, out),
             (None, None) => Err(EACCES),
         }
     }
@@ -186,10 +187,10 @@ impl Mem<'_> {
         }
     }
 
-    fn copy_out(&self, iova: u64, out: &mut [u8]) -> Result {
+    fn copy_out(&self, iova: u64, len: usize, out: &mut TxTail<'_>) -> Result {
         match self {
-            Mem::Region(r) => r.copy_out(iova, out),
-            Mem::Fast(f) => f.copy_out(iova, out),
+            Mem::Region(r) => r.copy_out(iova, len, out),
+            Mem::Fast(f) => f.copy_out(iova, len, out),
         }
     }
 
@@ -202,11 +203,11 @@ impl Mem<'_> {
         }
     }
 
-    fn read_for(&self, who: &Requester, iova: u64, out: &mut [u8]) -> Result {
+    fn read_for(&self, who: &Requester, iova: u64, len: usize, out: &mut TxTail<'_>) -> Result {
         match self {
-            Mem::Region(r) => r.read_for(who, iova, out),
+            Mem::Region(r) => r.read_for(who, iova, len, out),
             Mem::Fast(_) if who.kernel.is_none() => Err(EACCES),
-            Mem::Fast(f) => f.copy_out(iova, out),
+            Mem::Fast(f) => f.copy_out(iova, len, out),
         }
     }
 }
@@ -397,11 +398,15 @@ impl MrTable {
         }
     }
 
-    /// The peer writes (RDMA WRITE): needs REMOTE_WRITE.
-    pub(crate) fn write_remote(&self, rkey: u32, pd: usize, va: u64, offset: u64, data: &[u8]) -> core::result::Result<(), Syndrome> {
+    /// The peer writes (RDMA WRITE) bytes `offset..` of its `msg_len`-byte
+    /// message to `va`: needs REMOTE_WRITE on the whole message's range
+    /// (protocol.md 3.2: checked per message, so that a message that does
+    /// not fit places nothing, whichever of its packets comes first).
+    pub(crate) fn write_remote(&self, rkey: u32, pd: usize, va: u64, msg_len: u32, offset: u64, data: &[u8]) -> core::result::Result<(), Syndrome> {
         let r = self.find_remote(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
         let iova = va.checked_add(offset).ok_or(Syndrome::RemoteAccess)?;
-        if !r.allows(b::ib_access_flags_IB_ACCESS_REMOTE_WRITE, iova, data.len() as u64) {
+        let in_msg = offset.checked_add(data.len() as u64).is_some_and(|end| end <= u64::from(msg_len));
+        if !in_msg || !r.allows(b::ib_access_flags_IB_ACCESS_REMOTE_WRITE, va, u64::from(msg_len)) {
             return Err(Syndrome::RemoteAccess);
         }
         r.region.copy_in(iova, data).map_err(|_| Syndrome::RemoteAccess)
@@ -456,12 +461,13 @@ impl MrTable {
     /// The send path reads the bytes of a READ response: needs REMOTE_READ
     /// (checked again per packet: the region may have gone since the
     /// request was accepted).
-    pub(crate) fn read_remote(&self, rkey: u32, pd: usize, va: u64, out: &mut [u8]) -> Result {
+    /// Appends the `len` bytes at `va` to `out`.
+    pub(crate) fn read_remote(&self, rkey: u32, pd: usize, va: u64, len: usize, out: &mut TxTail<'_>) -> Result {
         let r = self.find_remote(rkey, pd).ok_or(EACCES)?;
-        if !r.allows(b::ib_access_flags_IB_ACCESS_REMOTE_READ, va, out.len() as u64) {
+        if !r.allows(b::ib_access_flags_IB_ACCESS_REMOTE_READ, va, len as u64) {
             return Err(EACCES);
         }
-        r.region.copy_out(va, out)
+        r.region.copy_out(va, len, out)
     }
 
     /// A local buffer of a work request is usable: its key names a region
@@ -491,10 +497,11 @@ impl MrTable {
         r.write_for(who, va, data)
     }
 
-    /// The send path reads a local buffer (any registered region).
-    pub(crate) fn read_local(&self, lkey: u32, who: &Requester, va: u64, out: &mut [u8]) -> Result {
+    /// The send path reads a local buffer (any registered region): appends
+    /// the `len` bytes at `va` to `out`.
+    pub(crate) fn read_local(&self, lkey: u32, who: &Requester, va: u64, len: usize, out: &mut TxTail<'_>) -> Result {
         let r = self.find(lkey, who.pd).ok_or(EACCES)?;
-        r.read_for(who, va, out)
+        r.read_for(who, va, len, out)
     }
 }
 

@@ -11,9 +11,10 @@ use kernel::prelude::*;
 use super::device::{DeviceState, MetaRoceIbDevice};
 use super::plane::device_of_plane;
 use super::stats::Counter;
+use super::transport::now_ns;
 use crate::engine::wire::{self, Opcode, Packet, Probe, WireError};
 use crate::ib::netdev::NetDevice;
-use crate::ib::skb::{Ecn, Ipv4Addr, SkBuff};
+use crate::ib::skb::{Ecn, Ipv4Addr, SkBuff, TxTail};
 use crate::ib::udp::{RxHandler, TunnelSock, TxSkb, TxV4};
 
 /// Where a received packet came from, for the QP layer and for replies.
@@ -47,6 +48,18 @@ pub(crate) struct DropRecord {
     len: usize,
 }
 
+/// What became of a received packet; decides how its skb is freed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RxFate {
+    /// Processed by the protocol (placed, answered, acknowledged, or read
+    /// and found stale or duplicate by the engine): `consume_skb`.
+    Consumed,
+    /// Dropped before the protocol took it (malformed, not ours, no QP,
+    /// not from the peer, a QP in error, over a rate limit): `kfree_skb`,
+    /// so drop monitors see it. Each such path counts its own reason.
+    Dropped,
+}
+
 /// The tunnel's receive handler.
 pub(crate) struct NetRx;
 
@@ -56,51 +69,65 @@ impl RxHandler for NetRx {
             // Not one of our planes: dropped (freed with the skb).
             return;
         };
-        let st = dev.data();
-        st.counters.inc(Counter::RxPackets);
-        st.counters.add(Counter::RxBytes, skb.len().saturating_sub(8) as u64);
-
-        let to_host = skb.is_to_host();
-        let (Some(ip), Some(src_port)) = (skb.ipv4(), skb.udp_src_port()) else {
-            st.counters.inc(Counter::RxMalformed);
-            return;
-        };
-        let meta = RxMeta { src: ip.src, dst: ip.dst, src_port, ecn: ip.ecn };
-        // Datagram receives report the IP header in their GRH area.
-        let ip_header = skb.ipv4_header();
-        if meta.ecn == Ecn::Ce {
-            st.counters.inc(Counter::EcnMarks);
+        if receive_on(&dev, sock, ndev, &mut skb) == RxFate::Consumed {
+            skb.consume();
         }
-        let Ok(payload) = skb.udp_payload() else {
-            st.counters.inc(Counter::RxMalformed);
-            return;
-        };
-        match wire::parse_packet(payload) {
-            Err(reason) => {
-                st.counters.inc(Counter::RxMalformed);
-                let rec = DropRecord { reason, from: meta.src, port: src_port, len: payload.len() };
-                *st.last_drop.lock() = Some(rec);
-            }
-            // Only a probe sent to this host is answered (never one that
-            // reached us as a link-layer broadcast or multicast).
-            Ok(Packet::Probe(probe)) if to_host => answer_probe(&dev, st, sock, ndev, &probe, &meta),
-            Ok(Packet::Probe(_)) => st.counters.inc(Counter::RxNoQp),
-            Ok(Packet::Data { header, payload }) if header.opcode == Opcode::UdSend => {
-                super::datagram::receive(st, &header, payload, ip_header.as_ref());
-            }
-            Ok(pkt) => {
-                if !deliver(&dev, st, sock, ndev, &pkt, &meta) {
-                    st.counters.inc(Counter::RxNoQp);
-                }
-            }
-        }
+        // Otherwise `skb` is freed as a drop here.
     }
 }
 
-/// Hands a valid data, ACK, NAK or PROBE_REPLY packet to its QP. Returns
-/// whether a QP took it. Softirq context; `pkt` borrows the skb (data
+/// Parses, counts and dispatches one packet of device `dev`'s plane `ndev`.
+fn receive_on(dev: &MetaRoceIbDevice, sock: &TunnelSock, ndev: &NetDevice, skb: &mut SkBuff) -> RxFate {
+    let st = dev.data();
+    st.counters.inc(Counter::RxPackets);
+    st.counters.add(Counter::RxBytes, skb.len().saturating_sub(8) as u64);
+
+    let to_host = skb.is_to_host();
+    let (Some(ip), Some(src_port)) = (skb.ipv4(), skb.udp_src_port()) else {
+        st.counters.inc(Counter::RxMalformed);
+        return RxFate::Dropped;
+    };
+    let meta = RxMeta { src: ip.src, dst: ip.dst, src_port, ecn: ip.ecn };
+    // Datagram receives report the IP header in their GRH area.
+    let ip_header = skb.ipv4_header();
+    if meta.ecn == Ecn::Ce {
+        st.counters.inc(Counter::EcnMarks);
+    }
+    let Ok(payload) = skb.udp_payload() else {
+        st.counters.inc(Counter::RxMalformed);
+        return RxFate::Dropped;
+    };
+    match wire::parse_packet(payload) {
+        Err(reason) => {
+            st.counters.inc(Counter::RxMalformed);
+            let rec = DropRecord { reason, from: meta.src, port: src_port, len: payload.len() };
+            *st.last_drop.lock() = Some(rec);
+            RxFate::Dropped
+        }
+        // Only a probe sent to this host is answered (never one that
+        // reached us as a link-layer broadcast or multicast).
+        Ok(Packet::Probe(probe)) if to_host => answer_probe(dev, st, sock, ndev, &probe, &meta),
+        Ok(Packet::Probe(_)) => {
+            st.counters.inc(Counter::RxNoQp);
+            RxFate::Dropped
+        }
+        Ok(Packet::Data { header, payload }) if header.opcode == Opcode::UdSend => {
+            if super::datagram::receive(st, &header, payload, ip_header.as_ref()) {
+                RxFate::Consumed
+            } else {
+                RxFate::Dropped
+            }
+        }
+        Ok(pkt) => deliver(dev, st, sock, ndev, &pkt, &meta).unwrap_or_else(|| {
+            st.counters.inc(Counter::RxNoQp);
+            RxFate::Dropped
+        }),
+    }
+}
+
+/// Hands a valid data, ACK, NAK or PROBE_REPLY packet to its QP; `None`
+/// if no QP has its number. Softirq context; `pkt` borrows the skb (data
 /// payloads are placed from it before it is freed).
-///
 fn deliver(
     dev: &MetaRoceIbDevice,
     st: &DeviceState,
@@ -108,17 +135,19 @@ fn deliver(
     ndev: &NetDevice,
     pkt: &Packet<'_>,
     meta: &RxMeta,
-) -> bool {
+) -> Option<RxFate> {
     let tx = super::transport::TxCtx { st, sock };
     super::transport::deliver(dev, &tx, ndev, pkt, meta)
 }
 
-/// The QPN to put in the reply to a probe for local QP `qpn`: the QP's
-/// peer, whose sender is waiting for it. For an unknown or unconnected QP,
-/// 0, which no MetaRoCE QP uses, so the prober drops it (the reply still
+/// The QPN to put in the reply to a probe for local QP `qpn` that came
+/// from `src` on `ndev`: when it is the QP's peer, the peer QP, whose
+/// sender is waiting for it. Otherwise `None`: the reply goes to QPN 0,
+/// which no MetaRoCE QP uses, so the prober drops it (the reply still
 /// proves the path works to a tool like selftests/metaroce_pkt.py).
-fn probe_reply_qpn(dev: &MetaRoceIbDevice, qpn: u32) -> u32 {
-    dev.data().qps.lock().get(qpn).and_then(|t| t.peer_qpn()).unwrap_or(0)
+fn probe_reply_qpn(dev: &MetaRoceIbDevice, ndev: &NetDevice, qpn: u32, src: Ipv4Addr) -> Option<u32> {
+    let st = dev.data();
+    st.qps.lock().get(qpn).and_then(|t| t.peer_qpn_from(st, ndev, src))
 }
 
 fn answer_probe(
@@ -128,14 +157,25 @@ fn answer_probe(
     ndev: &NetDevice,
     probe: &Probe,
     meta: &RxMeta,
-) {
-    let reply = Probe { dst_qpn: probe_reply_qpn(dev, probe.dst_qpn), ..*probe };
+) -> RxFate {
+    let dst_qpn = match probe_reply_qpn(dev, ndev, probe.dst_qpn, meta.src) {
+        Some(qpn) => qpn,
+        None if st.probe_budget.lock().take(now_ns()) => 0,
+        None => {
+            st.counters.inc(Counter::RxProbesLimited);
+            return RxFate::Dropped;
+        }
+    };
+    let reply = Probe { dst_qpn, ..*probe };
     let sent = send(st, sock, ndev, &meta.reply_to(), wire::PROBE_LEN + wire::ICRC_LEN, |buf| {
         reply.encode(true, buf).map_err(|_| EINVAL)
     });
-    if sent.is_ok() {
-        st.counters.inc(Counter::ProbesAnswered);
+    if sent.is_err() {
+        // Counted as tx_errors.
+        return RxFate::Dropped;
     }
+    st.counters.inc(Counter::ProbesAnswered);
+    RxFate::Consumed
 }
 
 /// Sends one MetaRoCE packet of at most `len` bytes on plane `ndev` to `to`:
@@ -158,6 +198,30 @@ pub(crate) fn send(
         sock.xmit_v4(ndev, skb, to)?;
         Ok(n)
     })();
+    count_tx(st, res)
+}
+
+/// Sends one data packet of exactly `len` bytes on plane `ndev` to `to`:
+/// `fill` appends them front to back (header, payload, ICRC) into a buffer
+/// that is not zeroed first (`TxSkb::put_with`: a byte left unwritten
+/// fails the send instead). Counts like [`send`].
+pub(crate) fn send_data(
+    st: &DeviceState,
+    sock: &TunnelSock,
+    ndev: &NetDevice,
+    to: &TxV4,
+    len: usize,
+    fill: impl FnOnce(&mut TxTail<'_>) -> Result,
+) -> Result {
+    let res = (|| {
+        let mut skb = TxSkb::alloc(ndev, len)?;
+        skb.put_with(len, fill)?;
+        sock.xmit_v4(ndev, skb, to)
+    })();
+    count_tx(st, res.map(|()| len))
+}
+
+fn count_tx(st: &DeviceState, res: Result<usize>) -> Result {
     match res {
         Ok(n) => {
             st.counters.inc(Counter::TxPackets);

@@ -6,7 +6,7 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use kernel::prelude::*;
-use kernel::sync::{new_mutex, new_spinlock, Arc, Mutex, SpinLock};
+use kernel::sync::{new_mutex, Arc, Mutex};
 
 use super::ah::AhState;
 use super::datagram::Datagram;
@@ -16,6 +16,7 @@ use super::qp_counters::QpCounters;
 use super::transport::{gid_ipv4, Peer, Transport, TxCtx};
 use super::limits::{MAX_INLINE, MAX_QP_WR, MAX_RD_ATOMIC, MAX_SGE};
 use super::wqe::{self, geometry, Remote, SendWqe, Sge};
+use crate::ib::lock::{irqs_disabled, new_spinlock_irq, SpinLockIrq};
 use crate::ib::ring::SharedRing;
 use crate::ib::eopnotsupp;
 use crate::ib::udata::Udata;
@@ -70,10 +71,12 @@ pub(crate) struct QpState {
     sq_sig_all: bool,
     /// The rings belong to a process (which resets its own indices).
     user: bool,
-    /// Serialises kernel posters on the send ring.
-    sq_lock: Pin<KBox<SpinLock<()>>>,
-    /// Serialises kernel posters on the receive ring.
-    rq_lock: Pin<KBox<SpinLock<()>>>,
+    /// Serialises kernel posters on the send ring. Irq-safe: ULPs post
+    /// from process context, from softirq (their completion handlers) and
+    /// with interrupts off.
+    sq_lock: Pin<KBox<SpinLockIrq<()>>>,
+    /// Serialises kernel posters on the receive ring (irq-safe, as above).
+    rq_lock: Pin<KBox<SpinLockIrq<()>>>,
     /// Attributes, changed only by `modify_qp`.
     attrs: Pin<KBox<Mutex<QpAttrs>>>,
     /// `attrs.state`, readable without the mutex: kernel consumers post
@@ -179,8 +182,8 @@ impl QpState {
             cap: *cap,
             sq_sig_all,
             user: udata.is_some(),
-            sq_lock: KBox::pin_init(new_spinlock!(()), GFP_KERNEL)?,
-            rq_lock: KBox::pin_init(new_spinlock!(()), GFP_KERNEL)?,
+            sq_lock: KBox::pin_init(new_spinlock_irq!((), "metaroce_qp_sq"), GFP_KERNEL)?,
+            rq_lock: KBox::pin_init(new_spinlock_irq!((), "metaroce_qp_rq"), GFP_KERNEL)?,
             state: AtomicU32::new(b::ib_qp_state_IB_QPS_RESET),
             attrs: KBox::pin_init(new_mutex!(QpAttrs { state: b::ib_qp_state_IB_QPS_RESET, ..Default::default() }), GFP_KERNEL)?,
         };
@@ -286,6 +289,7 @@ impl QpState {
         }
         if next == b::ib_qp_state_IB_QPS_RESET {
             drop(dev.data().qps.lock().remove(self.qpn));
+            t.reset();
             if !self.user {
                 // Kernel rings start over; a process resets its own indices.
                 for ring in Iterator::chain(core::iter::once(t.sq()), t.rq()) {
@@ -301,7 +305,7 @@ impl QpState {
             };
             let mtu = mtu_bytes(n.path_mtu);
             let planes = dev.data().planes.lock().count();
-            t.connect(Peer { local, remote, qpn: n.dest_qp_num }, mtu, planes)?;
+            t.connect(Peer { local, remote, qpn: n.dest_qp_num }, mtu, planes, n.rq_psn)?;
             dev.data().qps.lock().insert(self.qpn, t.clone());
             dev.data().ticker.start(dev.data());
         }
@@ -312,6 +316,9 @@ impl QpState {
                 dev.data().uds.lock().insert(self.qpn, d.clone());
                 dev.data().ticker.start(dev.data());
             }
+        }
+        if next == b::ib_qp_state_IB_QPS_RTS && a.state == b::ib_qp_state_IB_QPS_RTR && connected(self.qp_type) {
+            t.start_sending(n.sq_psn);
         }
         *a = n;
         self.state.store(next, Ordering::Release);
@@ -350,7 +357,8 @@ impl QpState {
     pub(crate) fn state(&self) -> u32 {
         let s = self.state.load(Ordering::Acquire);
         let live = matches!(s, b::ib_qp_state_IB_QPS_RTR | b::ib_qp_state_IB_QPS_RTS | b::ib_qp_state_IB_QPS_SQD);
-        if live && connected(self.qp_type) && self.transport.failed() {
+        // (A datagram QP fails only through its send ring being corrupted.)
+        if live && self.transport.failed() {
             b::ib_qp_state_IB_QPS_ERR
         } else {
             s
@@ -364,8 +372,19 @@ impl QpState {
         if self.state() == b::ib_qp_state_IB_QPS_RESET || sges.len() > self.cap.max_recv_sge as usize {
             return Err(EINVAL);
         }
-        let _guard = self.rq_lock.lock();
-        wqe::push_recv(rq, wr_id, sges)
+        {
+            let _guard = self.rq_lock.lock();
+            wqe::push_recv(rq, wr_id, sges)?;
+        }
+        if self.state() == b::ib_qp_state_IB_QPS_ERR && !irqs_disabled() {
+            // Posted in error: completes flushed (`ib_drain_rq` waits for
+            // exactly that). With interrupts off the device tick flushes it.
+            match &self.datagram {
+                Some(d) => d.flush(),
+                None => self.transport.flush(),
+            }
+        }
+        Ok(())
     }
 
     /// Queues a kernel consumer's send request and sends it.
@@ -437,11 +456,18 @@ impl QpState {
 
     fn kick(&self, dev: &MetaRoceIbDevice) -> Result {
         let st = dev.data();
+        if irqs_disabled() {
+            // The data path's locks are bh-safe, not irq-safe: a kernel
+            // consumer posting with interrupts off is served by the next
+            // device tick (datagrams always are, below).
+            self.transport.defer_kick();
+            return Ok(());
+        }
         if let Some(d) = &self.datagram {
             // Kernel consumers may post with interrupts disabled: the device
             // tick sends their datagrams.
             if self.user {
-                d.send_queued(st);
+                d.send_queued(st)?;
             }
             return Ok(());
         }

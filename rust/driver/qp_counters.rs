@@ -110,16 +110,25 @@ impl CounterTable {
 pub(crate) struct QpCounters {
     /// The counter object the QP is bound to, 0 if none.
     bound: AtomicU32,
-    /// The engine's SACK-detected losses and replaced paths already
-    /// counted: it keeps totals, the counters take the increments.
+    /// The engine's SACK-detected losses, replaced paths and timeouts
+    /// (all, spurious) already counted: it keeps totals, the counters take
+    /// the increments.
     sack_losses_seen: AtomicU64,
     path_failures_seen: AtomicU64,
+    timeouts_seen: AtomicU64,
+    spurious_seen: AtomicU64,
 }
 
 impl QpCounters {
     /// Not bound, nothing seen.
     pub(crate) const fn new() -> Self {
-        Self { bound: AtomicU32::new(0), sack_losses_seen: AtomicU64::new(0), path_failures_seen: AtomicU64::new(0) }
+        Self {
+            bound: AtomicU32::new(0),
+            sack_losses_seen: AtomicU64::new(0),
+            path_failures_seen: AtomicU64::new(0),
+            timeouts_seen: AtomicU64::new(0),
+            spurious_seen: AtomicU64::new(0),
+        }
     }
 
     /// Binds the QP to counter object `id`; `EINVAL` if it is bound already.
@@ -160,12 +169,15 @@ impl QpCounters {
         }
     }
 
-    /// Takes the engine's new SACK-detected losses and path failures into
-    /// the device counters `dev` and this QP's.
+    /// Takes the engine's new SACK-detected losses, path failures and
+    /// timeouts into the device counters `dev` and this QP's (the per-QP
+    /// counters hold only the first two).
     pub(crate) fn sync_engine(&self, stats: &SenderStats, table: &CounterTable, dev: &super::stats::Counters) {
         let pairs = [
             (stats.sack_losses, &self.sack_losses_seen, Counter::SackLosses),
             (stats.paths_replaced, &self.path_failures_seen, Counter::PathFailures),
+            (stats.timeouts, &self.timeouts_seen, Counter::RtoTimeouts),
+            (stats.spurious_timeouts, &self.spurious_seen, Counter::RtoSpurious),
         ];
         for (total, seen, c) in pairs {
             let before = seen.swap(total, Ordering::Relaxed);

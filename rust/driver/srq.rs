@@ -3,11 +3,12 @@
 //! Shared receive queues: one ring of receive requests for many QPs.
 
 use kernel::prelude::*;
-use kernel::sync::{new_mutex, new_spinlock, Mutex, SpinLock};
+use kernel::sync::{new_mutex, Mutex};
 
 use super::device::MetaRoceIbDevice;
 use super::limits::{MAX_SGE, MAX_SRQ_WR};
-use super::wqe::{self, geometry};
+use super::wqe::{self, geometry, RecvWqe};
+use crate::ib::lock::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::ib::ring::SharedRing;
 use crate::ib::eopnotsupp;
 use crate::ib::udata::Udata;
@@ -21,8 +22,11 @@ pub(crate) struct SrqState {
     srq_num: u32,
     /// The limit event threshold (0: disarmed).
     limit: Pin<KBox<Mutex<u32>>>,
-    /// Serialises kernel posters.
-    lock: Pin<KBox<SpinLock<()>>>,
+    /// Serialises kernel posters (any context, as the QP's rq lock).
+    lock: Pin<KBox<SpinLockIrq<()>>>,
+    /// Serialises the QPs taking receives (from the receive softirq of any
+    /// CPU): the consumer side of the ring.
+    take_lock: Pin<KBox<SpinLockBh<()>>>,
 }
 
 impl SrqState {
@@ -54,13 +58,33 @@ impl SrqState {
             max_sge: a.max_sge,
             srq_num,
             limit: KBox::pin_init(new_mutex!(a.srq_limit), GFP_KERNEL)?,
-            lock: KBox::pin_init(new_spinlock!(()), GFP_KERNEL)?,
+            lock: KBox::pin_init(new_spinlock_irq!((), "metaroce_srq_post"), GFP_KERNEL)?,
+            take_lock: KBox::pin_init(new_spinlock_bh!((), "metaroce_srq_take"), GFP_KERNEL)?,
         })
     }
 
     /// The ring of receive requests.
     pub(crate) fn ring(&self) -> &SharedRing {
         &self.ring
+    }
+
+    /// Takes the oldest posted receive for a message of one of the QPs
+    /// using the SRQ. The entry is copied and its slot given back at once:
+    /// which receive a message binds to is decided here, once, so that two
+    /// QPs never bind the same one, and the QP completes the copy later.
+    /// `None` when none is posted (or the process wrote the indices more
+    /// than a ring apart). An entry that does not validate is taken
+    /// without a buffer: its message fails on it.
+    pub(crate) fn take(&self) -> Option<RecvWqe> {
+        let _guard = self.take_lock.lock();
+        let cons = self.ring.consumer();
+        if self.ring.pending_from(cons)? == 0 {
+            return None;
+        }
+        let w = wqe::get_recv(&self.ring, cons)
+            .unwrap_or_else(|_| RecvWqe::without_buffer(wqe::recv_wr_id(&self.ring, cons)));
+        self.ring.set_consumer(cons.wrapping_add(1));
+        Some(w)
     }
 
     /// Gives the SRQ number back.

@@ -48,13 +48,36 @@ pub(crate) enum Counter {
     /// Datagrams dropped at the receiver: no such datagram QP, wrong Q_Key,
     /// no receive buffer posted, or a buffer that did not fit.
     UdRxDropped,
+    /// Packets for a connected QP in the error state: dropped unplaced and
+    /// unanswered (InfiniBand: a QP in error processes no packets).
+    RxQpInError,
+    /// Packets for a connected QP from an address that is not its peer's
+    /// on the plane they arrived on (PLANES: not its plane-0 address).
+    RxNotPeer,
+    /// ACKs that named no live path of the QP or acknowledged beyond what
+    /// the path carried: they move nothing (protocol.md 4.2).
+    RxStaleAcks,
+    /// NAKs that named no message in flight, no live path or a PSN the
+    /// path never carried: they fail nothing.
+    RxStaleNaks,
+    /// Data packets of a connected QP the receiver dropped: outside its
+    /// message window, disagreeing with their message, stale path state.
+    RxDataDropped,
+    /// PROBEs not from a connected QP's peer left unanswered: beyond the
+    /// device's rate for those (protocol.md 1.6).
+    RxProbesLimited,
+    /// Retransmission timeouts of QP paths (from the engine).
+    RtoTimeouts,
+    /// Of those, timeouts a late ACK showed spurious and undid (protocol.md
+    /// 4.3; from the engine).
+    RtoSpurious,
 }
 
 /// How many of the first counters are also counted per QP.
 pub(crate) const QP_COUNTERS: usize = 8;
 
 /// Number of counters.
-const COUNT: usize = 15;
+const COUNT: usize = 23;
 
 /// The counter names, in [`Counter`] order.
 pub(crate) static NAMES: [StatDesc; COUNT] = [
@@ -73,6 +96,14 @@ pub(crate) static NAMES: [StatDesc; COUNT] = [
     StatDesc::new(c_str!("ud_tx_packets")),
     StatDesc::new(c_str!("ud_rx_packets")),
     StatDesc::new(c_str!("ud_rx_dropped")),
+    StatDesc::new(c_str!("rx_qp_in_error")),
+    StatDesc::new(c_str!("rx_not_peer")),
+    StatDesc::new(c_str!("rx_stale_acks")),
+    StatDesc::new(c_str!("rx_stale_naks")),
+    StatDesc::new(c_str!("rx_data_dropped")),
+    StatDesc::new(c_str!("rx_probes_limited")),
+    StatDesc::new(c_str!("rto_timeouts")),
+    StatDesc::new(c_str!("rto_spurious")),
 ];
 
 /// The counters of one device.
@@ -105,5 +136,5 @@ impl Counters {
 }
 
 // Every counter has a name; the per-QP ones come first.
-const _: () = assert!(Counter::UdRxDropped as usize + 1 == COUNT);
+const _: () = assert!(Counter::RtoSpurious as usize + 1 == COUNT);
 const _: () = assert!(Counter::PathFailures as usize + 1 == QP_COUNTERS);

@@ -16,17 +16,18 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::time::Ktime;
 
+use super::ack_routes::AckRoutes;
 use super::cq::CqState;
 use super::stats::Counter;
 use super::device::{DeviceState, MetaRoceIbDevice};
 use super::limits::{MAX_INLINE, MAX_MSG_SIZE, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::{MrTable, Requester};
-use super::net::{send, RxMeta};
+use super::net::{send, send_data, RxFate, RxMeta};
 use super::plane::PeerPlanes;
 use super::qp_counters::QpCounters;
 use super::srq::SrqState;
 use super::uc::{RecvFate, UcDrops};
-use super::wqe::{self, Completion, SendReq, Sge};
+use super::wqe::{self, Completion, RecvWqe, SendReq, Sge};
 use crate::engine::bitmap::MAX_MSG_PKTS;
 use crate::engine::cc::Aimd;
 use crate::engine::completion::{CompletionStatus, RxCompletion};
@@ -39,7 +40,7 @@ use crate::ib::heap::kvbox_copy;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
-use crate::ib::skb::{Ecn, Ipv4Addr};
+use crate::ib::skb::{Ecn, Ipv4Addr, TxTail};
 use crate::ib::udp::{TunnelSock, TxV4};
 use crate::ib::verbs::ObjRef;
 use crate::sys::bindings as b;
@@ -170,6 +171,13 @@ struct AtomicOperands {
     bytes: [u8; wire::ATOMIC_CMP_SWAP_LEN as usize],
 }
 
+/// A receive this QP took from its SRQ for the message numbered `rsn`.
+#[derive(Clone, Copy)]
+struct TakenRecv {
+    rsn: u16,
+    wqe: RecvWqe,
+}
+
 struct Inner {
     sender: KVBox<Sender>,
     receiver: KVBox<Receiver>,
@@ -211,6 +219,13 @@ struct Inner {
     uc: Option<UcDrops>,
     /// The engine's retry budget (`retry_budget_ns`), kept across connect.
     give_up_ns: u64,
+    /// With an SRQ: the receives taken for messages in progress, at
+    /// `rsn % MSG_WINDOW` (at most `MSG_WINDOW` are in progress, so their
+    /// `rsn`s are distinct there). Empty without an SRQ: the QP's own ring
+    /// binds receives by position.
+    srq_taken: KVVec<Option<TakenRecv>>,
+    /// Where the ACKs the receiver engine holds go (protocol.md 3.4).
+    ack_routes: AckRoutes,
 }
 
 /// What a UC QP does with a received message's completion.
@@ -240,6 +255,9 @@ pub(crate) struct Transport {
     /// The data path failed: `Inner::failed`, readable without the lock
     /// (the QP state is read from atomic context, possibly under it).
     error: AtomicBool,
+    /// A kernel consumer posted with interrupts off: the next tick takes
+    /// the new requests (`kick` needs the bh-safe lock).
+    kick_deferred: AtomicBool,
     pub(super) sq_sig_all: bool,
     /// Per-QP counting (`rdma statistic qp`).
     pub(crate) counters: QpCounters,
@@ -251,7 +269,8 @@ pub(crate) struct TxCtx<'a> {
     pub(crate) sock: &'a TunnelSock,
 }
 
-fn now_ns() -> u64 {
+/// The monotonic clock the engines and rate limits run on (ns).
+pub(crate) fn now_ns() -> u64 {
     Ktime::ktime_get().to_ns() as u64
 }
 
@@ -405,6 +424,13 @@ impl Transport {
         for _ in 0..WR_WINDOW {
             wrs.push(NO_WR, GFP_KERNEL)?;
         }
+        let mut srq_taken = KVVec::new();
+        if srq.is_some() {
+            srq_taken.reserve(MSG_WINDOW, GFP_KERNEL)?;
+            for _ in 0..MSG_WINDOW {
+                srq_taken.push(None, GFP_KERNEL)?;
+            }
+        }
         let mut atomic_operands = KVVec::with_capacity(MSG_WINDOW, GFP_KERNEL)?;
         for _ in 0..MSG_WINDOW {
             atomic_operands.push(AtomicOperands { msn: 0, bytes: [0; 16] }, GFP_KERNEL)?;
@@ -429,6 +455,8 @@ impl Transport {
             failed: false,
             uc: None,
             give_up_ns: 0,
+            srq_taken,
+            ack_routes: AckRoutes::NONE,
         };
         Ok(Arc::new(
             Self {
@@ -442,6 +470,7 @@ impl Transport {
                 qp_addr,
                 local,
                 error: AtomicBool::new(false),
+                kick_deferred: AtomicBool::new(false),
                 sq_sig_all,
                 counters: QpCounters::new(),
             },
@@ -452,6 +481,14 @@ impl Transport {
     /// Sends one packet of this QP (see [`send`]), counted for the QP too.
     fn send(&self, tx: &TxCtx<'_>, ndev: &NetDevice, to: &TxV4, len: usize, fill: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result {
         let sent = send(tx.st, tx.sock, ndev, to, len, fill);
+        self.counters.on_send(&tx.st.qp_counters, &sent, len);
+        sent
+    }
+
+    /// Sends one data packet of this QP (see [`send_data`]), counted for
+    /// the QP too.
+    fn send_data(&self, tx: &TxCtx<'_>, ndev: &NetDevice, to: &TxV4, len: usize, fill: impl FnOnce(&mut TxTail<'_>) -> Result) -> Result {
+        let sent = send_data(tx.st, tx.sock, ndev, to, len, fill);
         self.counters.on_send(&tx.st.qp_counters, &sent, len);
         sent
     }
@@ -470,7 +507,13 @@ impl Transport {
     /// with its paths spread over the device's `planes` planes. Only plane 0
     /// carries packets until the peer's PLANES packet names its address on
     /// the others.
-    pub(crate) fn connect(&self, peer: Peer, mtu: u32, planes: u8) -> Result {
+    ///
+    /// The peer's first message is expected at `rq_psn`, the initial PSN
+    /// the ends exchanged (protocol.md 2). Ours are numbered from `sq_psn`
+    /// once we reach RTS ([`Transport::start_sending`]); a responder that
+    /// answers in RTR numbers its responses from `rq_psn` instead and
+    /// flags them, since the peer knows that number too.
+    pub(crate) fn connect(&self, peer: Peer, mtu: u32, planes: u8, rq_psn: u32) -> Result {
         let now = now_ns();
         let mut i = self.inner.lock();
         let cfg = SenderConfig { dst_qpn: peer.qpn, mtu, planes, entropy_seed: self.qpn ^ 0x5eed, give_up_ns: i.give_up_ns, ..SenderConfig::DEFAULT };
@@ -479,6 +522,8 @@ impl Transport {
             i.sender.plane_down(k);
         }
         i.receiver.reset(ReceiverConfig { peer_qpn: peer.qpn, mtu }).map_err(|_| EINVAL)?;
+        i.receiver.start_at(rq_psn);
+        i.sender.start_at(rq_psn, true);
         i.peer = Some(peer);
         i.peer_planes = PeerPlanes::new(peer.remote, now);
         i.failed = false;
@@ -491,10 +536,22 @@ impl Transport {
         i.answers = [None; MAX_RD_ATOMIC as usize];
         i.tx_rsn = 0;
         i.rx_rsn = 0;
+        i.srq_taken.fill(None);
         if let Some(uc) = i.uc.as_mut() {
             *uc = UcDrops::NONE;
         }
         Ok(())
+    }
+
+    /// RTS: our own initial PSN is known. Our messages are numbered from it
+    /// unless we already answered from the peer's (in RTR), and the peer's
+    /// responses numbered from it are accepted.
+    pub(crate) fn start_sending(&self, sq_psn: u32) {
+        let mut i = self.inner.lock();
+        if i.peer.is_some() {
+            i.sender.start_at(sq_psn, false);
+            i.receiver.own_start(sq_psn);
+        }
     }
 
     /// The QP is unreliable connected (UC): no READs, and the responder
@@ -521,26 +578,55 @@ impl Transport {
         i.sender.set_give_up_ns(ns);
     }
 
+    /// RESET: the data path starts over (RTR connects it again). As in
+    /// InfiniBand the QP forgets its connection and what its queues hold,
+    /// without completions: a later INIT -> ERR flushes only what is
+    /// posted after this. Receives it took from an SRQ for messages in
+    /// progress are the exception: they are no longer in the SRQ, so they
+    /// complete flushed here rather than being lost to the consumer.
+    pub(crate) fn reset(&self) {
+        {
+            let mut i = self.inner.lock();
+            i.failed = false;
+            self.error.store(false, Ordering::Release);
+            i.peer = None;
+            self.sq.set_consumer(self.sq.producer());
+            if let Some(rq) = &self.rq {
+                rq.set_consumer(rq.producer());
+            }
+            i.sq_head = self.sq.consumer();
+            i.sq_taken = i.sq_head;
+            i.taking = false;
+            i.reads = [None; MAX_RD_ATOMIC as usize];
+            i.answers = [None; MAX_RD_ATOMIC as usize];
+            self.flush_srq_taken(&mut i);
+        }
+        self.deliver_cq_events();
+    }
+
     /// The data path failed (a work request completed in error): the QP
     /// is in the error state.
     pub(crate) fn failed(&self) -> bool {
         self.error.load(Ordering::Acquire)
     }
 
-    /// Sends our plane list to the peer on plane 0; `known`: we hold its.
-    fn send_planes(&self, tx: &TxCtx<'_>, peer: Peer, known: bool) {
+    /// Sends our plane list to the peer on plane 0, saying whether we hold
+    /// its list and asking for an answer until it said it holds ours.
+    fn send_planes(&self, tx: &TxCtx<'_>, peer: Peer, pp: &PeerPlanes) {
         let planes = tx.st.planes.lock();
         let Some(ndev) = planes.get(0) else { return };
         let (count, addrs) = planes.addrs(peer.local);
-        let pl = Planes { dst_qpn: peer.qpn, src_qpn: self.qpn, known, count, addrs };
+        let pl = Planes { dst_qpn: peer.qpn, src_qpn: self.qpn, known: pp.known, confirm: !pp.acked, count, addrs };
         let to = TxV4 { src: peer.local, dst: peer.remote, src_port: wire::UDP_PORT, ecn: Ecn::Ect0 };
         let _ = self.send(tx, ndev, &to, wire::PLANES_LEN + wire::ICRC_LEN, |buf| pl.encode(buf).map_err(|_| EINVAL));
     }
 
     /// Whether plane `k` can carry this QP's packets: our netdev has
-    /// carrier and the peer's address on it is known.
+    /// carrier, the peer's address on it is known, and the peer said it
+    /// holds ours (before, it would drop what we send from there as not
+    /// from its peer, protocol.md 1.8).
     fn plane_usable(tx: &TxCtx<'_>, pp: &PeerPlanes, k: u8) -> bool {
-        (k == 0 || pp.known)
+        (k == 0 || (pp.known && pp.acked))
             && pp.addr(k).is_some()
             && tx.st.planes.lock().get(k).is_some_and(|n| n.is_running_with_carrier())
     }
@@ -548,16 +634,18 @@ impl Transport {
     /// Plane `plane`'s netdev gained (`up`) or lost carrier or went away:
     /// its paths return (after a probe) or are drained onto the others.
     pub(crate) fn plane_event(&self, tx: &TxCtx<'_>, plane: u8, up: bool) {
-        let mut i = self.inner.lock();
-        if i.peer.is_none() || i.failed || plane >= i.sender.config().planes {
-            return;
+        {
+            let mut i = self.inner.lock();
+            if i.peer.is_some() && !i.failed && plane < i.sender.config().planes {
+                if !up {
+                    i.sender.plane_down(plane);
+                } else if Self::plane_usable(tx, &i.peer_planes, plane) {
+                    i.sender.plane_up(plane);
+                }
+                self.pump(&mut i, tx);
+            }
         }
-        if !up {
-            i.sender.plane_down(plane);
-        } else if Self::plane_usable(tx, &i.peer_planes, plane) {
-            i.sender.plane_up(plane);
-        }
-        self.pump(&mut i, tx);
+        self.deliver_cq_events();
     }
 
     /// The peer's PLANES packet: learn its addresses (its planes become
@@ -568,45 +656,69 @@ impl Transport {
         if pl.src_qpn != peer.qpn || i.failed {
             return;
         }
+        let confirmed = i.peer_planes.acked;
         if pl.known {
             i.peer_planes.acked = true;
         }
-        if i.peer_planes.learn(pl.count, &pl.addrs) {
+        if i.peer_planes.learn(pl.count, &pl.addrs) || confirmed != i.peer_planes.acked {
             for k in 1..i.sender.config().planes {
                 if Self::plane_usable(tx, &i.peer_planes, k) {
                     i.sender.plane_up(k);
                 }
             }
         }
-        if !pl.known {
-            self.send_planes(tx, peer, true);
+        if !pl.known || pl.confirm {
+            self.send_planes(tx, peer, &i.peer_planes);
         }
         self.pump(i, tx);
     }
 
-    /// The connected peer QP, if any.
-    pub(crate) fn peer_qpn(&self) -> Option<u32> {
-        self.inner.lock().peer.map(|p| p.qpn)
+    /// The connected peer QP, if `src` is the peer's address on `ndev`'s
+    /// plane (protocol.md 3): who a probe of ours may be answered for.
+    pub(crate) fn peer_qpn_from(&self, st: &DeviceState, ndev: &NetDevice, src: Ipv4Addr) -> Option<u32> {
+        let i = self.inner.lock();
+        let peer = i.peer?;
+        let plane = st.planes.lock().index_of(ndev)?;
+        (i.peer_planes.addr(plane) == Some(src)).then_some(peer.qpn)
     }
 
     /// The periodic tick: fires the engine's timers (retransmission
     /// timeouts, probes) that are due, and sends what they release.
     pub(crate) fn tick(&self, tx: &TxCtx<'_>) {
+        if self.kick_deferred.swap(false, Ordering::AcqRel) {
+            self.kick(tx);
+        }
+        self.tick_locked(&mut self.inner.lock(), tx);
+        self.deliver_cq_events();
+    }
+
+    fn tick_locked(&self, i: &mut Inner, tx: &TxCtx<'_>) {
         let now = now_ns();
-        let mut i = self.inner.lock();
         let Some(peer) = i.peer else { return };
         if i.failed {
+            // Receives a process posts in error (no system call) complete
+            // flushed within a tick.
+            if self.rq.as_ref().is_some_and(|rq| rq.producer() != rq.consumer()) {
+                self.flush_locked(i);
+            }
             return;
+        }
+        // Every ACK the receiver engine held goes now: the next tick would
+        // be later than protocol.md 3.4 lets a packet wait.
+        while let Some(ack) = i.receiver.flush(u64::MAX) {
+            let planes = tx.st.planes.lock();
+            if let Some((ndev, to)) = i.ack_routes.of(ack.path_id).and_then(|(k, to)| Some((planes.get(k)?, to))) {
+                let _ = self.send(tx, ndev, &to, wire::ACK_LEN + wire::ICRC_LEN, |buf| ack.encode(buf).map_err(|_| EINVAL));
+            }
         }
         // Our plane list goes out until the peer confirms it (only needed
         // when we have planes besides plane 0; we answer the peer's anyway).
         if i.sender.config().planes > 1 && i.peer_planes.due(now) {
-            let known = i.peer_planes.known;
-            self.send_planes(tx, peer, known);
+            self.send_planes(tx, peer, &i.peer_planes);
         }
         if i.sender.next_deadline().is_some_and(|d| d <= now) {
             i.sender.on_timer(now);
-            self.pump(&mut i, tx);
+            self.pump(i, tx);
         }
     }
 
@@ -614,16 +726,21 @@ impl Transport {
     /// and send what the windows allow. In the error state they are
     /// flushed.
     pub(crate) fn kick(&self, tx: &TxCtx<'_>) {
-        let mut i = self.inner.lock();
-        if i.failed {
-            self.flush_locked(&mut i);
-            return;
+        {
+            let mut i = self.inner.lock();
+            if i.failed {
+                self.flush_locked(&mut i);
+            } else if i.peer.is_some() {
+                self.take_requests(&mut i, tx);
+                self.pump(&mut i, tx);
+            }
         }
-        if i.peer.is_none() {
-            return;
-        }
-        self.take_requests(&mut i, tx);
-        self.pump(&mut i, tx);
+        self.deliver_cq_events();
+    }
+
+    /// Leaves the next [`Transport::kick`] to the device tick.
+    pub(crate) fn defer_kick(&self) {
+        self.kick_deferred.store(true, Ordering::Release);
     }
 
     /// The largest engine message at the QP's MTU.
@@ -634,7 +751,18 @@ impl Transport {
     /// Turns the send ring's new work requests into engine messages, as
     /// many as the message window (and, for READs, `max_rd_atomic`) takes.
     fn take_requests(&self, i: &mut Inner, tx: &TxCtx<'_>) {
+        if i.peer.is_none() {
+            return;
+        }
         let prod = self.sq.producer();
+        if self.sq.pending_from(i.sq_head).is_none() {
+            // The process wrote its producer index more than a ring ahead
+            // of what the kernel consumed: the ring is garbage, the QP in
+            // error (its taken requests complete flushed).
+            pr_warn!("metaroce: QP {}: send ring indices corrupted by the process; QP in error\n", self.qpn);
+            i.failed = true;
+            return;
+        }
         let max_msg = Self::max_msg(i);
         while i.sq_taken != prod && !i.failed {
             let index = i.sq_taken;
@@ -801,6 +929,9 @@ impl Transport {
     /// Posts the responses to the peer's READs and atomics that the
     /// message window takes, in request order.
     fn answer_reads(&self, i: &mut Inner) {
+        if i.peer.is_none() {
+            return;
+        }
         while let Some(a) = i.answers[0] {
             let msg = Message { opcode: a.opcode, len: a.len, remote_va: 0, rkey: 0, imm: a.req_msn, rsn: 0 };
             let msn = match i.sender.post(&msg) {
@@ -852,31 +983,27 @@ impl Transport {
                     let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
                     let mrs = &tx.st.mrs;
                     let out = i.out[header.msn as usize % MSG_WINDOW];
-                    let _ = self.send(tx, ndev, &to, len, |buf| {
-                        header.encode(buf).map_err(|_| EINVAL)?;
-                        let body = &mut buf[wire::DATA_HEADER_LEN..wire::DATA_HEADER_LEN + n];
-                        if header.opcode != Opcode::ReadReq {
+                    let _ = self.send_data(tx, ndev, &to, len, |buf| {
+                        put_data_packet(buf, &header, |body| {
+                            if header.opcode == Opcode::ReadReq {
+                                return Ok(());
+                            }
                             match out {
                                 OutMsg::Wr { wr, .. } if header.opcode.atomic_len().is_some() => {
                                     let w = &i.wrs[wr as usize % WR_WINDOW];
-                                    atomic_operands(w, body)?;
+                                    atomic_operands(w, n, body)
                                 }
                                 OutMsg::Wr { wr, offset } => {
                                     let w = &i.wrs[wr as usize % WR_WINDOW];
-                                    gather(w, (offset + header.offset) as usize, body, &mrs.lock(), &self.local)?;
+                                    gather(w, (offset + header.offset) as usize, n, body, &mrs.lock(), &self.local)
                                 }
-                                OutMsg::AtomicResp { original } => {
-                                    body.copy_from_slice(&original.to_be_bytes());
-                                }
+                                OutMsg::AtomicResp { original } => body.put(&original.to_be_bytes()),
                                 OutMsg::ReadResp { va, rkey } => {
                                     let at = va.wrapping_add(u64::from(header.offset));
-                                    mrs.lock().read_remote(rkey, self.local.pd, at, body)?;
+                                    mrs.lock().read_remote(rkey, self.local.pd, at, n, body)
                                 }
                             }
-                        }
-                        let icrc = crc32(&buf[..wire::DATA_HEADER_LEN + n]);
-                        buf[wire::DATA_HEADER_LEN + n..len].copy_from_slice(&icrc.to_be_bytes());
-                        Ok(len)
+                        })
                     });
                 }
                 TxKind::Probe(probe) => {
@@ -951,7 +1078,10 @@ impl Transport {
                     qp_num: self.qpn,
                     ..Default::default()
                 };
-                let _ = self.send_cq.data().push(&self.send_cq, &wc, self.qp_addr, false);
+                if self.send_cq.data().push(&self.send_cq, &wc, self.qp_addr, false).is_err() {
+                    // CQ overrun (raised by the CQ): the QP is in error.
+                    i.failed = true;
+                }
             }
             if !ok {
                 i.failed = true;
@@ -966,9 +1096,25 @@ impl Transport {
     /// completes with `IB_WC_WR_FLUSH_ERR`, sends first, then receives
     /// (from the QP's own receive ring; an SRQ's entries belong to others).
     pub(crate) fn flush(&self) {
+        self.flush_quietly();
+        self.deliver_cq_events();
+    }
+
+    /// [`Transport::flush`] without running completion handlers: for
+    /// callers holding a lock of their own (the datagram path), which call
+    /// [`Transport::deliver_cq_events`] once they dropped it.
+    pub(crate) fn flush_quietly(&self) {
         let mut i = self.inner.lock();
         i.failed = true;
         self.flush_locked(&mut i);
+    }
+
+    /// Runs the completion handlers that completions made due; called
+    /// after the QP's lock is dropped, so that a kernel consumer's handler
+    /// may poll and post to this QP at once.
+    pub(crate) fn deliver_cq_events(&self) {
+        self.send_cq.data().deliver_event(&self.send_cq);
+        self.recv_cq.data().deliver_event(&self.recv_cq);
     }
 
     fn flush_locked(&self, i: &mut Inner) {
@@ -980,8 +1126,18 @@ impl Transport {
             qp_num: self.qpn,
             ..Default::default()
         };
-        let (mut cons, prod) = (i.sq_head, self.sq.producer());
-        while cons != prod {
+        if i.peer.is_none() {
+            // Never connected (a datagram QP, or RC before RTR): the ring's
+            // consumer index is where the data path stopped.
+            i.sq_head = self.sq.consumer();
+            i.sq_taken = i.sq_head;
+            i.taking = false;
+        }
+        // What the ring holds; if the process wrote its producer index more
+        // than a ring ahead, only the requests already taken.
+        let mut cons = i.sq_head;
+        let taken = i.sq_taken.wrapping_sub(i.sq_head) + u32::from(i.taking);
+        for _ in 0..self.sq.pending_from(cons).unwrap_or(taken) {
             let (wr_id, opcode) = if cons.wrapping_sub(i.sq_head) < i.sq_taken.wrapping_sub(i.sq_head)
                 || (cons == i.sq_taken && i.taking)
             {
@@ -1005,8 +1161,8 @@ impl Transport {
         i.reads = [None; MAX_RD_ATOMIC as usize];
         i.answers = [None; MAX_RD_ATOMIC as usize];
         if let Some(rq) = &self.rq {
-            let (mut cons, prod) = (rq.consumer(), rq.producer());
-            while cons != prod {
+            let mut cons = rq.consumer();
+            for _ in 0..rq.pending_from(cons).unwrap_or(0) {
                 let wr_id = wqe::get_recv(rq, cons).map_or(0, |w| w.wr_id);
                 if self.recv_cq.data().push(&self.recv_cq, &flushed(wr_id, b::ib_wc_opcode_IB_WC_RECV), self.qp_addr, false).is_err() {
                     break;
@@ -1015,28 +1171,99 @@ impl Transport {
             }
             rq.set_consumer(cons);
         }
+        self.flush_srq_taken(i);
+    }
+
+    /// Receives taken from an SRQ for messages that will not complete now:
+    /// flushed in message order, they are this QP's.
+    fn flush_srq_taken(&self, i: &mut Inner) {
+        let flushed = |wr_id| Completion {
+            wr_id,
+            status: b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
+            opcode: b::ib_wc_opcode_IB_WC_RECV,
+            qp_num: self.qpn,
+            ..Default::default()
+        };
+        for k in 0..i.srq_taken.len() {
+            let rsn = i.rx_rsn.wrapping_add(k as u16);
+            let slot = rsn as usize % MSG_WINDOW;
+            if let Some(t) = i.srq_taken[slot].take_if(|t| t.rsn == rsn) {
+                if self.recv_cq.data().push(&self.recv_cq, &flushed(t.wqe.wr_id), self.qp_addr, false).is_err() {
+                    break;
+                }
+            }
+        }
+        i.srq_taken.fill(None);
     }
 
     /// A packet for this QP arrived on `ndev` (receive softirq).
-    pub(crate) fn receive(&self, tx: &TxCtx<'_>, ndev: &NetDevice, pkt: &Packet<'_>, meta: &RxMeta) {
-        let mut i = self.inner.lock();
+    pub(crate) fn receive(&self, tx: &TxCtx<'_>, ndev: &NetDevice, pkt: &Packet<'_>, meta: &RxMeta) -> RxFate {
+        let fate = self.receive_locked(&mut self.inner.lock(), tx, ndev, pkt, meta);
+        self.deliver_cq_events();
+        fate
+    }
+
+    fn receive_locked(&self, i: &mut Inner, tx: &TxCtx<'_>, ndev: &NetDevice, pkt: &Packet<'_>, meta: &RxMeta) -> RxFate {
+        // The plane the packet came in on: who may send on it, and where a
+        // held ACK goes back.
+        let plane = tx.st.planes.lock().index_of(ndev);
+        if i.failed {
+            // In error the QP places, answers and acknowledges nothing; its
+            // peer's requests end in its retry budget. Only a packet of the
+            // message that failed here gets that message's NAK again: the
+            // requester whose NAK was lost learns why (protocol.md 3.2).
+            tx.st.counters.inc(Counter::RxQpInError);
+            if let Packet::Data { header, .. } = pkt {
+                if self.from_peer(i, plane, pkt, meta) {
+                    if let Some(nak) = i.receiver.nak_again(header) {
+                        let reply = meta.reply_to();
+                        let _ = self.send(tx, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| nak.encode(buf).map_err(|_| EINVAL));
+                    }
+                }
+            }
+            return RxFate::Dropped;
+        }
+        if !self.from_peer(i, plane, pkt, meta) {
+            tx.st.counters.inc(Counter::RxNotPeer);
+            return RxFate::Dropped;
+        }
         match pkt {
-            Packet::Data { header, payload } => self.receive_data(&mut i, tx, ndev, header, payload, meta),
+            Packet::Data { header, payload } => self.receive_data(i, tx, ndev, plane, header, payload, meta),
             Packet::Ack(ack) => {
+                let stale = i.sender.stats().stale_acks;
                 i.sender.on_ack(ack, now_ns());
-                self.after_progress(&mut i, tx);
+                if i.sender.stats().stale_acks != stale {
+                    tx.st.counters.inc(Counter::RxStaleAcks);
+                }
+                self.after_progress(i, tx);
             }
             Packet::Nak(nak) => {
+                let stale = i.sender.stats().stale_naks;
                 i.sender.on_nak(nak);
-                self.complete_sends(&mut i);
+                if i.sender.stats().stale_naks != stale {
+                    tx.st.counters.inc(Counter::RxStaleNaks);
+                }
+                self.complete_sends(i);
             }
             Packet::ProbeReply(probe) => {
                 i.sender.on_probe_reply(probe, now_ns());
-                self.pump(&mut i, tx);
+                self.pump(i, tx);
             }
-            Packet::Planes(pl) => self.receive_planes(&mut i, tx, pl),
+            Packet::Planes(pl) => self.receive_planes(i, tx, pl),
             Packet::Probe(_) => {}
         }
+        RxFate::Consumed
+    }
+
+    /// Whether `pkt` comes from the connected peer: from its address on the
+    /// plane it arrived on (`plane`), and a PLANES packet from its plane-0
+    /// address (the one the QP was connected to) only (protocol.md 3).
+    fn from_peer(&self, i: &Inner, plane: Option<u8>, pkt: &Packet<'_>, meta: &RxMeta) -> bool {
+        let Some(peer) = i.peer else { return false };
+        if matches!(pkt, Packet::Planes(_)) {
+            return meta.src == peer.remote;
+        }
+        plane.and_then(|k| i.peer_planes.addr(k)) == Some(meta.src)
     }
 
     /// Messages or READs completed: requests that waited for a free slot
@@ -1050,7 +1277,8 @@ impl Transport {
         self.pump(i, tx);
     }
 
-    fn receive_data(&self, i: &mut Inner, tx: &TxCtx<'_>, ndev: &NetDevice, h: &DataHeader, payload: &[u8], meta: &RxMeta) {
+    #[allow(clippy::too_many_arguments)]
+    fn receive_data(&self, i: &mut Inner, tx: &TxCtx<'_>, ndev: &NetDevice, plane: Option<u8>, h: &DataHeader, payload: &[u8], meta: &RxMeta) {
         let cum_msn = i.receiver.cum_msn();
         match i.receiver.on_data(h, meta.ecn == Ecn::Ce, now_ns()) {
             RxVerdict::Place(p) if i.uc.is_some() => self.place_uc(i, tx, &p, payload),
@@ -1059,12 +1287,20 @@ impl Transport {
                     Opcode::Write | Opcode::WriteImm => {
                         if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 {
                             Err(Syndrome::InvalidRequest)
+                        } else if p.opcode == Opcode::WriteImm && self.recv_for(i, p.rsn).is_err() {
+                            // Its receive is bound by its first packet, as a
+                            // SEND's is: with none posted the message fails
+                            // with a NAK before anything is acknowledged.
+                            Err(Syndrome::InvalidRequest)
                         } else {
-                            tx.st.mrs.lock().write_remote(p.rkey, self.local.pd, p.remote_va, u64::from(p.offset), payload)
+                            tx.st.mrs.lock().write_remote(p.rkey, self.local.pd, p.remote_va, p.msg_len, u64::from(p.offset), payload)
                         }
                     }
                     Opcode::ReadReq => {
-                        if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_READ == 0 {
+                        // A response longer than one engine message could
+                        // not be posted (a requester splits its READs so):
+                        // refused with a NAK, not a failed QP here.
+                        if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_READ == 0 || p.msg_len > Self::max_msg(i) {
                             Err(Syndrome::InvalidRequest)
                         } else {
                             tx.st.mrs.lock().check_remote_read(p.rkey, self.local.pd, p.remote_va, u64::from(p.msg_len))
@@ -1090,7 +1326,10 @@ impl Transport {
                 }
             }
             RxVerdict::Duplicate | RxVerdict::Discard => {}
-            RxVerdict::Drop(_) => return,
+            RxVerdict::Drop(_) => {
+                tx.st.counters.inc(Counter::RxDataDropped);
+                return;
+            }
         }
         let reply = meta.reply_to();
         // The NAK goes first, so the requester fails the message at once
@@ -1099,7 +1338,7 @@ impl Transport {
         while let Some(nak) = i.receiver.pop_nak() {
             let _ = self.send(tx, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| nak.encode(buf).map_err(|_| EINVAL));
         }
-        if let Some(ack) = i.receiver.ack_for(h.path_id) {
+        if let Some(ack) = i.receiver.ack_now(h.path_id) {
             // An ACK that moves cum_msn goes twice: it alone completes the
             // peer's message, and when it is the peer's last one and this
             // QP is destroyed right after (a pingpong server's exit), a
@@ -1108,13 +1347,17 @@ impl Transport {
             for _ in 0..copies {
                 let _ = self.send(tx, ndev, &reply, wire::ACK_LEN + wire::ICRC_LEN, |buf| ack.encode(buf).map_err(|_| EINVAL));
             }
+        } else if let Some(k) = plane {
+            // Held (protocol.md 3.4): a later packet of the path or the
+            // tick sends it, back where this packet came from.
+            i.ack_routes.wait(h.path_id, k, reply);
         }
         if self.complete_receives(i, &tx.st.mrs) {
             self.after_progress(i, tx);
         }
     }
 
-    /// The receive buffer bound to receive sequence number `rsn`.
+    /// The ring receives come from: the SRQ's or the QP's own.
     pub(super) fn recv_ring(&self) -> Option<&SharedRing> {
         match &self.srq {
             Some(srq) => Some(srq.data().ring()),
@@ -1142,44 +1385,54 @@ impl Transport {
         if uc.dropping(p.msn) {
             return;
         }
-        let placed = (|| {
-            if p.opcode.has_rsn() {
-                match uc.recv_fate(p.rsn) {
-                    RecvFate::Taken => {}
-                    // Another part of the same SEND was dropped.
-                    fate => return Err(fate),
-                }
-                self.recv_index(i, p.rsn).ok_or(RecvFate::NotPosted)?;
-            }
-            let refused = RecvFate::Failed(b::ib_wc_status_IB_WC_REM_ACCESS_ERR);
-            match p.opcode {
-                Opcode::Write | Opcode::WriteImm if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 => Err(refused),
-                Opcode::Write | Opcode::WriteImm => tx
-                    .st
-                    .mrs
-                    .lock()
-                    .write_remote(p.rkey, self.local.pd, p.remote_va, u64::from(p.offset), payload)
-                    .map_err(|_| refused),
-                Opcode::Send | Opcode::SendImm => {
-                    let at = (p.remote_va & !SEND_MORE).saturating_add(u64::from(p.offset));
-                    self.place_send(i, p.rsn, at as usize, payload, &tx.st.mrs.lock()).map_err(|s| {
-                        RecvFate::Failed(match s {
-                            Syndrome::InvalidRequest => b::ib_wc_status_IB_WC_LOC_LEN_ERR,
-                            _ => b::ib_wc_status_IB_WC_LOC_PROT_ERR,
-                        })
-                    })
-                }
-                // Not UC operations (READs, SEND_INV, atomics): dropped; the
-                // receive a SEND_INV would take completes in error.
-                op if op.has_rsn() => Err(RecvFate::Failed(b::ib_wc_status_IB_WC_REM_INV_REQ_ERR)),
-                _ => Err(RecvFate::Taken),
-            }
-        })();
-        if let (Err(fate), Some(uc)) = (placed, i.uc.as_mut()) {
+        let fate = p.opcode.has_rsn().then(|| uc.recv_fate(p.rsn));
+        if let (Err(fate), Some(uc)) = (self.place_uc_checked(i, tx, p, payload, fate), i.uc.as_mut()) {
             uc.drop_message(p.msn);
             if p.opcode.has_rsn() {
                 uc.set_recv_fate(p.rsn, fate);
             }
+        }
+    }
+
+    /// UC: places a packet whose receive (if it takes one) has `fate` so
+    /// far; the error is what becomes of its message's receive.
+    fn place_uc_checked(&self, i: &mut Inner, tx: &TxCtx<'_>, p: &Placement, payload: &[u8], fate: Option<RecvFate>) -> core::result::Result<(), RecvFate> {
+        match fate {
+            None | Some(RecvFate::Taken) => {}
+            // Another part of the same SEND was dropped.
+            Some(fate) => return Err(fate),
+        }
+        if fate.is_some() {
+            let posted = match &self.srq {
+                Some(_) => self.recv_for(i, p.rsn).is_ok(),
+                None => self.recv_index(i, p.rsn).is_some(),
+            };
+            if !posted {
+                return Err(RecvFate::NotPosted);
+            }
+        }
+        let refused = RecvFate::Failed(b::ib_wc_status_IB_WC_REM_ACCESS_ERR);
+        match p.opcode {
+            Opcode::Write | Opcode::WriteImm if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 => Err(refused),
+            Opcode::Write | Opcode::WriteImm => tx
+                .st
+                .mrs
+                .lock()
+                .write_remote(p.rkey, self.local.pd, p.remote_va, p.msg_len, u64::from(p.offset), payload)
+                .map_err(|_| refused),
+            Opcode::Send | Opcode::SendImm => {
+                let at = (p.remote_va & !SEND_MORE).saturating_add(u64::from(p.offset));
+                self.place_send(i, p.rsn, at as usize, payload, &tx.st.mrs.lock()).map_err(|s| {
+                    RecvFate::Failed(match s {
+                        Syndrome::InvalidRequest => b::ib_wc_status_IB_WC_LOC_LEN_ERR,
+                        _ => b::ib_wc_status_IB_WC_LOC_PROT_ERR,
+                    })
+                })
+            }
+            // Not UC operations (READs, SEND_INV, atomics): dropped; the
+            // receive a SEND_INV would take completes in error.
+            op if op.has_rsn() => Err(RecvFate::Failed(b::ib_wc_status_IB_WC_REM_INV_REQ_ERR)),
+            _ => Err(RecvFate::Taken),
         }
     }
 
@@ -1203,11 +1456,35 @@ impl Transport {
         }
     }
 
-    fn place_send(&self, i: &Inner, rsn: u16, offset: usize, payload: &[u8], mrs: &MrTable) -> core::result::Result<(), Syndrome> {
-        let ring = self.recv_ring().ok_or(Syndrome::InvalidRequest)?;
-        // No receive posted for it: an RNR condition, fatal on RC in v1.
-        let index = self.recv_index(i, rsn).ok_or(Syndrome::InvalidRequest)?;
-        let wqe = wqe::get_recv(ring, index).map_err(|_| Syndrome::InvalidRequest)?;
+    /// The receive message `rsn` goes into. The QP's own ring binds it by
+    /// position (`recv_index`); an SRQ is shared, so the first packet of
+    /// the message takes the SRQ's oldest receive for it and later packets
+    /// find that one. `InvalidRequest` if none is posted (an RNR condition,
+    /// fatal on RC in v1) or `rsn` is not of a message in progress.
+    fn recv_for(&self, i: &mut Inner, rsn: u16) -> core::result::Result<RecvWqe, Syndrome> {
+        let Some(srq) = &self.srq else {
+            let ring = self.rq.as_ref().ok_or(Syndrome::InvalidRequest)?;
+            let index = self.recv_index(i, rsn).ok_or(Syndrome::InvalidRequest)?;
+            return wqe::get_recv(ring, index).map_err(|_| Syndrome::InvalidRequest);
+        };
+        if rsn.wrapping_sub(i.rx_rsn) as usize >= MSG_WINDOW {
+            return Err(Syndrome::InvalidRequest);
+        }
+        let slot = &mut i.srq_taken[rsn as usize % MSG_WINDOW];
+        match slot {
+            Some(t) if t.rsn == rsn => Ok(t.wqe),
+            // Held by a message that never completed: not ours to reuse.
+            Some(_) => Err(Syndrome::InvalidRequest),
+            None => {
+                let wqe = srq.data().take().ok_or(Syndrome::InvalidRequest)?;
+                *slot = Some(TakenRecv { rsn, wqe });
+                Ok(wqe)
+            }
+        }
+    }
+
+    fn place_send(&self, i: &mut Inner, rsn: u16, offset: usize, payload: &[u8], mrs: &MrTable) -> core::result::Result<(), Syndrome> {
+        let wqe = self.recv_for(i, rsn)?;
         scatter(&wqe.sges[..wqe.num_sge], offset, payload, mrs, &self.local)
     }
 
@@ -1219,7 +1496,8 @@ impl Transport {
         if r.len != msg_len || w.opcode != Opcode::ReadReq {
             return Err(Syndrome::InvalidRequest);
         }
-        scatter(&w.sges[..w.num_sge], (r.offset + offset) as usize, payload, mrs, &self.local)
+        let at = r.offset.checked_add(offset).ok_or(Syndrome::InvalidRequest)?;
+        scatter(&w.sges[..w.num_sge], at as usize, payload, mrs, &self.local)
     }
 
     /// Checks the peer's atomic request `msn` when it arrives (protocol.md
@@ -1338,9 +1616,37 @@ impl Transport {
                 }
                 continue;
             }
-            let Some(ring) = self.recv_ring() else { continue };
-            let cons = ring.consumer();
-            let wr_id = wqe::get_recv(ring, cons).map(|w| w.wr_id).unwrap_or(0);
+            let wr_id = match (&self.srq, &self.rq) {
+                (Some(_), _) => {
+                    // The receive its packets took; a message with none
+                    // (WRITE_IMM, or a SEND without payload packets to
+                    // place) takes one now, unless it failed.
+                    let slot = c.rsn as usize % MSG_WINDOW;
+                    let taken = match i.srq_taken[slot] {
+                        Some(t) if t.rsn == c.rsn => Some(t.wqe),
+                        _ if ok => self.recv_for(i, c.rsn).ok(),
+                        _ => None,
+                    };
+                    i.srq_taken[slot] = None;
+                    taken.map(|w| w.wr_id)
+                }
+                // None posted (the RNR case): nothing to consume.
+                (None, Some(rq)) if rq.pending_from(rq.consumer()).unwrap_or(0) == 0 => None,
+                (None, Some(rq)) => {
+                    let cons = rq.consumer();
+                    rq.set_consumer(cons.wrapping_add(1));
+                    Some(wqe::recv_wr_id(rq, cons))
+                }
+                (None, None) => None,
+            };
+            i.rx_rsn = i.rx_rsn.wrapping_add(1);
+            let Some(wr_id) = wr_id else {
+                // No receive to complete (an SRQ with none posted): the
+                // RNR case, fatal on RC in v1.
+                i.failed = true;
+                progress = true;
+                continue;
+            };
             let status = match recv_status {
                 Some(s) => s,
                 None if ok => b::ib_wc_status_IB_WC_SUCCESS,
@@ -1371,10 +1677,9 @@ impl Transport {
                 wc_flags: flags,
                 ..Default::default()
             };
-            let _ = self.recv_cq.data().push(&self.recv_cq, &wc, self.qp_addr, true);
-            ring.set_consumer(cons.wrapping_add(1));
-            i.rx_rsn = i.rx_rsn.wrapping_add(1);
-            if !ok {
+            let overrun = self.recv_cq.data().push(&self.recv_cq, &wc, self.qp_addr, true).is_err();
+            // CQ overrun (raised by the CQ): the QP is in error.
+            if !ok || overrun {
                 i.failed = true;
                 progress = true;
             }
@@ -1386,7 +1691,7 @@ impl Transport {
 /// The operands of an atomic work request as its packet carries them
 /// (protocol.md 5.1): compare and swap, the addend (big-endian numbers), or
 /// the 8 bytes to store.
-fn atomic_operands(w: &OutWr, out: &mut [u8]) -> Result {
+fn atomic_operands(w: &OutWr, len: usize, out: &mut TxTail<'_>) -> Result {
     let mut b = [0u8; 16];
     match w.opcode {
         Opcode::CmpSwap => {
@@ -1397,27 +1702,42 @@ fn atomic_operands(w: &OutWr, out: &mut [u8]) -> Result {
         // The provider put the application's 8 bytes there as they were.
         _ => b[..8].copy_from_slice(&w.compare_add.to_ne_bytes()),
     }
-    out.copy_from_slice(b.get(..out.len()).ok_or(EINVAL)?);
-    Ok(())
+    out.put(b.get(..len).ok_or(EINVAL)?)
 }
 
-/// Copies bytes `[offset, offset + out.len())` of a work request's data
-/// out of its local buffers.
-fn gather(m: &OutWr, offset: usize, out: &mut [u8], mrs: &MrTable, who: &Requester) -> Result {
-    if m.is_inline {
-        let src = m.inline[..m.inline_len].get(offset..offset + out.len()).ok_or(EINVAL)?;
-        out.copy_from_slice(src);
-        return Ok(());
+/// Appends a data packet to `out`: `header`, then its payload, which
+/// `payload` appends (exactly `header.payload_len` bytes, else `EINVAL`),
+/// then the ICRC over both.
+pub(super) fn put_data_packet(out: &mut TxTail<'_>, header: &DataHeader, payload: impl FnOnce(&mut TxTail<'_>) -> Result) -> Result {
+    let mut h = [0u8; wire::DATA_HEADER_LEN];
+    header.encode(&mut h).map_err(|_| EINVAL)?;
+    out.put(&h)?;
+    let room = out.left();
+    payload(out)?;
+    if room - out.left() != usize::from(header.payload_len) {
+        return Err(EINVAL);
     }
-    gather_sges(&m.sges[..m.num_sge], offset, out, mrs, who)
+    let icrc = crc32(out.written());
+    out.put(&icrc.to_be_bytes())
 }
 
-/// Copies bytes `[offset, offset + out.len())` of the buffer made of `sges`.
-pub(super) fn gather_sges(sges: &[Sge], offset: usize, out: &mut [u8], mrs: &MrTable, who: &Requester) -> Result {
+/// Appends bytes `[offset, offset + len)` of a work request's data, from
+/// its local buffers, to `out`.
+fn gather(m: &OutWr, offset: usize, len: usize, out: &mut TxTail<'_>, mrs: &MrTable, who: &Requester) -> Result {
+    if m.is_inline {
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        return out.put(m.inline[..m.inline_len].get(offset..end).ok_or(EINVAL)?);
+    }
+    gather_sges(&m.sges[..m.num_sge], offset, len, out, mrs, who)
+}
+
+/// Appends bytes `[offset, offset + want)` of the buffer made of `sges` to
+/// `out`.
+pub(super) fn gather_sges(sges: &[Sge], offset: usize, want: usize, out: &mut TxTail<'_>, mrs: &MrTable, who: &Requester) -> Result {
     let mut skip = offset;
     let mut done = 0;
     for s in sges {
-        if done == out.len() {
+        if done == want {
             break;
         }
         let len = s.length as usize;
@@ -1425,12 +1745,14 @@ pub(super) fn gather_sges(sges: &[Sge], offset: usize, out: &mut [u8], mrs: &MrT
             skip -= len;
             continue;
         }
-        let n = (len - skip).min(out.len() - done);
-        mrs.read_local(s.lkey, who, s.addr + skip as u64, &mut out[done..done + n])?;
+        let n = (len - skip).min(want - done);
+        // Checked: kernel consumers' SGEs reach here unvalidated.
+        let at = s.addr.checked_add(skip as u64).ok_or(EINVAL)?;
+        mrs.read_local(s.lkey, who, at, n, out)?;
         done += n;
         skip = 0;
     }
-    if done == out.len() { Ok(()) } else { Err(EINVAL) }
+    if done == want { Ok(()) } else { Err(EINVAL) }
 }
 
 /// Writes `payload` at `offset` of a receive buffer made of `sges`.
@@ -1447,8 +1769,9 @@ pub(super) fn scatter(sges: &[Sge], offset: usize, payload: &[u8], mrs: &MrTable
             continue;
         }
         let n = (len - skip).min(payload.len() - done);
-        mrs.write_local(s.lkey, who, s.addr + skip as u64, &payload[done..done + n])
-            .map_err(|_| Syndrome::RemoteAccess)?;
+        // The packet's offset is the peer's: checked, never wrapped.
+        let at = s.addr.checked_add(skip as u64).ok_or(Syndrome::RemoteAccess)?;
+        mrs.write_local(s.lkey, who, at, &payload[done..done + n]).map_err(|_| Syndrome::RemoteAccess)?;
         done += n;
         skip = 0;
     }
@@ -1457,20 +1780,23 @@ pub(super) fn scatter(sges: &[Sge], offset: usize, payload: &[u8], mrs: &MrTable
 }
 
 /// Looks up the QP of a data, ACK or NAK packet on `dev` and hands the
-/// packet to it. Returns whether a QP took it. Receive softirq.
-pub(crate) fn deliver(dev: &MetaRoceIbDevice, tx: &TxCtx<'_>, ndev: &NetDevice, pkt: &Packet<'_>, meta: &RxMeta) -> bool {
+/// packet to it: what became of it, `None` if no QP has its number. Receive
+/// softirq.
+pub(crate) fn deliver(dev: &MetaRoceIbDevice, tx: &TxCtx<'_>, ndev: &NetDevice, pkt: &Packet<'_>, meta: &RxMeta) -> Option<RxFate> {
     let qpn = match pkt {
         Packet::Data { header, .. } => header.dst_qpn,
         Packet::Ack(Ack { dst_qpn, .. }) | Packet::Nak(Nak { dst_qpn, .. }) => *dst_qpn,
         Packet::ProbeReply(p) => p.dst_qpn,
         Packet::Planes(p) => p.dst_qpn,
-        Packet::Probe(_) => return false,
+        Packet::Probe(_) => return None,
     };
+    // The table's lock is held through the QP's work: `destroy_qp` takes
+    // the QP out under it, and the CQs the QP completes to may go once it
+    // is out.
     let qps = dev.data().qps.lock();
-    let Some(t) = qps.get(qpn) else { return false };
+    let t = qps.get(qpn)?;
     t.counters.on_receive(&tx.st.qp_counters, super::qp_counters::wire_len(pkt), meta.ecn == Ecn::Ce);
-    t.receive(tx, ndev, pkt, meta);
-    true
+    Some(t.receive(tx, ndev, pkt, meta))
 }
 
 /// The IPv4 address inside an IPv4-mapped GID (`::ffff:a.b.c.d`).

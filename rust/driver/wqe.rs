@@ -57,6 +57,17 @@ pub(crate) struct Sge {
     pub(crate) lkey: u32,
 }
 
+impl Sge {
+    /// Reads the SGE at byte `at` of a ring element; `EINVAL` if its range
+    /// wraps past 2^64 (a process may write any value there, and every
+    /// later `addr + offset` relies on the range being representable).
+    fn decode(b: &[u8], at: usize) -> Result<Self> {
+        let s = Sge { addr: u64_at(b, at), length: u32_at(b, at + 8), lkey: u32_at(b, at + 12) };
+        s.addr.checked_add(u64::from(s.length)).ok_or(EINVAL)?;
+        Ok(s)
+    }
+}
+
 fn u32_at(b: &[u8], at: usize) -> u32 {
     let mut v = [0u8; 4];
     v.copy_from_slice(&b[at..at + 4]);
@@ -71,7 +82,7 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 
 /// A receive work request as posted. Fixed size: the post and receive
 /// paths run in atomic context and allocate nothing.
-#[allow(dead_code)] // The receive path consumes receive requests.
+#[derive(Clone, Copy)]
 pub(crate) struct RecvWqe {
     /// The consumer's id, returned in the completion.
     pub(crate) wr_id: u64,
@@ -123,8 +134,24 @@ pub(crate) fn push_recv(ring: &SharedRing, wr_id: u64, sges: &[bindings::ib_sge]
     Ok(())
 }
 
+impl RecvWqe {
+    /// A receive with no buffer (a message placed into it fails with a
+    /// length error): what a posted entry that does not validate becomes,
+    /// so that it still completes, in error, with its `wr_id`.
+    pub(crate) fn without_buffer(wr_id: u64) -> Self {
+        Self { wr_id, sges: [Sge::default(); MAX_SGE as usize], num_sge: 0 }
+    }
+}
+
+/// The `wr_id` of the receive WQE in element `index` of `ring`, whatever
+/// the rest of it holds.
+pub(crate) fn recv_wr_id(ring: &SharedRing, index: u32) -> u64 {
+    let mut buf = [0u8; 8];
+    ring.read(index, &mut buf);
+    u64::from_ne_bytes(buf)
+}
+
 /// Reads and validates the receive WQE in element `index` of `ring`.
-#[allow(dead_code)] // The receive path consumes receive WQEs.
 pub(crate) fn get_recv(ring: &SharedRing, index: u32) -> Result<RecvWqe> {
     let mut buf = [0u8; MAX_ELEM];
     let len = ring.elem_size().min(MAX_ELEM);
@@ -135,8 +162,7 @@ pub(crate) fn get_recv(ring: &SharedRing, index: u32) -> Result<RecvWqe> {
     }
     let mut wqe = RecvWqe { wr_id: u64_at(&buf, 0), sges: [Sge::default(); MAX_SGE as usize], num_sge: num };
     for (i, s) in wqe.sges.iter_mut().take(num).enumerate() {
-        let at = RECV_WQE_HEADER + i * SGE;
-        *s = Sge { addr: u64_at(&buf, at), length: u32_at(&buf, at + 8), lkey: u32_at(&buf, at + 12) };
+        *s = Sge::decode(&buf, RECV_WQE_HEADER + i * SGE)?;
     }
     Ok(wqe)
 }
@@ -440,8 +466,7 @@ pub(crate) fn get_send(ring: &SharedRing, index: u32) -> Result<SendReq> {
             return Err(EINVAL);
         }
         for (i, s) in req.sges.iter_mut().take(num).enumerate() {
-            let at = SEND_WQE_HEADER + i * SGE;
-            *s = Sge { addr: u64_at(&buf, at), length: u32_at(&buf, at + 8), lkey: u32_at(&buf, at + 12) };
+            *s = Sge::decode(&buf, SEND_WQE_HEADER + i * SGE)?;
         }
         req.num_sge = num;
     }

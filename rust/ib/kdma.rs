@@ -13,6 +13,7 @@
 
 use kernel::prelude::*;
 
+use super::skb::TxTail;
 use crate::sys::bindings;
 
 /// Proof that work requests come from a kernel consumer: held by the data
@@ -55,15 +56,15 @@ fn kernel_range(addr: u64, len: usize) -> Result<*mut u8> {
     Ok(addr as usize as *mut u8)
 }
 
-/// Copies `out.len()` bytes from kernel virtual address `addr` of a kernel
-/// consumer's buffer.
-pub(crate) fn read(_who: KernelConsumer, addr: u64, out: &mut [u8]) -> Result {
-    let src = kernel_range(addr, out.len())?;
+/// Appends the `len` bytes at kernel virtual address `addr` of a kernel
+/// consumer's buffer to `out`.
+pub(crate) fn read_to(_who: KernelConsumer, addr: u64, len: usize, out: &mut TxTail<'_>) -> Result {
+    let src = kernel_range(addr, len)?;
     // SAFETY: `_who` proves the work request is a kernel consumer's, whose
     // buffer at `addr` is live, mapped kernel memory for the duration of the
-    // work request (`KernelConsumer` invariants); `out` is ours.
-    unsafe { core::ptr::copy_nonoverlapping(src.cast_const(), out.as_mut_ptr(), out.len()) };
-    Ok(())
+    // work request (`KernelConsumer` invariants); the packet being built is
+    // ours, not the consumer's.
+    unsafe { out.put_raw(src.cast_const(), len) }
 }
 
 /// Copies `data` to kernel virtual address `addr` of a kernel consumer's

@@ -10,6 +10,7 @@ pub(crate) mod kdma;
 pub(crate) mod link;
 pub(crate) mod lock;
 pub(crate) mod netdev;
+pub(crate) mod random;
 pub(crate) mod ring;
 pub(crate) mod skb;
 pub(crate) mod timer;

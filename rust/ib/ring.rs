@@ -132,6 +132,16 @@ impl SharedRing {
         self.index(offset_of!(bindings::metaroce_queue_buf, consumer_index)).load(Ordering::Acquire)
     }
 
+    /// Elements from `consumer` up to the producer index; `None` when they
+    /// are more than the ring holds (a process wrote its indices far apart).
+    /// Every loop over a ring's entries is bounded by this, so that no
+    /// index a process writes makes the kernel do more than a ring's worth
+    /// of work per call.
+    pub(crate) fn pending_from(&self, consumer: u32) -> Option<u32> {
+        let n = self.producer().wrapping_sub(consumer);
+        (n <= self.count).then_some(n)
+    }
+
     /// Publishes the producer index (release: written elements first).
     pub(crate) fn set_producer(&self, value: u32) {
         self.index(offset_of!(bindings::metaroce_queue_buf, producer_index)).store(value, Ordering::Release)

@@ -6,6 +6,7 @@
 //! Every method here is usable in softirq context: nothing sleeps and
 //! allocations are `GFP_ATOMIC`.
 
+use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
 use kernel::prelude::*;
@@ -82,8 +83,9 @@ pub(crate) struct Ipv4Info {
     pub(crate) ecn: Ecn,
 }
 
-/// An owned socket buffer, freed (`kfree_skb`, counted as a drop) when
-/// dropped unless handed on with [`SkBuff::into_raw`].
+/// An owned socket buffer, freed as a drop (`kfree_skb`: drop monitors and
+/// the `kfree_skb` tracepoint see it) when dropped, unless handed on with
+/// [`SkBuff::into_raw`] or freed as used with [`SkBuff::consume`].
 ///
 /// # Invariants
 ///
@@ -110,6 +112,13 @@ impl SkBuff {
         let ptr = self.ptr.as_ptr();
         core::mem::forget(self);
         ptr
+    }
+
+    /// Frees a packet that did its job (`consume_skb`): not a drop.
+    pub(crate) fn consume(self) {
+        // SAFETY: we own the skb (type invariant) and give it up here, so
+        // it is freed once (`into_raw` skips our `Drop`).
+        unsafe { bindings::metaroce_helper_consume_skb(self.into_raw()) };
     }
 
     pub(super) fn as_raw(&self) -> *mut bindings::sk_buff {
@@ -242,6 +251,100 @@ impl SkBuff {
             core::ptr::write_bytes(p, 0, len);
             Ok(core::slice::from_raw_parts_mut(p, len))
         }
+    }
+}
+
+impl SkBuff {
+    /// Appends `len` bytes at the tail and lets `fill` write them, front to
+    /// back, through a [`TxTail`], without zeroing them first: a data
+    /// packet's bytes are all written by the header encoder, the gather
+    /// copy and the ICRC, so zeroing would be a wasted pass over the
+    /// payload. `fill` cannot read a byte it has not written (see
+    /// `TxTail`); if it fails or leaves bytes unwritten, those are zeroed
+    /// (so the skb never holds stale memory, whatever the caller does with
+    /// it next) and the result is an error.
+    pub(crate) fn put_with(&mut self, len: usize, fill: impl FnOnce(&mut TxTail<'_>) -> Result) -> Result {
+        let raw = self.as_raw();
+        // SAFETY: valid skb; tail/end are offsets (or pointers) into `head`.
+        let room = unsafe { bindings::metaroce_helper_skb_tailroom(raw) } as usize;
+        if len > room {
+            return Err(ENOSPC);
+        }
+        // SAFETY: enough tailroom (checked), so `skb_put` does not panic. It
+        // returns `len` bytes of our buffer, possibly never written since
+        // allocation, hence viewed as `MaybeUninit` only; nothing else
+        // reaches them while `self` is borrowed.
+        let buf = unsafe {
+            let p = bindings::skb_put(raw, len as u32).cast::<MaybeUninit<u8>>();
+            core::slice::from_raw_parts_mut(p, len)
+        };
+        let mut tail = TxTail { buf, done: 0 };
+        let res = fill(&mut tail);
+        let TxTail { buf, done } = tail;
+        match buf.get_mut(done..) {
+            Some(rest) if !rest.is_empty() => {
+                rest.fill(MaybeUninit::new(0));
+                res.and(Err(EINVAL))
+            }
+            _ => res,
+        }
+    }
+}
+
+/// The part of a packet under construction that [`SkBuff::put_with`] hands
+/// out: written front to back ([`TxTail::put`], or from memory the
+/// wrappers in `crate::ib` reach), and only the written part can be read
+/// back ([`TxTail::written`]), so the unwritten bytes are never seen.
+///
+/// # Invariants
+///
+/// `buf[..done]` is initialised; `done <= buf.len()`.
+pub(crate) struct TxTail<'a> {
+    buf: &'a mut [MaybeUninit<u8>],
+    done: usize,
+}
+
+impl TxTail<'_> {
+    /// Bytes still to write.
+    pub(crate) fn left(&self) -> usize {
+        self.buf.len() - self.done
+    }
+
+    /// The bytes written so far.
+    pub(crate) fn written(&self) -> &[u8] {
+        let init = self.buf.get(..self.done).unwrap_or_default();
+        // SAFETY: `buf[..done]` is initialised (invariant); `MaybeUninit<u8>`
+        // and `u8` have the same layout.
+        unsafe { core::slice::from_raw_parts(init.as_ptr().cast::<u8>(), init.len()) }
+    }
+
+    /// The next `len` unwritten bytes, or `ENOSPC`.
+    fn next(&mut self, len: usize) -> Result<&mut [MaybeUninit<u8>]> {
+        let end = self.done.checked_add(len).ok_or(ENOSPC)?;
+        self.buf.get_mut(self.done..end).ok_or(ENOSPC)
+    }
+
+    /// Appends a copy of `bytes`.
+    pub(crate) fn put(&mut self, bytes: &[u8]) -> Result {
+        // SAFETY: `bytes` is a valid slice of its length.
+        unsafe { self.put_raw(bytes.as_ptr(), bytes.len()) }
+    }
+
+    /// Appends a copy of the `len` bytes at `src`.
+    ///
+    /// # Safety
+    ///
+    /// `src..src + len` must be valid for reads and not overlap this
+    /// packet. (It may be memory a process writes meanwhile, as a NIC's DMA
+    /// read may see: the bytes are only copied.)
+    pub(super) unsafe fn put_raw(&mut self, src: *const u8, len: usize) -> Result {
+        let dst = self.next(len)?;
+        // SAFETY: `dst` is `len` bytes of our buffer; the caller guarantees
+        // `src`, which does not overlap it.
+        unsafe { core::ptr::copy_nonoverlapping(src, dst.as_mut_ptr().cast::<u8>(), len) };
+        // The `len` bytes after `done` are now initialised (invariant).
+        self.done += len;
+        Ok(())
     }
 }
 

@@ -10,6 +10,7 @@ use kernel::error::from_err_ptr;
 use kernel::prelude::*;
 
 use super::device::Device;
+use super::skb::TxTail;
 use crate::sys::bindings;
 
 /// Bytes per page.
@@ -48,18 +49,20 @@ impl PinnedPage {
 }
 
 impl PinnedPage {
-    /// Copies from the page at `offset` into `dst`; the range must fit.
-    pub(crate) fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
-        if offset.checked_add(dst.len()).is_none_or(|end| end > PAGE_SIZE) {
+    /// Appends the `len` bytes of the page at `offset` to `dst`; the range
+    /// must fit the page.
+    pub(crate) fn read_to(&self, offset: usize, len: usize, dst: &mut TxTail<'_>) -> Result {
+        if offset.checked_add(len).is_none_or(|end| end > PAGE_SIZE) {
             return Err(EINVAL);
         }
-        // SAFETY: as in `write`.
+        // SAFETY: as in `write`; the mapped range is inside the page, which
+        // is not the packet's buffer (a pinned user page).
         unsafe {
             let va = bindings::metaroce_helper_kmap_local_page(self.0.as_ptr()).cast::<u8>();
-            core::ptr::copy_nonoverlapping(va.add(offset), dst.as_mut_ptr(), dst.len());
+            let res = dst.put_raw(va.add(offset), len);
             bindings::metaroce_helper_kunmap_local(va.cast());
+            res
         }
-        Ok(())
     }
 }
 

@@ -121,6 +121,29 @@ impl<D> Cq<D> {
     }
 }
 
+impl<D> Cq<D> {
+    /// Raises `IB_EVENT_CQ_ERR` to the consumer's event handler (the CQ
+    /// overflowed). Any context: the core's handlers (uverbs' async event
+    /// queue) take irq-safe locks only.
+    pub(crate) fn error_event(&self) {
+        let cq = self.as_raw();
+        // SAFETY: the core sets `event_handler` and `cq_context` before the
+        // CQ is used and keeps them for its lifetime; the event lives for
+        // the call, which is all the handler may rely on.
+        unsafe {
+            if let Some(handler) = (*cq).event_handler {
+                let mut ev = bindings::ib_event {
+                    device: (*cq).device,
+                    event: bindings::ib_event_type_IB_EVENT_CQ_ERR,
+                    ..Default::default()
+                };
+                ev.element.cq = cq;
+                handler(&mut ev, (*cq).cq_context);
+            }
+        }
+    }
+}
+
 impl<D> Qp<D> {
     /// The QP number.
     pub(crate) fn qp_num(&self) -> u32 {

@@ -93,6 +93,12 @@ void metaroce_helper_kfree_skb(struct sk_buff *skb)
 	kfree_skb(skb);
 }
 
+/* consume_skb is an inline kfree_skb without CONFIG_TRACEPOINTS. */
+void metaroce_helper_consume_skb(struct sk_buff *skb)
+{
+	consume_skb(skb);
+}
+
 void metaroce_helper_skb_reserve(struct sk_buff *skb, int len)
 {
 	skb_reserve(skb, len);
@@ -179,6 +185,25 @@ void metaroce_helper_spin_lock_bh(spinlock_t *lock)
 void metaroce_helper_spin_unlock_bh(spinlock_t *lock)
 {
 	spin_unlock_bh(lock);
+}
+
+/* Macros: the irq-safe spinlock (rust/ib/lock.rs) and the context test. */
+unsigned long metaroce_helper_spin_lock_irqsave(spinlock_t *lock)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(lock, flags);
+	return flags;
+}
+
+void metaroce_helper_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
+{
+	spin_unlock_irqrestore(lock, flags);
+}
+
+bool metaroce_helper_irqs_disabled(void)
+{
+	return irqs_disabled() || in_hardirq();
 }
 
 /* A macro (it names a lock class per call site). */

@@ -35,6 +35,7 @@ unsigned long metaroce_helper_page_offset(void);
 /* Socket buffers and routes (rust/ib/skb.rs, rust/ib/udp.rs). */
 struct sk_buff *metaroce_helper_alloc_skb_atomic(unsigned int size);
 void metaroce_helper_kfree_skb(struct sk_buff *skb);
+void metaroce_helper_consume_skb(struct sk_buff *skb);
 void metaroce_helper_skb_reserve(struct sk_buff *skb, int len);
 unsigned int metaroce_helper_skb_tailroom(const struct sk_buff *skb);
 bool metaroce_helper_pskb_may_pull(struct sk_buff *skb, unsigned int len);
@@ -53,6 +54,11 @@ void metaroce_helper_local_bh_enable(void);
 /* The bh-safe spinlock (rust/ib/lock.rs). */
 void metaroce_helper_spin_lock_bh(spinlock_t *lock);
 void metaroce_helper_spin_unlock_bh(spinlock_t *lock);
+/* The irq-safe spinlock (rust/ib/lock.rs), and whether bottom halves may be
+ * enabled here (false with interrupts off or in hard-irq context). */
+unsigned long metaroce_helper_spin_lock_irqsave(spinlock_t *lock);
+void metaroce_helper_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
+bool metaroce_helper_irqs_disabled(void);
 
 void metaroce_helper_timer_setup(struct timer_list *timer, void (*fn)(struct timer_list *));
 unsigned long metaroce_helper_jiffies(void);

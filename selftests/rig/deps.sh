@@ -1,7 +1,22 @@
 #!/usr/bin/env bash
 # Install everything the build and the two-host rig need, on Debian 12.
 # Idempotent: each step checks first, so a warm machine spends seconds here.
+#
+#   deps.sh         build, host checks and the rig (make deps, make test)
+#   deps.sh --deb   only what `make deb` needs: the Rust toolchain, bindgen and the
+#                   Debian packaging tools
+#
+# The one prerequisite it does not install is rustup (the Rust toolchain
+# manager: Debian 12's rustc is older than the kernel's minimum). It is
+# checked first, so a machine without it fails in a second, not after the
+# apt step. Each step that has work to do prints one line with the time
+# since the start, e.g. "[deps 0:42] apt: installing ...".
 set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+mode=${1:-all}
+case $mode in all | --deb) ;; *) echo "usage: $0 [--deb]" >&2; exit 2 ;; esac
 
 APT_PKGS=(
 	qemu-system-x86 linux-source-6.12 libclang-dev clang lld llvm flex bison bc
@@ -9,33 +24,73 @@ APT_PKGS=(
 	rdma-core perftest ibverbs-utils libibverbs-dev librdmacm-dev rdmacm-utils
 	ibverbs-providers iproute2 iperf3 iputils-ping python3-pyverbs python3-venv
 	ethtool nftables
+	tshark # tools/wireshark's tests in `make check` (skipped without it)
+	linux-headers-amd64 # a stock kernel without Rust, for install-check.sh
 )
+# Only for --deb: make deb (debian/control's Build-Depends, lintian) and,
+# in the rig, selftests/package.sh (dkms, which the guests run from the
+# host's /usr). The provider's build runs bindgen (libclang) over
+# libibverbs' headers.
+DEB_PKGS=(dpkg-dev debhelper dh-dkms dkms lintian binutils libibverbs-dev libclang-dev man-db)
 BINDGEN_VERSION=0.70.1
 VNG_VERSION=1.42
 MATPLOTLIB_VERSION=3.9.2 # the benchmark report's plots (selftests/bench)
 VENV=${METAROCE_VENV:-/opt/metaroce-venv}
+TOOLCHAIN=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' "$repo/rust-toolchain.toml")
+export PATH="$HOME/.cargo/bin:$PATH"
+export RUSTUP_TOOLCHAIN=${RUSTUP_TOOLCHAIN:-$TOOLCHAIN}
 
-log() { printf 'deps: %s\n' "$*" >&2; }
+start=$SECONDS
+log() { printf '[deps %d:%02d] %s\n' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) "$*" >&2; }
 
+if ! command -v rustup > /dev/null; then
+	cat >&2 << EOF
+deps: rustup not found (looked in PATH and $HOME/.cargo/bin).
+MetaRoCE is built with Rust $TOOLCHAIN (rust-toolchain.toml) and its rust-src,
+which rustup installs; Debian 12's rustc is too old for the kernel. Install
+rustup with this one command, then run make again:
+
+  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --default-toolchain $TOOLCHAIN
+
+EOF
+	exit 1
+fi
+if ! rustup toolchain list | grep -q "^$RUSTUP_TOOLCHAIN-"; then
+	log "rustup: installing toolchain $RUSTUP_TOOLCHAIN"
+	rustup toolchain install "$RUSTUP_TOOLCHAIN" --profile minimal -c rust-src,rustfmt,clippy
+fi
+if ! cargo --version > /dev/null 2>&1 || ! rustc --version > /dev/null 2>&1; then
+	echo "deps: rustup has toolchain $RUSTUP_TOOLCHAIN but its cargo or rustc does not run:" >&2
+	cargo --version >&2 || true
+	echo "deps: reinstall it: rustup toolchain uninstall $RUSTUP_TOOLCHAIN && make deps" >&2
+	exit 1
+fi
+
+pkgs=("${APT_PKGS[@]}")
+[ "$mode" = --deb ] && pkgs=("${DEB_PKGS[@]}")
 missing=()
-for p in "${APT_PKGS[@]}"; do
+for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
 done
 if ((${#missing[@]})); then
 	log "apt: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
 fi
 
 if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
 	log "rustup: adding rust-src"
 	rustup component add rust-src
 fi
-
+# metaroce.ko's Kbuild and the provider's build.rs both run it.
 if ! bindgen --version 2>/dev/null | grep -q " $BINDGEN_VERSION\$"; then
 	log "cargo: installing bindgen-cli $BINDGEN_VERSION"
 	cargo install -q bindgen-cli --version "$BINDGEN_VERSION" --locked
+fi
+if [ "$mode" = --deb ]; then
+	log "ok"
+	exit 0
 fi
 
 if ! "$VENV/bin/vng" --version 2>/dev/null | grep -q "$VNG_VERSION"; then

@@ -9,14 +9,14 @@
 #   run.sh 'CMD'          any command on A (with peer.py for B)
 #
 # Environment: METAROCE_PLANES, METAROCE_ACCEL=auto|kvm|tcg (auto probes
-# KVM once per machine and kernel), METAROCE_RIG_TIMEOUT (s, default 2400),
+# KVM once per machine and kernel), METAROCE_RIG_TIMEOUT (s, default 4800; 10800 with METAROCE_KERNEL=kasan),
 # METAROCE_OUT (where logs go; default a new dir under /tmp/metaroce-rig).
 set -euo pipefail
 rig=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$rig/../.." && pwd)
 mode=${1:?usage: run.sh selftests|demo|CMD}
 planes=${METAROCE_PLANES:-2}
-timeout_s=${METAROCE_RIG_TIMEOUT:-2400}
+timeout_s=${METAROCE_RIG_TIMEOUT:-$([ "${METAROCE_KERNEL:-test}" = kasan ] && echo 10800 || echo 4800)}
 venv=${METAROCE_VENV:-/opt/metaroce-venv}
 export PATH="$venv/bin:$HOME/.cargo/bin:$PATH"
 
@@ -33,7 +33,9 @@ out=${METAROCE_OUT:-$(mktemp -d /tmp/metaroce-rig.XXXXXX)}
 mkdir -p "$out"
 rm -f "$out"/*.dmesg "$out"/A.rc "$out"/tap.txt
 # The guests do not inherit this environment: pass what the tests read.
-declare -p METAROCE_TESTS 2>/dev/null | sed 's/^declare -x/export/; s/^declare --/export/' > "$out/env" || true
+# A KASAN kernel runs every test ~2-3x slower: their timeouts scale.
+[ "${METAROCE_KERNEL:-test}" = kasan ] && export METAROCE_TIMEOUT_SCALE=${METAROCE_TIMEOUT_SCALE:-3}
+declare -p METAROCE_TESTS METAROCE_TIMEOUT_SCALE 2>/dev/null | sed 's/^declare -x/export/; s/^declare --/export/' > "$out/env" || true
 
 # A killed vng can leave its qemu behind: on exit, stop this run's VMs
 # (their command lines name $out).

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Host-side check of the rig's own judges, no VM needed: the TAP runner
 # reports failing tests as failures, expect_err rejects a success and a wrong
-# error, and dmesg-check catches each kind of kernel report.
+# error, dmesg-check catches each kind of kernel report, and lib.sh's
+# teardown and counter helpers do what the tests rely on (libcheck.sh).
 set -u
 rig=$(cd "$(dirname "$0")" && pwd)
 pass=0 fail=0
@@ -32,6 +33,7 @@ check "dmesg-check leaves a user-space program's fault to its test" 0 "$rig/dmes
 check "dmesg-check catches a kernel general protection fault beside it" 1 "$rig/dmesg-check.sh" "$tmp/bad"
 
 check "hostctl drives QMP set_link and counts plane bytes (nftables)" 0 python3 "$rig/hostctl.py" --selftest
+check "lib.sh's teardown and counter helpers (fake commands)" 0 "$rig/libcheck.sh"
 
 sel=$(cd "$rig/.." && pwd)
 check "expect_err accepts the expected error" 0 env METAROCE_TESTS=rig/fixtures/passes.sh "$sel/run_tests.sh"

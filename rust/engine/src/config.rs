@@ -14,6 +14,26 @@ pub const PATH_SLOT_MASK: u16 = (1 << PATH_SLOT_BITS) - 1;
 /// Number of distinct path generations (10 bits).
 pub const PATH_GENERATIONS: u16 = 1 << (16 - PATH_SLOT_BITS);
 
+/// Default lower bound of the retransmission timeout (ns): 10 ms.
+///
+/// The RTO is `SRTT + 4 * RTTVAR` (protocol.md 4.3); the floor is for what
+/// the RTT samples do not show. Host software (the reference driver, rxe's
+/// peers) is scheduled: a vCPU or softirq that does not run for a few
+/// milliseconds delays every ACK behind it, and in TCG guests such gaps
+/// are routine (the delay signal needed 5 ms to stay above that jitter,
+/// protocol.md 6.3). A timeout in such a gap is spurious: it halves the
+/// path's window, resends everything it had in flight and, repeated, made
+/// the rig's paths fail while their ACKs were on the way. 10 ms is twice
+/// the jitter the delay signal tolerates and ten ticks of the driver's
+/// 1 ms timer, whose granularity bounds any RTO from below anyway; the
+/// cost is only on tail losses and on dead paths nobody reports, since
+/// every other loss is found by SACK within an RTT. Longer gaps are what
+/// the undo of spurious timeouts is for. (TCP's floor is 200 ms; a QP of
+/// rxe with perftest's default `timeout` 14 waits 67 ms.) A deployment
+/// with bounded latency (the simulator's fabric of ~7 us RTTs models a
+/// NIC) sets `SenderConfig::min_rto_ns` lower.
+pub const MIN_RTO_NS: u64 = 10_000_000;
+
 /// Configuration of the sending side of a QP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SenderConfig {
@@ -40,7 +60,7 @@ pub struct SenderConfig {
     pub reorder_threshold: u32,
     /// Retransmission timeout before any RTT sample (ns).
     pub initial_rto_ns: u64,
-    /// Lower bound of the RTO (ns).
+    /// Lower bound of the RTO (ns); default [`MIN_RTO_NS`].
     pub min_rto_ns: u64,
     /// Upper bound of the RTO including backoff (ns).
     pub max_rto_ns: u64,
@@ -79,7 +99,7 @@ impl SenderConfig {
         loss_md_threshold: 8,
         reorder_threshold: 1,
         initial_rto_ns: 10_000_000,
-        min_rto_ns: 100_000,
+        min_rto_ns: MIN_RTO_NS,
         max_rto_ns: 100_000_000,
         path_fail_probes: 3,
         delay_target_ns: 5_000_000,

@@ -10,12 +10,14 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod ack_policy;
 pub mod bitmap;
 pub mod cc;
 pub mod completion;
 pub mod config;
 pub mod crc;
 pub mod path;
+pub mod ratelimit;
 pub mod receiver;
 pub mod sack;
 pub mod sender;

@@ -33,6 +33,10 @@ pub enum EntryState {
     Acked,
     /// Declared lost; its packet was queued for retransmission.
     Lost,
+    /// In flight when its path was drained (retransmission timeout, plane
+    /// down) and queued for retransmission. Kept behind the floor so that
+    /// a late ACK of it can be told apart ([`RtoUndo`]).
+    Drained,
 }
 
 /// Which message packet a PSN carried.
@@ -103,6 +107,32 @@ impl RttEstimator {
     }
 }
 
+/// What a retransmission timeout changed on a path, kept until a data
+/// packet sent since overwrites the drained PSNs' ring entries, so that a
+/// late ACK can show the timeout was spurious and undo it (protocol.md 4.3).
+#[derive(Clone, Copy, Debug)]
+pub struct RtoUndo {
+    /// When the timeout fired: an ACK whose `ts_echo` is before it answers
+    /// a packet sent before the timeout, not a retransmission.
+    pub at: u64,
+    /// First drained PSN whose ring entry is still intact.
+    pub lo: u32,
+    /// The path's `next_psn` at the timeout: PSNs `[lo, hi)` were drained.
+    pub hi: u32,
+    /// A data packet went out on the path since the timeout: its floor
+    /// (`hi` or later) may have moved the receiver's `cum_psn` past PSNs it
+    /// never received, so only SACK bits still prove receipt.
+    pub sent_since: bool,
+    /// The timeout was found spurious and its effects restored.
+    pub undone: bool,
+    /// Congestion state before the timeout.
+    pub cc: PathCc,
+    /// Backoff before the timeout.
+    pub backoff: u32,
+    /// Consecutive timeouts before this one.
+    pub timeouts: u32,
+}
+
 /// Sender-side state of one path.
 #[derive(Clone, Copy, Debug)]
 pub struct TxPath {
@@ -140,6 +170,13 @@ pub struct TxPath {
     pub probe_deadline: Option<u64>,
     /// Consecutive unanswered probes.
     pub probes_failed: u32,
+    /// When the outstanding (or last) probe was sent.
+    pub probe_sent: u64,
+    /// When the last ACK of this path (its current id, within what it
+    /// sent) arrived: a path whose ACKs still arrive is not failed.
+    pub last_ack: Option<u64>,
+    /// The last retransmission timeout, while a late ACK may still undo it.
+    pub undo: Option<RtoUndo>,
 }
 
 impl TxPath {
@@ -172,6 +209,9 @@ impl TxPath {
         probe_due: false,
         probe_deadline: None,
         probes_failed: 0,
+        probe_sent: 0,
+        last_ack: None,
+        undo: None,
     };
 
     /// Slot part of the id.

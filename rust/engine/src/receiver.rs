@@ -1,8 +1,11 @@
 //! Receiving side of a QP: validates data packets against per-path SACK
 //! state and per-message packet bitmaps, tells the caller where to place
 //! each payload (or that it is a duplicate), builds ACKs and NAKs, answers
-//! probes and releases completions strictly in message order.
+//! probes and releases completions strictly in message order. It also
+//! decides when each path is acknowledged ([`Receiver::ack_now`],
+//! [`Receiver::flush`]; the policy is in [`ack_policy`](super::ack_policy)).
 
+use super::ack_policy::{AckPending, DEFAULT_ACK_DELAY_NS};
 use super::bitmap::{PktBitmap, MAX_MSG_PKTS};
 use super::completion::{CompletionStatus, RxCompletion};
 use super::config::{
@@ -12,7 +15,7 @@ use super::config::{
 use super::sack::{PsnVerdict, SackTracker};
 use super::sender::packets_for;
 use super::seq::seq_diff;
-use super::wire::{Ack, DataHeader, Nak, Opcode, Probe, Syndrome};
+use super::wire::{Ack, DataHeader, Nak, Opcode, Probe, Syndrome, FLAG_PEER_PSN};
 
 /// Where to put the payload of an accepted packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,11 +61,11 @@ pub enum DropReason {
 /// Decision for one data packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RxVerdict {
-    /// New data: place it, then send `ack_for(path_id)`.
+    /// New data: place it, then send `ack_now(path_id)`.
     Place(Placement),
-    /// Already placed: drop the payload, still acknowledge.
+    /// Already placed: drop the payload, still acknowledge (`ack_now`).
     Duplicate,
-    /// Message failed: drop the payload, acknowledge, send `pop_nak()`.
+    /// Message failed: drop the payload, send `pop_nak()`, then `ack_now`.
     Discard,
     /// Invalid: drop, no acknowledgement.
     Drop(DropReason),
@@ -88,6 +91,7 @@ struct RxPath {
     tracker: SackTracker,
     ce_pending: bool,
     last_ts: u64,
+    ack: AckPending,
 }
 
 impl RxPath {
@@ -97,6 +101,7 @@ impl RxPath {
         tracker: SackTracker::new(0),
         ce_pending: false,
         last_ts: 0,
+        ack: AckPending::NONE,
     };
 }
 
@@ -135,16 +140,46 @@ impl RxMsg {
     };
 }
 
+/// Where the peer's first message is numbered (protocol.md 2). A peer
+/// numbers from its own initial PSN (our `rq_psn`), or, when it answered
+/// our requests before it had one, from ours (`sq_psn`, packets flagged
+/// `PEER_PSN`); the first accepted packet settles which.
+#[derive(Clone, Copy, Debug)]
+struct Start {
+    /// The peer's initial PSN.
+    peer: u32,
+    /// Our own initial PSN, once we have one.
+    own: Option<u32>,
+    /// `Some(flagged)` once a packet was accepted: every later packet of
+    /// the connection carries the same `PEER_PSN` flag.
+    settled: Option<bool>,
+}
+
+impl Start {
+    const ZERO: Self = Self {
+        peer: 0,
+        own: None,
+        settled: None,
+    };
+}
+
 /// The receiving side of one QP. Plain data (`Copy`), like [`Sender`](super::sender::Sender).
 #[derive(Clone, Copy)]
 pub struct Receiver {
     cfg: ReceiverConfig,
     paths: [RxPath; MAX_PATHS],
     msgs: [RxMsg; MSG_WINDOW],
+    start: Start,
     head: u32,
     cum_msn: u32,
     rate_hint_mbps: u32,
     pending_nak: Option<Nak>,
+    /// The last message failed here and its syndrome, kept after its
+    /// completion is released: a QP in error still answers that
+    /// message's packets with its NAK ([`Receiver::nak_again`]).
+    last_failure: Option<(u32, Syndrome)>,
+    /// Longest wait of an accepted packet for its ACK (ns).
+    ack_delay_ns: u64,
     stats: ReceiverStats,
 }
 
@@ -165,10 +200,13 @@ impl Receiver {
         },
         paths: [RxPath::EMPTY; MAX_PATHS],
         msgs: [RxMsg::EMPTY; MSG_WINDOW],
+        start: Start::ZERO,
         head: 0,
         cum_msn: 0,
         rate_hint_mbps: 0,
         pending_nak: None,
+        last_failure: None,
+        ack_delay_ns: DEFAULT_ACK_DELAY_NS,
         stats: ReceiverStats {
             placed: 0,
             duplicates: 0,
@@ -187,12 +225,60 @@ impl Receiver {
         for m in self.msgs.iter_mut() {
             *m = RxMsg::EMPTY;
         }
+        self.start = Start::ZERO;
         self.head = 0;
         self.cum_msn = 0;
         self.rate_hint_mbps = 0;
         self.pending_nak = None;
+        self.last_failure = None;
         self.stats = ReceiverStats::default();
         Ok(())
+    }
+
+    /// Expects this connection's first message to be `msn`, the peer's
+    /// initial PSN (see `Sender::start_at`). Call right after
+    /// [`Receiver::reset`]; no effect once a packet was accepted.
+    pub fn start_at(&mut self, msn: u32) {
+        if self.start.settled.is_none() {
+            self.start.peer = msn;
+            self.head = msn;
+            self.cum_msn = msn;
+        }
+    }
+
+    /// Our own initial PSN, where a peer that answers before it has one
+    /// numbers its messages (packets flagged `PEER_PSN`). Until this is
+    /// known such packets are dropped.
+    pub fn own_start(&mut self, msn: u32) {
+        if self.start.settled.is_none() {
+            self.start.own = Some(msn);
+        }
+    }
+
+    /// The first accepted packet fixes the start; afterwards a packet must
+    /// carry the same `PEER_PSN` flag. A packet that cannot belong to this
+    /// connection's numbering is refused.
+    fn settle_start(&mut self, h: &DataHeader) -> Result<(), DropReason> {
+        let flagged = h.flags & FLAG_PEER_PSN != 0;
+        match self.start.settled {
+            Some(f) if f == flagged => Ok(()),
+            Some(_) => Err(DropReason::MessageOutOfWindow),
+            None => {
+                let first = if flagged {
+                    self.start.own.ok_or(DropReason::MessageOutOfWindow)?
+                } else {
+                    self.start.peer
+                };
+                let ahead = seq_diff(h.msn, first);
+                if !(0..MSG_WINDOW as i32).contains(&ahead) {
+                    return Err(DropReason::MessageOutOfWindow);
+                }
+                self.head = first;
+                self.cum_msn = first;
+                self.start.settled = Some(flagged);
+                Ok(())
+            }
+        }
     }
 
     /// Counters.
@@ -238,8 +324,18 @@ impl Receiver {
         RxVerdict::Drop(r)
     }
 
-    /// Process a data packet header (`ce`: the IP header carried ECN-CE).
-    pub fn on_data(&mut self, h: &DataHeader, ce: bool, _now: u64) -> RxVerdict {
+    /// How long an accepted packet may wait for its ACK at most (ns;
+    /// default [`DEFAULT_ACK_DELAY_NS`]); kept across [`Receiver::reset`].
+    /// Well below the sender's RTO floor: a packet waiting here looks lost
+    /// to the sender once its RTO passes.
+    pub fn set_ack_delay(&mut self, ns: u64) {
+        self.ack_delay_ns = ns;
+    }
+
+    /// Process a data packet header (`ce`: the IP header carried ECN-CE),
+    /// arriving at `now`. The caller then sends what [`Receiver::pop_nak`],
+    /// [`Receiver::ack_now`] and [`Receiver::flush`] return.
+    pub fn on_data(&mut self, h: &DataHeader, ce: bool, now: u64) -> RxVerdict {
         if !h.opcode.is_reliable_data() {
             return self.drop(DropReason::NotReliableData);
         }
@@ -250,8 +346,15 @@ impl Receiver {
             Ok(g) => g,
             Err(r) => return self.drop(r),
         };
+        if let Err(r) = self.settle_start(h) {
+            return self.drop(r);
+        }
         let ahead = seq_diff(h.msn, self.head);
-        if ahead >= MSG_WINDOW as i32 {
+        // A sender has at most MSG_WINDOW messages in flight, so a real
+        // duplicate is at most that far behind: anything further (a late
+        // packet of an earlier connection, a forgery) is out of window too,
+        // dropped before it can touch path state or draw an ACK.
+        if ahead >= MSG_WINDOW as i32 || ahead < -(MSG_WINDOW as i32) {
             return self.drop(DropReason::MessageOutOfWindow);
         }
         let slot = h.msn as usize % MSG_WINDOW;
@@ -267,6 +370,9 @@ impl Receiver {
         }
         // Path bookkeeping (loss detection at the sender).
         let pslot = (h.path_id & PATH_SLOT_MASK) as usize;
+        // The path to acknowledge, if the packet is tracked, and whether
+        // its ACK must go at once (protocol.md 3.4).
+        let mut tracked: Option<bool> = None;
         if let Some(rp) = self.paths.get_mut(pslot) {
             let gen = h.path_id >> PATH_SLOT_BITS;
             let cur = rp.id >> PATH_SLOT_BITS;
@@ -281,10 +387,15 @@ impl Receiver {
             if rp.id == h.path_id {
                 let mut t = rp.tracker;
                 t.advance_floor(h.psn.wrapping_sub(u32::from(h.floor_delta)));
-                if t.on_psn(h.psn) == PsnVerdict::OutOfWindow {
+                let verdict = t.on_psn(h.psn);
+                if verdict == PsnVerdict::OutOfWindow {
                     self.stats.dropped += 1;
                     return RxVerdict::Drop(DropReason::PathOutOfWindow);
                 }
+                // A hole below a received PSN is a loss to report; a
+                // duplicate may be a verdict probe or a lost ACK's repeat.
+                let hole = t.bits().iter().any(|&w| w != 0);
+                tracked = Some(ce || hole || verdict == PsnVerdict::Duplicate);
                 rp.tracker = t;
                 rp.ce_pending |= ce;
                 rp.last_ts = h.timestamp;
@@ -292,7 +403,23 @@ impl Receiver {
                 self.stats.stale_path += 1;
             }
         }
-        // Message bookkeeping (placement and completion).
+        let v = self.on_message(h, ahead, idx, npkts);
+        // Duplicates and discarded packets are answered at once.
+        let completed = match v {
+            RxVerdict::Place(_) => self.msgs.get(slot).is_some_and(|m| m.complete),
+            RxVerdict::Drop(_) => return v,
+            RxVerdict::Duplicate | RxVerdict::Discard => true,
+        };
+        if let (Some(urgent), Some(rp)) = (tracked, self.paths.get_mut(pslot)) {
+            rp.ack.on_packet(now, h.floor_delta, urgent || completed);
+        }
+        v
+    }
+
+    /// Message bookkeeping (placement and completion) of an accepted
+    /// packet, `ahead` of `head`, packet `idx` of `npkts`.
+    fn on_message(&mut self, h: &DataHeader, ahead: i32, idx: u32, npkts: u32) -> RxVerdict {
+        let slot = h.msn as usize % MSG_WINDOW;
         if ahead < 0 {
             self.stats.duplicates += 1;
             return RxVerdict::Duplicate;
@@ -374,6 +501,12 @@ impl Receiver {
             if m.live && m.msn == msn {
                 m.failed = Some(syndrome);
                 m.complete = true;
+                self.last_failure = Some((msn, syndrome));
+                // `on_data` may have moved `cum_msn` past the message when
+                // this packet completed it: no ACK may confirm it now.
+                if seq_diff(self.cum_msn, msn) > 0 {
+                    self.cum_msn = msn;
+                }
                 self.pending_nak = Some(Nak {
                     dst_qpn: self.cfg.peer_qpn,
                     path_id,
@@ -381,8 +514,27 @@ impl Receiver {
                     psn,
                     msn,
                 });
+                if let Some(rp) = self.paths.get_mut((path_id & PATH_SLOT_MASK) as usize) {
+                    rp.ack.flush();
+                }
             }
         }
+    }
+
+    /// The NAK for a packet of the message that failed here, for a QP that
+    /// is in error since (protocol.md 3.2): it processes nothing else, but
+    /// a requester whose NAK was lost learns the failure from the answer
+    /// to its verdict probe instead of running out of retries. Touches no
+    /// state.
+    pub fn nak_again(&self, h: &DataHeader) -> Option<Nak> {
+        let (msn, syndrome) = self.last_failure?;
+        (h.msn == msn && h.opcode.is_reliable_data()).then_some(Nak {
+            dst_qpn: self.cfg.peer_qpn,
+            path_id: h.path_id,
+            syndrome,
+            psn: h.psn,
+            msn,
+        })
     }
 
     /// Take the NAK to send, if any.
@@ -390,13 +542,56 @@ impl Receiver {
         self.pending_nak.take()
     }
 
-    /// Build the ACK for a path (after `Place`/`Duplicate`/`Discard`).
-    /// `None` if the path id is unknown or superseded.
+    /// The ACK of the packet just processed, if it must go now (protocol.md
+    /// 3.4): its path waited for [`ack_every`](super::ack_policy::ack_every)
+    /// packets, or the packet completed a message (so it moves `cum_msn`
+    /// when it is the oldest), carried ECN-CE, found a hole on its path,
+    /// was a duplicate or discarded, or its message failed. Else it waits
+    /// for a later ACK of its path or for [`Receiver::flush`].
+    pub fn ack_now(&mut self, path_id: u16) -> Option<Ack> {
+        let rp = self.paths.get((path_id & PATH_SLOT_MASK) as usize)?;
+        if rp.ack.due() {
+            self.ack_for(path_id)
+        } else {
+            None
+        }
+    }
+
+    /// An ACK of some path that must go by `now`: one whose packets waited
+    /// [`Receiver::set_ack_delay`] long (or that is due and was not sent by
+    /// [`Receiver::ack_now`]). Call until `None` when
+    /// [`Receiver::ack_deadline`] passes (a timer, the driver's tick); the
+    /// ACK goes where the path's last packet came from.
+    pub fn flush(&mut self, now: u64) -> Option<Ack> {
+        let delay = self.ack_delay_ns;
+        let rp = self
+            .paths
+            .iter()
+            .find(|p| p.live && (p.ack.due() || p.ack.deadline(delay).is_some_and(|d| d <= now)))?;
+        let id = rp.id;
+        self.ack_for(id)
+    }
+
+    /// When [`Receiver::flush`] has an ACK at the latest; `None` if no
+    /// accepted packet waits for one.
+    pub fn ack_deadline(&self) -> Option<u64> {
+        let delay = self.ack_delay_ns;
+        self.paths
+            .iter()
+            .filter(|p| p.live)
+            .filter_map(|p| p.ack.deadline(delay))
+            .min()
+    }
+
+    /// Build the ACK for a path now, whether or not it is due (it reports
+    /// everything received, so nothing of the path waits after it). `None`
+    /// if the path id is unknown or superseded.
     pub fn ack_for(&mut self, path_id: u16) -> Option<Ack> {
         let rp = self.paths.get_mut((path_id & PATH_SLOT_MASK) as usize)?;
         if !rp.live || rp.id != path_id {
             return None;
         }
+        rp.ack.sent();
         let ce = rp.ce_pending;
         rp.ce_pending = false;
         Some(Ack {
@@ -615,6 +810,92 @@ mod tests {
             0,
             "still frozen after the failure"
         );
+    }
+
+    /// Packet `i` of a 16-packet message on path 0, sent with `inflight`
+    /// packets outstanding on the path.
+    fn seg(i: u32, inflight: u16) -> DataHeader {
+        let mut h = hdr(0, i * 100, 1600, i);
+        h.floor_delta = inflight - 1;
+        h.timestamp = 1000 + u64::from(i);
+        h
+    }
+
+    #[test]
+    fn acks_wait_for_half_the_path_window_or_the_message_end() {
+        let mut r = rx();
+        r.set_ack_delay(50);
+        let mut sent = [false; 16];
+        for i in 0..16 {
+            assert!(matches!(
+                r.on_data(&seg(i, 16), false, i.into()),
+                RxVerdict::Place(_)
+            ));
+            sent[i as usize] = r.ack_now(0).is_some();
+        }
+        // Every 8th packet of a path with 16 outstanding, and the last.
+        let acked: [usize; 2] = [7, 15];
+        for (i, s) in sent.iter().enumerate() {
+            assert_eq!(*s, acked.contains(&i), "packet {i}");
+        }
+        assert_eq!(r.ack_deadline(), None, "nothing waits");
+        // A path with 2 outstanding is acknowledged every packet.
+        let mut h = hdr(1, 0, 150, 16);
+        h.floor_delta = 1;
+        r.on_data(&h, false, 20);
+        assert!(r.ack_now(0).is_some());
+    }
+
+    #[test]
+    fn losses_marks_and_duplicates_are_acknowledged_at_once() {
+        let mut r = rx();
+        r.on_data(&seg(0, 16), false, 0);
+        assert!(r.ack_now(0).is_none());
+        r.on_data(&seg(1, 16), true, 1);
+        let a = r.ack_now(0).expect("CE");
+        assert!(a.ce);
+        // PSN 3 arrives before 2: a hole, reported until it closes.
+        r.on_data(&seg(3, 16), false, 2);
+        assert_eq!(r.ack_now(0).map(|a| a.sack[0]), Some(1));
+        r.on_data(&seg(4, 16), false, 3);
+        assert!(r.ack_now(0).is_some(), "hole still open");
+        r.on_data(&seg(2, 16), false, 4);
+        assert!(r.ack_now(0).is_none(), "closed: waits again");
+        assert_eq!(r.on_data(&seg(2, 16), false, 5), RxVerdict::Duplicate);
+        let a = r.ack_now(0).expect("duplicate");
+        assert_eq!((a.cum_psn, a.ts_echo), (5, 1002));
+    }
+
+    #[test]
+    fn waiting_packets_are_flushed_after_the_ack_delay() {
+        let mut r = rx();
+        r.set_ack_delay(50);
+        r.on_data(&seg(0, 16), false, 10);
+        let mut other = seg(1, 16);
+        other.path_id = 1;
+        other.psn = 0;
+        r.on_data(&other, false, 30);
+        assert!(r.ack_now(0).is_none() && r.ack_now(1).is_none());
+        assert_eq!(r.ack_deadline(), Some(60));
+        assert!(r.flush(59).is_none());
+        let a = r.flush(60).expect("path 0 waited 50 ns");
+        assert_eq!((a.path_id, a.cum_psn, a.ts_echo), (0, 1, 1000));
+        assert!(r.flush(60).is_none());
+        assert_eq!(r.ack_deadline(), Some(80));
+        assert_eq!(r.flush(80).map(|a| a.path_id), Some(1));
+        assert_eq!(r.ack_deadline(), None);
+    }
+
+    #[test]
+    fn a_failed_message_is_acknowledged_after_its_nak() {
+        let mut r = rx();
+        assert!(matches!(
+            r.on_data(&seg(0, 16), false, 0),
+            RxVerdict::Place(_)
+        ));
+        r.fail_message(0, Syndrome::RemoteAccess, 0, 0);
+        assert!(r.pop_nak().is_some());
+        assert!(r.ack_now(0).is_some());
     }
 
     #[test]

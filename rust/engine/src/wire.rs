@@ -40,14 +40,22 @@ pub const ATOMIC_CMP_SWAP_LEN: u32 = 16;
 pub const FLAG_RETRANSMIT: u16 = 0x0001;
 /// Data flag: immediate data field is valid (set exactly for *_IMM opcodes).
 pub const FLAG_IMM: u16 = 0x0002;
+/// Data flag: this direction's MSNs are numbered from the receiver's own
+/// initial PSN, not the sender's: the sender answered requests before it
+/// had an initial PSN of its own (a responder kept in RTR, protocol.md 2).
+/// Reliable connected opcodes only.
+pub const FLAG_PEER_PSN: u16 = 0x0004;
 /// UD_SEND carries the source QPN (24 bits) in `remote_va`.
 pub const UD_SRC_QPN_MAX: u64 = 0xFF_FFFF;
 /// All data flags defined by v1; other bits must be zero.
-pub const DATA_FLAGS_MASK: u16 = FLAG_RETRANSMIT | FLAG_IMM;
+pub const DATA_FLAGS_MASK: u16 = FLAG_RETRANSMIT | FLAG_IMM | FLAG_PEER_PSN;
 /// ACK flag: at least one acknowledged packet arrived with ECN-CE.
 pub const ACK_FLAG_CE: u16 = 0x0001;
 /// PLANES flag: the sender already holds the receiver's plane list.
 pub const PLANES_FLAG_KNOWN: u16 = 0x0001;
+/// PLANES flag: the sender has not yet seen a PLANES with `KNOWN` from the
+/// receiver: answer with one (protocol.md 1.8).
+pub const PLANES_FLAG_CONFIRM: u16 = 0x0002;
 
 /// Packet opcode (byte 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -376,6 +384,10 @@ impl DataHeader {
         if imm_flag != self.opcode.has_imm() && self.opcode != Opcode::UdSend {
             return Err(WireError::BadFlags);
         }
+        // A datagram belongs to no connection: it has no MSN start.
+        if self.flags & FLAG_PEER_PSN != 0 && self.opcode == Opcode::UdSend {
+            return Err(WireError::BadFlags);
+        }
         if self.payload_len as usize > MAX_PAYLOAD {
             return Err(WireError::PayloadTooLarge);
         }
@@ -503,7 +515,8 @@ pub struct Ack {
     pub cum_psn: u32,
     /// SACK: bit i (word i/64, bit i%64) set = PSN `cum_psn + 1 + i` received.
     pub sack: [u64; 4],
-    /// Timestamp of the data packet that triggered this ACK.
+    /// Timestamp of the path's last data packet to arrive before this ACK
+    /// (protocol.md 3.4).
     pub ts_echo: u64,
     /// Next message not yet fully received (all earlier MSNs are complete).
     pub cum_msn: u32,
@@ -667,6 +680,9 @@ pub struct Planes {
     pub src_qpn: u32,
     /// The sender already holds the receiver's plane list (stop repeating).
     pub known: bool,
+    /// The sender asks for a PLANES back: it has not yet seen one with
+    /// `known` from the receiver.
+    pub confirm: bool,
     /// Number of entries of `addrs` that are meaningful (1..=`MAX_PLANES`).
     pub count: u8,
     /// Address of plane i, as a GID (IPv4-mapped for IPv4); all zeros: the
@@ -689,7 +705,8 @@ impl Planes {
         {
             return Err(WireError::ReservedNonZero);
         }
-        let flags = if self.known { PLANES_FLAG_KNOWN } else { 0 };
+        let flags = if self.known { PLANES_FLAG_KNOWN } else { 0 }
+            | if self.confirm { PLANES_FLAG_CONFIRM } else { 0 };
         write_common(out, Opcode::Planes, flags, self.dst_qpn)?;
         wr(out, 8, &self.src_qpn.to_be_bytes())?;
         wr(out, 12, &[self.count, 0, 0, 0])?;
@@ -700,7 +717,7 @@ impl Planes {
     }
 
     fn decode_body(buf: &[u8], flags: u16, dst_qpn: u32) -> Result<Self, WireError> {
-        if flags & !PLANES_FLAG_KNOWN != 0 {
+        if flags & !(PLANES_FLAG_KNOWN | PLANES_FLAG_CONFIRM) != 0 {
             return Err(WireError::BadFlags);
         }
         let count = rd_u8(buf, 12)?;
@@ -721,6 +738,7 @@ impl Planes {
             dst_qpn,
             src_qpn: rd_u32(buf, 8)?,
             known: flags & PLANES_FLAG_KNOWN != 0,
+            confirm: flags & PLANES_FLAG_CONFIRM != 0,
             count,
             addrs,
         })
@@ -1087,6 +1105,7 @@ mod tests {
             dst_qpn: 0x12,
             src_qpn: 0x34,
             known: true,
+            confirm: false,
             count: 3,
             addrs,
         }
@@ -1101,6 +1120,7 @@ mod tests {
         assert_eq!(parse_packet(&buf[..n]), Ok(Packet::Planes(p)));
         let q = Planes {
             known: false,
+            confirm: true,
             count: MAX_PLANES as u8,
             ..p
         };
@@ -1148,7 +1168,7 @@ mod tests {
             assert_eq!(parse_resealed(b), Err(WireError::ReservedNonZero));
         }
         let mut b = buf;
-        b[3] |= 2;
+        b[3] |= 4;
         assert_eq!(parse_resealed(b), Err(WireError::BadFlags));
         let mut b = buf;
         b[16 + 16 * 3 + 15] = 9;

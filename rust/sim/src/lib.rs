@@ -7,8 +7,19 @@
 //! plane. Links have rate, propagation delay, a FIFO queue with ECN-CE
 //! marking threshold and drop-tail buffer, random loss and up/down state.
 //! ACKs and probe replies return over the same core link without queueing.
+//!
+//! `duplex` is a second model: two hosts (`host`: the engine with the
+//! driver's rules) and one connection, both directions, every packet whole
+//! and captured (`pcap`); `captures` names its scenarios (the golden
+//! captures) and `replay` re-drives a capture through the engine.
 #![forbid(unsafe_code)]
 
+pub mod captures;
+pub mod duplex;
+pub mod host;
+pub mod pcap;
+pub mod replay;
 pub mod rng;
 pub mod scenarios;
+pub mod show;
 pub mod sim;

@@ -8,7 +8,7 @@
 
 use metaroce_engine::config::SenderConfig;
 
-use super::sim::{run, Chaos, LinkSpec, Outcome, Scenario};
+use super::sim::{run, Chaos, LinkSpec, Outcome, RxPause, Scenario};
 
 /// Default fabric: 4 planes x 4 ECMP core links, 100 Gbit/s everywhere.
 pub fn base(name: &str, seed: u64) -> Scenario {
@@ -45,12 +45,14 @@ pub fn base(name: &str, seed: u64) -> Scenario {
             ..SenderConfig::default()
         },
         rate_hint_mbps: 0,
+        ack_delay_ns: 10_000,
         fail_plane: None,
         restore_plane: None,
         report_plane_down_after: None,
         warmup_ns: 1_000_000,
         fail_link: None,
         chaos: None,
+        rx_pause: None,
         check_payload: false,
         time_limit_ns: 2_000_000_000,
         bin_ns: 10_000,
@@ -147,6 +149,30 @@ pub fn long_rtt(seed: u64) -> Scenario {
     sc.sender_cfg.initial_paths = 4;
     sc.sender_cfg.initial_rto_ns = 10_000_000;
     sc.bin_ns = 100_000;
+    sc
+}
+
+/// 8 planes; the receiver stops for 300 us every 3 ms (six times the RTO
+/// floor of 50 us: a descheduled vCPU, at fabric speed). Every path with
+/// packets in flight times out in each pause; the ACKs that come when it
+/// runs again echo the originals' timestamps and must undo the timeouts.
+pub fn receiver_pauses(seed: u64) -> Scenario {
+    let mut sc = planes8(false, seed);
+    sc.name = "rx pauses 300us every 3ms".to_string();
+    sc.rx_pause = Some(RxPause {
+        first_ns: 500_000,
+        period_ns: 3_000_000,
+        dur_ns: 300_000,
+    });
+    sc
+}
+
+/// Lossless 64 KiB messages on the default fabric: how many ACKs the
+/// receiver sends per data packet.
+pub fn small_messages(seed: u64) -> Scenario {
+    let mut sc = base("64 KiB messages", seed);
+    sc.msg_bytes = 64 << 10;
+    sc.msgs_per_sender = 2048;
     sc
 }
 

@@ -41,6 +41,27 @@ pub struct Chaos {
     pub dup: f64,
 }
 
+/// The receiving host stops now and then (a descheduled vCPU): packets
+/// that reach it while it is stopped wait, in order, and are taken (and
+/// answered) when it runs again.
+#[derive(Clone, Copy, Debug)]
+pub struct RxPause {
+    /// Start of the first pause (ns).
+    pub first_ns: u64,
+    /// A pause starts every `period_ns`.
+    pub period_ns: u64,
+    /// Length of each pause (ns).
+    pub dur_ns: u64,
+}
+
+impl RxPause {
+    /// End of the pause `now` falls in, if any.
+    pub fn until(&self, now: u64) -> Option<u64> {
+        let phase = now.checked_sub(self.first_ns)? % self.period_ns.max(1);
+        (phase < self.dur_ns).then(|| now - phase + self.dur_ns)
+    }
+}
+
 /// A complete scenario.
 #[derive(Clone, Debug)]
 pub struct Scenario {
@@ -72,6 +93,10 @@ pub struct Scenario {
     pub sender_cfg: SenderConfig,
     /// Receiver rate hint (Mbit/s) advertised in ACKs; 0 = none.
     pub rate_hint_mbps: u32,
+    /// Longest wait of a received packet for its ACK (ns,
+    /// `Receiver::set_ack_delay`): below the RTO floor by more than an
+    /// RTT (protocol.md 3.4).
+    pub ack_delay_ns: u64,
     /// Fail a whole plane at a time.
     pub fail_plane: Option<(usize, u64)>,
     /// Bring a failed plane back (plane, time).
@@ -85,6 +110,8 @@ pub struct Scenario {
     pub fail_link: Option<(usize, usize, u64)>,
     /// Chaos (reorder within path, duplicates).
     pub chaos: Option<Chaos>,
+    /// The receiver host pauses.
+    pub rx_pause: Option<RxPause>,
     /// Carry and verify real payload bytes end to end.
     pub check_payload: bool,
     /// Give up at this simulated time.
@@ -112,6 +139,8 @@ pub struct Outcome {
     pub duplicates: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// Retransmission timeouts undone by late ACKs (spurious).
+    pub spurious_timeouts: u64,
     /// Packets declared lost from SACK.
     pub sack_losses: u64,
     /// Paths replaced after failing.
@@ -138,6 +167,10 @@ pub struct Outcome {
     pub errors: Vec<String>,
     /// Completions with error status.
     pub qp_errors: u64,
+    /// Data packets the senders sent (retransmissions included).
+    pub data_frames: u64,
+    /// ACKs the receivers sent.
+    pub ack_frames: u64,
 }
 
 struct Link {
@@ -205,11 +238,23 @@ struct Pkt {
 }
 
 enum Ev {
-    PortFree { s: usize, plane: usize },
+    PortFree {
+        s: usize,
+        plane: usize,
+    },
     AtDown(Pkt),
     AtRx(Pkt),
-    ToSender { s: usize, bytes: Vec<u8> },
-    Timer { s: usize },
+    ToSender {
+        s: usize,
+        bytes: Vec<u8>,
+    },
+    Timer {
+        s: usize,
+    },
+    /// The receiver of sender `s`'s QP sends the ACKs that waited.
+    AckTimer {
+        s: usize,
+    },
     FailPlane(usize),
     RestorePlane(usize),
     ReportPlane(usize, bool),
@@ -246,11 +291,19 @@ struct MsgSpec {
     rsn: u16,
 }
 
+/// Where an ACK of a path goes back: the route (plane, core link) of the
+/// path's last packet.
+type Route = (usize, usize);
+
 struct Host {
     tx: Box<Sender>,
     rx: Box<Receiver>,
     port_busy: Vec<bool>,
     timer_at: Option<u64>,
+    /// The receiver's ACK timer, when armed.
+    ack_timer_at: Option<u64>,
+    /// Route of each path id's last packet at the receiver.
+    routes: HashMap<u16, Route>,
     msgs: Vec<MsgSpec>,
     posted: usize,
     tx_done: usize,
@@ -329,11 +382,14 @@ pub fn run(sc: &Scenario) -> Outcome {
                 .expect("receiver config"),
             );
             rx.set_rate_hint(sc.rate_hint_mbps);
+            rx.set_ack_delay(sc.ack_delay_ns);
             Host {
                 tx: Box::new(Sender::new(cfg, 0).expect("sender config")),
                 rx,
                 port_busy: vec![false; sc.planes],
                 timer_at: None,
+                ack_timer_at: None,
+                routes: HashMap::new(),
                 msgs,
                 posted: 0,
                 tx_done: 0,
@@ -404,6 +460,14 @@ pub fn run(sc: &Scenario) -> Outcome {
         if now > sc.time_limit_ns {
             break;
         }
+        // A paused receiver takes the packet when it runs again.
+        let ev = match (ev, sc.rx_pause.and_then(|p| p.until(now))) {
+            (Ev::AtRx(pkt), Some(end)) => {
+                push(&mut heap, end, Ev::AtRx(pkt));
+                continue;
+            }
+            (ev, _) => ev,
+        };
         // Senders whose state changed and need ports kicked / timer rearmed.
         let mut touched: Option<usize> = None;
         match ev {
@@ -454,6 +518,7 @@ pub fn run(sc: &Scenario) -> Outcome {
                 };
                 let (bytes, wire) = match tp.kind {
                     TxKind::Data { header, .. } => {
+                        out.data_frames += 1;
                         let n = if sc.check_payload {
                             let payload: Vec<u8> = (0..header.payload_len as u32)
                                 .map(|i| content(s, header.msn, header.offset + i))
@@ -510,6 +575,23 @@ pub fn run(sc: &Scenario) -> Outcome {
                 }
                 None => out.link_drops += 1,
             },
+            Ev::AckTimer { s } => {
+                let h = &mut hosts[s];
+                if h.ack_timer_at == Some(now) {
+                    h.ack_timer_at = None;
+                }
+                let acks = flush_acks(h, now, &mut scratch);
+                out.ack_frames += acks.len() as u64;
+                for ((plane, c), bytes) in acks {
+                    if let (Some(a), Some(b)) = (
+                        down[plane].control(&mut rng),
+                        core[plane][c].control(&mut rng),
+                    ) {
+                        push(&mut heap, now + a + b, Ev::ToSender { s, bytes });
+                    }
+                }
+                arm_ack_timer(&mut heap, &mut push, h, s, now);
+            }
             Ev::AtRx(pkt) => {
                 let s = pkt.sender;
                 let h = &mut hosts[s];
@@ -518,6 +600,7 @@ pub fn run(sc: &Scenario) -> Outcome {
                         Ok(Packet::Data { header, payload }) => rx_data(
                             h,
                             s,
+                            (pkt.plane, pkt.core),
                             &header,
                             Some(payload),
                             pkt.ce,
@@ -552,6 +635,7 @@ pub fn run(sc: &Scenario) -> Outcome {
                         Ok(header) => rx_data(
                             h,
                             s,
+                            (pkt.plane, pkt.core),
                             &header,
                             None,
                             pkt.ce,
@@ -626,13 +710,6 @@ pub fn run(sc: &Scenario) -> Outcome {
                     completed += 1;
                     out.duration_ns = now;
                 }
-                if let Some(bytes) = reply {
-                    let c = &core[pkt.plane][pkt.core];
-                    let d = &down[pkt.plane];
-                    if let (Some(a), Some(b)) = (d.control(&mut rng), c.control(&mut rng)) {
-                        push(&mut heap, now + a + b, Ev::ToSender { s, bytes });
-                    }
-                }
                 if let Some(nak) = h.rx.pop_nak() {
                     let n = nak.encode(&mut scratch).expect("encode");
                     push(
@@ -644,6 +721,26 @@ pub fn run(sc: &Scenario) -> Outcome {
                         },
                     );
                 }
+                // The packet's own ACK (or PROBE_REPLY) first, then what
+                // waited on other paths and goes now.
+                let mut replies: Vec<(Route, Vec<u8>)> = reply
+                    .map(|b| ((pkt.plane, pkt.core), b))
+                    .into_iter()
+                    .collect();
+                replies.extend(flush_acks(h, now, &mut scratch));
+                out.ack_frames += replies
+                    .iter()
+                    .filter(|(_, b)| b.get(1) == Some(&(Opcode::Ack as u8)))
+                    .count() as u64;
+                for ((plane, c), bytes) in replies {
+                    if let (Some(a), Some(b)) = (
+                        down[plane].control(&mut rng),
+                        core[plane][c].control(&mut rng),
+                    ) {
+                        push(&mut heap, now + a + b, Ev::ToSender { s, bytes });
+                    }
+                }
+                arm_ack_timer(&mut heap, &mut push, h, s, now);
             }
             Ev::ToSender { s, bytes } => {
                 let h = &mut hosts[s];
@@ -688,6 +785,7 @@ pub fn run(sc: &Scenario) -> Outcome {
         out.retx_packets += st.retransmits;
         out.retx_bytes += st.retransmit_bytes;
         out.timeouts += st.timeouts;
+        out.spurious_timeouts += st.spurious_timeouts;
         out.sack_losses += st.sack_losses;
         out.paths_replaced += st.paths_replaced;
         out.duplicates += h.rx.stats().duplicates;
@@ -719,19 +817,58 @@ fn continue_timer(
     s: usize,
     now: u64,
 ) {
-    if let Some(d) = h.tx.next_deadline() {
+    let d = h.tx.next_deadline();
+    arm(heap, push, &mut h.timer_at, d, now, Ev::Timer { s });
+}
+
+/// Arm the receiver's ACK timer if its deadline moved earlier.
+fn arm_ack_timer(
+    heap: &mut BinaryHeap<Item>,
+    push: &mut impl FnMut(&mut BinaryHeap<Item>, u64, Ev),
+    h: &mut Host,
+    s: usize,
+    now: u64,
+) {
+    let d = h.rx.ack_deadline();
+    arm(heap, push, &mut h.ack_timer_at, d, now, Ev::AckTimer { s });
+}
+
+/// Schedule `ev` at `deadline` (not before `now`) unless the timer
+/// `armed` already fires earlier.
+fn arm(
+    heap: &mut BinaryHeap<Item>,
+    push: &mut impl FnMut(&mut BinaryHeap<Item>, u64, Ev),
+    armed: &mut Option<u64>,
+    deadline: Option<u64>,
+    now: u64,
+    ev: Ev,
+) {
+    if let Some(d) = deadline {
         let d = d.max(now);
-        if h.timer_at.is_none_or(|t| d < t) {
-            h.timer_at = Some(d);
-            push(heap, d, Ev::Timer { s });
+        if armed.is_none_or(|t| d < t) {
+            *armed = Some(d);
+            push(heap, d, ev);
         }
     }
+}
+
+/// The ACKs the receiver sends now besides a packet's own, each with the
+/// route of its path's last packet.
+fn flush_acks(h: &mut Host, now: u64, scratch: &mut [u8]) -> Vec<(Route, Vec<u8>)> {
+    let mut acks = Vec::new();
+    while let Some(ack) = h.rx.flush(now) {
+        if let (Some(&route), Ok(n)) = (h.routes.get(&ack.path_id), ack.encode(scratch)) {
+            acks.push((route, scratch[..n].to_vec()));
+        }
+    }
+    acks
 }
 
 #[allow(clippy::too_many_arguments)]
 fn rx_data(
     h: &mut Host,
     s: usize,
+    route: Route,
     header: &DataHeader,
     payload: Option<&[u8]>,
     ce: bool,
@@ -775,7 +912,8 @@ fn rx_data(
             return None;
         }
     }
-    let ack = h.rx.ack_for(header.path_id)?;
+    h.routes.insert(header.path_id, route);
+    let ack = h.rx.ack_now(header.path_id)?;
     let n = ack.encode(scratch).ok()?;
     Some(scratch[..n].to_vec())
 }

@@ -204,3 +204,44 @@ fn delay_signal_bounds_the_queue_where_nothing_marks_ecn() {
         "the delay signal must be what bounds the queue"
     );
 }
+
+#[test]
+fn receiver_pauses_time_out_spuriously_and_are_undone() {
+    let ok = run(&planes8(false, 3));
+    let o = run(&receiver_pauses(3));
+    check_clean("receiver pauses", &o);
+    println!(
+        "receiver pauses: {} RTOs, {} spurious, {} paths replaced, retx {}, {:.1} of {:.1} Gbit/s",
+        o.timeouts,
+        o.spurious_timeouts,
+        o.paths_replaced,
+        o.retx_packets,
+        o.goodput_gbps,
+        ok.goodput_gbps
+    );
+    // Each pause outlasts the RTO: paths time out, and the ACKs sent when
+    // the receiver runs again (for the packets it took late) undo every one.
+    assert!(o.timeouts > 0, "the pauses must outlast the RTO");
+    assert_eq!(o.spurious_timeouts, o.timeouts);
+    assert_eq!(o.paths_replaced, 0);
+    // Paused 10% of the time, it loses little more than that.
+    assert!(
+        o.goodput_gbps >= 0.85 * ok.goodput_gbps,
+        "goodput {:.1}",
+        o.goodput_gbps
+    );
+}
+
+#[test]
+fn coalesced_acks_cost_at_most_a_quarter_frame_per_data_frame() {
+    let sc = small_messages(6);
+    let o = run(&sc);
+    check_clean("64 KiB messages", &o);
+    let ratio = o.ack_frames as f64 / o.data_frames as f64;
+    println!(
+        "64 KiB messages: {} ACKs / {} data packets = {:.3}, {:.1} Gbit/s, RTOs {}",
+        o.ack_frames, o.data_frames, ratio, o.goodput_gbps, o.timeouts
+    );
+    assert!(ratio <= 0.25, "ACKs per data packet {ratio}");
+    assert_eq!(o.timeouts, 0);
+}

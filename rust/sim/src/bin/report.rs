@@ -41,7 +41,7 @@ fn main() {
     let t0 = Instant::now();
     println!("MetaRoCE simulator report (seeded, deterministic)\n");
     println!(
-        "{:<28} {:>9} {:>9} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9} {:>5}",
+        "{:<28} {:>9} {:>9} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9} {:>8} {:>5}",
         "scenario",
         "time(us)",
         "Gbit/s",
@@ -51,11 +51,12 @@ fn main() {
         "paths",
         "errs",
         "maxQ(KB)",
+        "ACKs/pkt",
         "done"
     );
     let row = |sc: &metaroce_sim::sim::Scenario, o: &metaroce_sim::sim::Outcome| {
         println!(
-            "{:<28} {:>9.1} {:>9.1} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9} {:>5}",
+            "{:<28} {:>9.1} {:>9.1} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9} {:>8.3} {:>5}",
             sc.name,
             o.duration_ns as f64 / 1e3,
             o.goodput_gbps,
@@ -65,6 +66,7 @@ fn main() {
             o.max_paths,
             o.qp_errors + o.errors.len() as u64,
             o.max_down_queue.max(o.max_core_queue) / 1000,
+            o.ack_frames as f64 / o.data_frames.max(1) as f64,
             if o.finished { "yes" } else { "NO" }
         );
     };
@@ -86,6 +88,10 @@ fn main() {
     row(&si, &inc);
     let (sl, lr) = go(long_rtt(5));
     row(&sl, &lr);
+    let (sq, pq) = go(receiver_pauses(3));
+    row(&sq, &pq);
+    let (ss, sm) = go(small_messages(6));
+    row(&ss, &sm);
 
     println!("\nacceptance:");
     println!(
@@ -136,6 +142,20 @@ fn main() {
         steady,
         100.0 * steady / (100.0 * 4096.0 / (4096.0 + 106.0)),
         lr.max_paths
+    );
+    println!(
+        "  receiver pauses (300 us every 3 ms): {} RTOs, {} undone as spurious (target all), paths replaced {} (target 0), retx {}, {:.1} Gbit/s = {:.1}% of 8-plane lossless",
+        pq.timeouts,
+        pq.spurious_timeouts,
+        pq.paths_replaced,
+        pq.retx_packets,
+        pq.goodput_gbps,
+        100.0 * pq.goodput_gbps / p8.goodput_gbps
+    );
+    println!(
+        "  64 KiB messages: {:.3} ACKs per data packet (target <= 0.25), RTOs {}",
+        sm.ack_frames as f64 / sm.data_frames.max(1) as f64,
+        sm.timeouts
     );
     println!(
         "\nengine state sizes: Sender {} B, Receiver {} B (per QP direction)",

@@ -1,0 +1,141 @@
+#!/bin/bash
+# Host-side check of lib.sh's teardown and counter helpers, no VM needed:
+# rdma, tc, ip, pkill and rmmod are fakes on PATH that log their arguments
+# (rdma prints the JSON iproute2's rdma/stat.c prints), peer is a fake
+# function, and the plane netdevs are names no host has. Each case compares
+# the commands run, or the value read, with what the tests rely on.
+set -u
+rig=$(cd "$(dirname "$0")" && pwd)
+lib=$rig/../lib.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+expect() { # name, got, want
+	if [ "$2" = "$3" ]; then
+		pass=$((pass + 1)); echo "ok - $1"
+	else
+		fail=$((fail + 1)); echo "not ok - $1"; printf '#   got:  %q\n#   want: %q\n' "$2" "$3"
+	fi
+}
+
+mkdir "$tmp/bin"
+for c in rdma tc ip pkill rmmod; do
+	# shellcheck disable=SC2016
+	printf '#!/bin/sh\necho "%s $*" >> "$CALLS"\n' "$c" > "$tmp/bin/$c"
+done
+cat >> "$tmp/bin/rdma" << 'EOF'
+case "$*" in
+"link show") printf 'link mr0/1 state ACTIVE netdev mrfake0\nlink mr0/2 state ACTIVE netdev mrfake1\nlink rxe0/1 state ACTIVE netdev mrfake0\n' ;;
+"-j statistic show link mr0/1") echo "$RDMA_JSON" ;;
+esac
+EOF
+chmod +x "$tmp/bin"/*
+export PATH="$tmp/bin:$PATH" CALLS=$tmp/calls PLANE0_DEV=mrfake0 PLANE1_DEV=mrfake1 RDMA_JSON="" PEER_OUT=""
+
+# calls CMD...: CMD in a shell that sourced lib.sh; prints the commands it
+# ran (peer's as "peer CMD"), then its status.
+calls() {
+	: > "$CALLS"
+	(
+		# shellcheck source=/dev/null
+		. "$lib"
+		# shellcheck disable=SC2317
+		peer() { echo "peer $*" >> "$CALLS"; [ -z "$PEER_OUT" ] || echo "$PEER_OUT"; }
+		"$@" > /dev/null 2>&1
+		echo "status $?" >> "$CALLS"
+	)
+	cat "$CALLS"
+}
+# shellcheck disable=SC2016
+q='for d in $PLANE0_DEV ${PLANE1_DEV:-}; do tc qdisc del dev $d root 2> /dev/null; done; true'
+a_qdiscs='tc qdisc del dev mrfake0 root
+tc qdisc del dev mrfake1 root'
+a_reset='rdma link show
+rdma link delete mr0
+rdma link delete rxe0
+rmmod metaroce
+rmmod rdma_rxe'
+
+expect "two_host_cleanup: A reset, mr0 and metaroce on B" "$(calls two_host_cleanup)" "$a_reset
+peer rdma link delete mr0; rmmod metaroce
+status 0"
+expect "two_host_cleanup -q: the planes' qdiscs on both hosts first" "$(calls two_host_cleanup -q)" "$a_qdiscs
+$a_reset
+peer $q; rdma link delete mr0; rmmod metaroce
+status 0"
+expect "two_host_cleanup -k: the program killed on both hosts first" "$(calls two_host_cleanup -k ib_write_bw)" "pkill -9 ib_write_bw
+$a_reset
+peer pkill -9 ib_write_bw; rdma link delete mr0; rmmod metaroce
+status 0"
+expect "two_host_cleanup -k -k -q LINK MODULE" "$(calls two_host_cleanup -k a -k b -q rxe0 rdma_rxe)" "pkill -9 a
+pkill -9 b
+$a_qdiscs
+$a_reset
+peer pkill -9 a; pkill -9 b; $q; rdma link delete rxe0; rmmod rdma_rxe
+status 0"
+expect "planes_cleanup: planes up, then two_host_cleanup -q" "$(calls planes_cleanup)" "ip link set mrfake0 up
+ip link set mrfake1 up
+$a_qdiscs
+$a_reset
+peer $q; rdma link delete mr0; rmmod metaroce
+status 0"
+expect "planes_cleanup on one plane" "$(PLANE1_DEV='' calls planes_cleanup)" "ip link set mrfake0 up
+tc qdisc del dev mrfake0 root
+$a_reset
+peer $q; rdma link delete mr0; rmmod metaroce
+status 0"
+expect "tc_drop_clear: host A" "$(calls tc_drop_clear)" "$a_qdiscs
+status 0"
+expect "tc_drop_clear peer: host B" "$(calls tc_drop_clear peer)" "peer $q
+status 0"
+for st in 0 1 4; do
+	got=$(bash -c '. "$1"; peer() { :; }; trap two_host_cleanup EXIT; exit "$2"' _ "$lib" "$st" > /dev/null 2>&1; echo $?)
+	expect "an EXIT trap of two_host_cleanup keeps exit status $st" "$got" "$st"
+done
+
+# What `rdma -j statistic show link mr0/1` prints (some iproute2 versions
+# also print "ifindex"), and a counter object of `rdma -j statistic qp show`.
+link='[{"ifindex":3,"ifname":"mr0","port":1,"rx_packets":120,"tx_packets":118,"retransmissions":7,"rx_malformed":0,"ud_tx_packets":18446744073709551615}]'
+qp='[{"ifname":"mr0","port":1,"cntn":4,"qp-type":"RC","pid":321,"comm":"ibv_rc_pingpong","rx_packets":50,"tx_packets":51,"tx_bytes":4100,"lqpn":[17]}]'
+# shellcheck source=/dev/null
+read_stat() { (. "$lib"; stat_of "$@"; echo "status $?"); }
+expect "stat_of: a counter" "$(read_stat retransmissions "$link")" "7
+status 0"
+expect "stat_of: a counter at 0" "$(read_stat rx_malformed "$link")" "0
+status 0"
+expect "stat_of: a u64 counter at its maximum" "$(read_stat ud_tx_packets "$link")" "18446744073709551615
+status 0"
+expect "stat_of: a name is matched whole" "$(read_stat packets "$link")" "status 1"
+expect "stat_of: a missing counter" "$(read_stat rx_no_qp "$link")" "status 1"
+expect "stat_of: a string member is no counter" "$(read_stat ifname "$link")" "status 1"
+expect "stat_of: a boolean is no counter" "$(read_stat up '[{"up":true}]')" "status 1"
+expect "stat_of: no output" "$(read_stat tx_packets "")" "status 1"
+expect "stat_of: an empty array" "$(read_stat tx_packets "[]")" "status 1"
+expect "stat_of: only an error message" "$(read_stat tx_packets "Failed to open NETLINK_RDMA socket")" "status 1"
+expect "stat_of: an error message before the JSON" "$(read_stat tx_packets "Error: [x] {y}
+$link")" "118
+status 0"
+expect "stat_of: pretty-printed JSON (rdma -p -j)" \
+	"$(read_stat tx_packets "$(/usr/bin/python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1]), indent=4))' "$link")")" "118
+status 0"
+expect "stat_of: one document per link, counter in the second" \
+	"$(read_stat tx_packets '[{"ifname":"mr0","port":1}]
+[{"ifname":"mr0","port":2,"tx_packets":9}]')" "9
+status 0"
+expect "stat_of: a bare object" "$(read_stat tx_packets '{"tx_packets":5}')" "5
+status 0"
+expect "stat_of: a per-QP counter" "$(read_stat tx_bytes "$qp")" "4100
+status 0"
+expect "stat_of: a counter object's id" "$(read_stat cntn "$qp")" "4
+status 0"
+expect "mr0_stat: host A through rdma -j" "$(RDMA_JSON=$link calls mr0_stat tx_packets)" "rdma -j statistic show link mr0/1
+status 0"
+expect "mr0_stat: the value" "$(RDMA_JSON=$link bash -c '. "$1"; mr0_stat tx_packets' _ "$lib")" "118"
+expect "mr0_stat peer: host B through peer" "$(PEER_OUT=$link calls mr0_stat tx_packets peer)" "peer rdma -j statistic show link mr0/1
+status 0"
+expect "mr0_stat peer: the value" \
+	"$(PEER_OUT=$link bash -c '. "$1"; peer() { echo "$PEER_OUT"; }; mr0_stat retransmissions peer' _ "$lib")" "7"
+expect "mr0_stat: a missing counter is empty" "$(RDMA_JSON=$link bash -c '. "$1"; mr0_stat rx_no_qp; echo "status $?"' _ "$lib")" "status 1"
+
+echo "lib.sh check: $pass passed, $fail failed"
+[ $fail = 0 ]

@@ -1,0 +1,117 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Totals of a MetaRoCE capture, to set beside the device counters of a run
+# (`rdma statistic show link DEV/1`, rust/driver/stats.rs):
+#
+#   tools/wireshark/summary.sh [--icrc] [--by-host] CAPTURE
+#
+# packets and UDP payload bytes, packets per opcode, data packets flagged
+# RETRANSMIT, IP ECN-CE marks, ACKs echoing CE, packets a v1 receiver drops
+# (by reason), path replacements (a path id's generation moving on), QP and
+# path streams. --by-host: the same per source address (what its device
+# sent: tx_*) and per destination address (what it received: rx_*).
+# --icrc verifies every ICRC (a CRC-32 in Lua: a few MB/s), otherwise ICRCs
+# are not checked and IcrcMismatch is not counted.
+# A capture: any pcap/pcapng that tshark reads, e.g. from
+# `selftests/metaroce_pkt.py capture --pcap` (a host's own sent packets).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+icrc=FALSE by_host=0
+while [ $# -gt 1 ]; do
+	case $1 in
+	--icrc) icrc=TRUE ;;
+	--by-host) by_host=1 ;;
+	*) break ;;
+	esac
+	shift
+done
+if [ $# -ne 1 ] || [ "${1#-}" != "$1" ]; then
+	echo "usage: $0 [--icrc] [--by-host] CAPTURE" >&2
+	exit 2
+fi
+cap=$1
+command -v tshark > /dev/null || { echo "summary: tshark not installed (apt-get install tshark)" >&2; exit 2; }
+[ -r "$cap" ] || { echo "summary: cannot read $cap" >&2; exit 2; }
+
+fields=(ip.src ipv6.src ip.dst ipv6.dst udp.length ip.dsfield.ecn ipv6.tclass.ecn
+	metaroce.opcode metaroce.flags.retransmit metaroce.flags.ce metaroce.drop_reason
+	metaroce.dst_qpn metaroce.path_id.generation metaroce.path_id.slot
+	metaroce.qp_stream metaroce.path_stream)
+args=()
+for f in "${fields[@]}"; do args+=(-e "$f"); done
+
+tshark -n -r "$cap" -X "lua_script:$here/metaroce.lua" -o "metaroce.check_icrc:$icrc" \
+	-Y metaroce -T fields -E separator=/t -E occurrence=f "${args[@]}" 2> >(grep -v '^Running as user' >&2) |
+awk -F'\t' -v cap="$cap" -v by_host="$by_host" -v icrc="$icrc" '
+BEGIN {
+	split("01 SEND 02 SEND_IMM 03 WRITE 04 WRITE_IMM 05 READ_REQ 06 READ_RESP 07 UD_SEND " \
+	      "08 CMP_SWAP 09 FETCH_ADD 0a ATOMIC_WRITE 0b ATOMIC_RESP 0f SEND_INV 10 ACK 11 NAK " \
+	      "20 PROBE 21 PROBE_REPLY 22 PLANES", t, " ")
+	for (i = 1; i in t; i += 2) { name["0x" t[i]] = t[i + 1]; order[++nop] = "0x" t[i] }
+	# Drop reasons the device counts as rx_malformed (parse_packet failed);
+	# the others are receiver rules (rx_data_dropped).
+	split("Truncated TrailingBytes BadVersion BadOpcode BadFlags ReservedNonZero BadRsn " \
+	      "BadLength PayloadTooLarge BadSyndrome IcrcMismatch", w, " ")
+	for (i in w) parse_reason[w[i]] = 1
+}
+{
+	src = $1 != "" ? $1 : $2; dst = $3 != "" ? $3 : $4
+	bytes = $5 - 8; ecn = $6 != "" ? $6 : $7
+	op = $8; retx = $9 == "1"; ce = $10 == "1"; reason = $11
+	n++; b += bytes
+	ops[op]++
+	tx[src]++; txb[src] += bytes; rx[dst]++; rxb[dst] += bytes
+	if (retx) { nretx++; txretx[src]++ }
+	if (ecn == "3") { nce++; rxce[dst]++ }
+	if (op == "0x10" && ce) nackce++
+	if (op == "0x07") txud[src]++
+	if (op == "0x21") txreply[src]++
+	if (reason != "") {
+		why[reason]++
+		if (reason in parse_reason) { nmal++; rxmal[dst]++ } else { nrdrop++; rxdrop[dst]++ }
+	}
+	if ($15 != "") qps[$15] = 1
+	if ($16 != "") paths[$16] = 1
+	# A data packet: its sender replaces a path when the slot of one QP
+	# shows a new generation (4.3).
+	if (reason == "" && op != "" && op < "0x10" && op != "0x07" && $13 != "") {
+		key = src SUBSEP dst SUBSEP $12 SUBSEP $14
+		if (!((key, $13) in gens)) {
+			gens[key, $13] = 1
+			if (key in seen) { repl++; txrepl[src]++ }
+			seen[key] = 1
+		}
+	}
+}
+function row(label, v, counter) {
+	printf "%-28s %10d%s\n", label, v, counter != "" ? "   (" counter ")" : ""
+}
+END {
+	printf "capture %s: %d MetaRoCE packets, %d bytes of UDP payload\n", cap, n, b
+	print "per opcode:"
+	for (i = 1; i <= nop; i++) if (ops[order[i]]) printf "  %-26s %10d\n", name[order[i]], ops[order[i]]
+	for (o in ops) if (!(o in name))
+		printf "  %-26s %10d\n", o == "" ? "(no opcode: BadVersion)" : "opcode " o, ops[o]
+	row("data flagged RETRANSMIT", nretx, "retransmissions, at the senders")
+	row("IP ECN-CE marked", nce, "ecn_marks, at the receivers")
+	row("ACKs echoing CE", nackce, "")
+	row("malformed", nmal, "rx_malformed" (icrc == "TRUE" ? "" : "; ICRCs not checked, see --icrc"))
+	row("dropped by receiver rules", nrdrop, "part of rx_data_dropped")
+	for (r in why) printf "  %-26s %10d\n", r, why[r] | "sort"
+	close("sort")
+	row("path replacements", repl, "path_failures, at the senders")
+	row("QP streams", length(qps), "")
+	row("path streams", length(paths), "")
+	if (!by_host) exit
+	print ""
+	printf "%-40s %10s %12s %8s %8s %8s %8s\n", "sent by (tx_*)", "packets", "bytes",
+		"retrans", "ud_tx", "replies", "path_rep"
+	for (h in tx) printf "%-40s %10d %12d %8d %8d %8d %8d\n", h, tx[h], txb[h], txretx[h],
+		txud[h], txreply[h], txrepl[h] | "sort"
+	close("sort")
+	printf "%-40s %10s %12s %8s %8s %8s\n", "received by (rx_*)", "packets", "bytes",
+		"ecn_ce", "malform", "dropped"
+	for (h in rx) printf "%-40s %10d %12d %8d %8d %8d\n", h, rx[h], rxb[h], rxce[h],
+		rxmal[h], rxdrop[h] | "sort"
+	close("sort")
+}'
