@@ -107,7 +107,13 @@ impl CqState {
     /// lost, so the CQ is in error (`IB_EVENT_CQ_ERR`, raised once) and the
     /// caller puts its QP in error (InfiniBand's CQ overrun); never a
     /// silent drop.
-    pub(crate) fn push(&self, cq: &Cq<CqState>, c: &Completion, qp_addr: u64, solicited: bool) -> Result {
+    pub(crate) fn push(
+        &self,
+        cq: &Cq<CqState>,
+        c: &Completion,
+        qp_addr: u64,
+        solicited: bool,
+    ) -> Result {
         {
             let ring = self.ring.lock();
             let prod = ring.producer();
@@ -127,7 +133,8 @@ impl CqState {
         }
         let armed = self.armed.load(Ordering::Acquire);
         let fire = armed == bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP
-            || (armed == bindings::ib_cq_notify_flags_IB_CQ_SOLICITED && (solicited || c.status != 0));
+            || (armed == bindings::ib_cq_notify_flags_IB_CQ_SOLICITED
+                && (solicited || c.status != 0));
         if fire && self.armed.swap(0, Ordering::AcqRel) != 0 {
             self.event_pending.store(true, Ordering::Release);
         }

@@ -8,9 +8,9 @@ use kernel::sync::{new_mutex, Mutex};
 use super::device::MetaRoceIbDevice;
 use super::limits::{MAX_SGE, MAX_SRQ_WR};
 use super::wqe::{self, geometry, RecvWqe};
+use crate::ib::eopnotsupp;
 use crate::ib::lock::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::ib::ring::SharedRing;
-use crate::ib::eopnotsupp;
 use crate::ib::udata::Udata;
 use crate::ib::verbs::KernelRecvWr;
 use crate::sys::bindings as b;
@@ -31,7 +31,11 @@ pub(crate) struct SrqState {
 
 impl SrqState {
     /// Creates an SRQ; a user SRQ gets its ring mapped.
-    pub(crate) fn create(dev: &MetaRoceIbDevice, attr: &mut b::ib_srq_init_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
+    pub(crate) fn create(
+        dev: &MetaRoceIbDevice,
+        attr: &mut b::ib_srq_init_attr,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<Self> {
         if attr.srq_type != b::ib_srq_type_IB_SRQT_BASIC {
             return Err(eopnotsupp());
         }
@@ -45,9 +49,13 @@ impl SrqState {
         a.max_sge = a.max_sge.max(1);
         let srq_num = dev.data().take_srq_num()?;
         if let Some(udata) = udata {
-            let res = ring
-                .expose_for(udata)
-                .and_then(|mi| udata.respond(&b::metaroce_create_srq_resp { mi, srq_num, reserved: 0 }));
+            let res = ring.expose_for(udata).and_then(|mi| {
+                udata.respond(&b::metaroce_create_srq_resp {
+                    mi,
+                    srq_num,
+                    reserved: 0,
+                })
+            });
             if let Err(e) = res {
                 dev.data().give_back_srq_num(srq_num);
                 return Err(e);
