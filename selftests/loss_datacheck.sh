@@ -53,7 +53,7 @@ rping_start() { # count
 # and QP states of both hosts, and each kernel log's last lines.
 rping_failed() { # label what
 	local srv
-	log "rping client ran $(($(now_ms) - client_t0)) ms; its stderr:"
+	log "rping client ran $(($(now_ms) - client_t0)) ms, showed $(grep -c '^ping data: ' /tmp/ldc_rping.out) pings; its stderr:"
 	cat /tmp/ldc_rping.err
 	srv=$(peer_wait "$rping_job" 30 2>&1)
 	log "rping server (status $?): $(tail -8 <<< "$srv")"
