@@ -8,8 +8,9 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use kernel::prelude::*;
 
-use super::device::FIRST_PORT;
+use super::device::{MetaRoceIbDevice, FIRST_PORT};
 use super::limits::MAX_CQE;
+use super::refusal::{check_limits, refuse};
 use super::wqe::{geometry, Completion, CQE};
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::ring::SharedRing;
@@ -39,11 +40,16 @@ pub(crate) struct CqState {
 
 impl CqState {
     /// Creates the ring; a user CQ gets it mapped and learns where.
-    pub(crate) fn new(attr: &bindings::ib_cq_init_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
+    pub(crate) fn new(dev: &MetaRoceIbDevice, attr: &bindings::ib_cq_init_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
         // Timestamps and ignored overruns are not offered.
         if attr.flags != 0 {
-            return Err(crate::ib::eopnotsupp());
+            let why = format_args!("flags {:#x} not supported (no timestamps, no ignored overrun)", attr.flags);
+            return Err(refuse(dev, "create_cq", None, crate::ib::eopnotsupp(), why));
         }
+        if attr.cqe == 0 {
+            return Err(refuse(dev, "create_cq", None, EINVAL, format_args!("cqe 0: a CQ holds at least one entry")));
+        }
+        check_limits(dev, "create_cq", &[("cqe", attr.cqe, MAX_CQE)])?;
         let mut ring = new_ring(attr.cqe)?;
         if let Some(udata) = udata {
             let mi = ring.expose_for(udata)?;

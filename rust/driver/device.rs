@@ -371,8 +371,8 @@ impl IbDriver for MetaRoceDevice {
         ah.data().release(dev);
     }
 
-    fn create_cq(_dev: &MetaRoceIbDevice, attr: &bindings::ib_cq_init_attr, udata: Option<&Udata<'_>>) -> Result<CqState> {
-        CqState::new(attr, udata)
+    fn create_cq(dev: &MetaRoceIbDevice, attr: &bindings::ib_cq_init_attr, udata: Option<&Udata<'_>>) -> Result<CqState> {
+        CqState::new(dev, attr, udata)
     }
 
     fn cq_capacity(cq: &Cq<CqState>) -> u32 {

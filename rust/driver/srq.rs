@@ -7,6 +7,7 @@ use kernel::sync::{new_mutex, Mutex};
 
 use super::device::MetaRoceIbDevice;
 use super::limits::{MAX_SGE, MAX_SRQ_WR};
+use super::refusal::{check_limits, refuse};
 use super::wqe::{self, geometry, RecvWqe};
 use crate::ib::lock::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::ib::ring::SharedRing;
@@ -33,11 +34,17 @@ impl SrqState {
     /// Creates an SRQ; a user SRQ gets its ring mapped.
     pub(crate) fn create(dev: &MetaRoceIbDevice, attr: &mut b::ib_srq_init_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
         if attr.srq_type != b::ib_srq_type_IB_SRQT_BASIC {
-            return Err(eopnotsupp());
+            let why = format_args!("SRQ type {} not supported (only basic SRQs are)", attr.srq_type);
+            return Err(refuse(dev, "create_srq", None, eopnotsupp(), why));
         }
         let a = &mut attr.attr;
-        if a.max_wr == 0 || a.max_wr > MAX_SRQ_WR || a.max_sge > MAX_SGE || a.srq_limit > a.max_wr {
-            return Err(EINVAL);
+        if a.max_wr == 0 {
+            return Err(refuse(dev, "create_srq", None, EINVAL, format_args!("max_wr 0: an SRQ holds at least one request")));
+        }
+        check_limits(dev, "create_srq", &[("max_wr", a.max_wr, MAX_SRQ_WR), ("max_sge", a.max_sge, MAX_SGE)])?;
+        if a.srq_limit > a.max_wr {
+            let why = format_args!("srq_limit {} above its max_wr {}", a.srq_limit, a.max_wr);
+            return Err(refuse(dev, "create_srq", None, EINVAL, why));
         }
         let (count, size) = geometry(a.max_wr, wqe::recv_elem(a.max_sge)?)?;
         let mut ring = SharedRing::new(count, size)?;
