@@ -46,10 +46,7 @@ impl CqState {
             let why = format_args!("flags {:#x} not supported (no timestamps, no ignored overrun)", attr.flags);
             return Err(refuse(dev, "create_cq", None, crate::ib::eopnotsupp(), why));
         }
-        if attr.cqe == 0 {
-            return Err(refuse(dev, "create_cq", None, EINVAL, format_args!("cqe 0: a CQ holds at least one entry")));
-        }
-        check_limits(dev, "create_cq", &[("cqe", attr.cqe, MAX_CQE)])?;
+        check_cqe(dev, "create_cq", attr.cqe)?;
         let mut ring = new_ring(attr.cqe)?;
         if let Some(udata) = udata {
             let mi = ring.expose_for(udata)?;
@@ -73,7 +70,8 @@ impl CqState {
     /// (the provider maps it and unmaps the old one while it holds its CQ
     /// lock, so nobody consumes meanwhile). `EINVAL` if `cqe` is out of
     /// limits or below the number of pending completions.
-    pub(crate) fn resize(&self, cqe: u32, udata: Option<&Udata<'_>>) -> Result {
+    pub(crate) fn resize(&self, dev: &MetaRoceIbDevice, cqe: u32, udata: Option<&Udata<'_>>) -> Result {
+        check_cqe(dev, "resize_cq", cqe)?;
         // Allocation, mapping and the response may sleep: all before the
         // lock is taken. A failure below leaves the old ring in place and
         // the user ignores the response of a failed command.
@@ -88,7 +86,7 @@ impl CqState {
             let pending = cur.producer().wrapping_sub(cons);
             // More than the old ring holds: a user consumer index gone wild.
             if pending > cur.count() || pending > ring.count() {
-                Err(EINVAL)
+                Err((pending, cur.count()))
             } else {
                 let mut elem = [0u8; CQ_ELEM];
                 for i in 0..pending {
@@ -103,7 +101,14 @@ impl CqState {
         // `ring` (the old one on success) is freed here, outside the lock:
         // removing a mapping entry may sleep.
         drop(ring);
-        swapped
+        swapped.map_err(|(pending, held)| {
+            if pending > held {
+                let why = format_args!("the consumer index is {pending} entries behind, more than the CQ's {held}");
+                refuse(dev, "resize_cq", None, EINVAL, why)
+            } else {
+                refuse(dev, "resize_cq", None, EINVAL, format_args!("cqe {cqe} below the {pending} completions not polled yet"))
+            }
+        })
     }
 
     /// Adds a completion (`qp_addr` is the `ib_qp` address for kernel
@@ -198,6 +203,14 @@ impl CqState {
         };
         i32::from(missed)
     }
+}
+
+/// Refuses (`EINVAL`, logged) a CQ size of 0 or above the limit.
+fn check_cqe(dev: &MetaRoceIbDevice, verb: &str, cqe: u32) -> Result {
+    if cqe == 0 {
+        return Err(refuse(dev, verb, None, EINVAL, format_args!("cqe 0: a CQ holds at least one entry")));
+    }
+    check_limits(dev, verb, &[("cqe", cqe, MAX_CQE)])
 }
 
 /// A zeroed ring of at least `cqe` completions.

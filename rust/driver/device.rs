@@ -379,8 +379,8 @@ impl IbDriver for MetaRoceDevice {
         cq.data().capacity()
     }
 
-    fn resize_cq(cq: &Cq<CqState>, cqe: u32, udata: Option<&Udata<'_>>) -> Result {
-        cq.data().resize(cqe, udata)
+    fn resize_cq(dev: &MetaRoceIbDevice, cq: &Cq<CqState>, cqe: u32, udata: Option<&Udata<'_>>) -> Result {
+        cq.data().resize(dev, cqe, udata)
     }
 
     fn poll_cq(cq: &Cq<CqState>, wc: &mut [bindings::ib_wc]) -> usize {
@@ -399,8 +399,14 @@ impl IbDriver for MetaRoceDevice {
         srq.data().release(dev);
     }
 
-    fn modify_srq(srq: &Srq<SrqState>, attr: &bindings::ib_srq_attr, mask: u32, _udata: Option<&Udata<'_>>) -> Result {
-        srq.data().modify(attr, mask)
+    fn modify_srq(
+        dev: &MetaRoceIbDevice,
+        srq: &Srq<SrqState>,
+        attr: &bindings::ib_srq_attr,
+        mask: u32,
+        _udata: Option<&Udata<'_>>,
+    ) -> Result {
+        srq.data().modify(dev, attr, mask)
     }
 
     fn query_srq(srq: &Srq<SrqState>, attr: &mut bindings::ib_srq_attr) -> Result {

@@ -100,13 +100,16 @@ impl SrqState {
     }
 
     /// `modify_srq`: only the limit can change (no resize).
-    pub(crate) fn modify(&self, attr: &b::ib_srq_attr, mask: u32) -> Result {
+    pub(crate) fn modify(&self, dev: &MetaRoceIbDevice, attr: &b::ib_srq_attr, mask: u32) -> Result {
         if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
-            return Err(eopnotsupp());
+            let why = format_args!("max_wr: resizing an SRQ is not supported");
+            return Err(refuse(dev, "modify_srq", None, eopnotsupp(), why));
         }
         if mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0 {
-            if attr.srq_limit > self.ring.count() {
-                return Err(EINVAL);
+            let max_wr = self.ring.count();
+            if attr.srq_limit > max_wr {
+                let why = format_args!("srq_limit {} above its max_wr {}", attr.srq_limit, max_wr);
+                return Err(refuse(dev, "modify_srq", None, EINVAL, why));
             }
             *self.limit.lock() = attr.srq_limit;
         }
