@@ -73,6 +73,10 @@ impl kernel::Module for MetaRoceModule {
         let events = NetdevNotifier::register()?;
         let link = LinkRegistration::register()?;
         pr_info!("loaded\n");
-        Ok(Self { _link: link, _devices: AllDevices, _events: events })
+        Ok(Self {
+            _link: link,
+            _devices: AllDevices,
+            _events: events,
+        })
     }
 }

@@ -26,6 +26,9 @@ impl AckRoutes {
 
     /// Where the ACK of `path_id` goes: the plane and the destination.
     pub(crate) fn of(&self, path_id: u16) -> Option<(u8, TxV4)> {
-        self.0.get(usize::from(path_id & PATH_SLOT_MASK)).copied().flatten()
+        self.0
+            .get(usize::from(path_id & PATH_SLOT_MASK))
+            .copied()
+            .flatten()
     }
 }

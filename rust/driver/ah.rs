@@ -18,11 +18,19 @@ pub(crate) struct AhState {
 impl AhState {
     /// Creates an AH; a process learns its number (WQEs name AHs by it).
     /// Atomic context for kernel consumers (no sleeping, no allocation).
-    pub(crate) fn create(dev: &MetaRoceIbDevice, pd: usize, attr: &b::rdma_ah_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
+    pub(crate) fn create(
+        dev: &MetaRoceIbDevice,
+        pd: usize,
+        attr: &b::rdma_ah_attr,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<Self> {
         let ah_num = dev.data().take_ah_num()?;
         let av = AddressVector::from_attr(attr);
         if let Some(udata) = udata {
-            if let Err(e) = udata.respond(&b::metaroce_create_ah_resp { ah_num, reserved: 0 }) {
+            if let Err(e) = udata.respond(&b::metaroce_create_ah_resp {
+                ah_num,
+                reserved: 0,
+            }) {
                 dev.data().give_back_ah_num(ah_num);
                 return Err(e);
             }

@@ -40,10 +40,17 @@ pub(crate) struct CqState {
 
 impl CqState {
     /// Creates the ring; a user CQ gets it mapped and learns where.
-    pub(crate) fn new(dev: &MetaRoceIbDevice, attr: &bindings::ib_cq_init_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
+    pub(crate) fn new(
+        dev: &MetaRoceIbDevice,
+        attr: &bindings::ib_cq_init_attr,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<Self> {
         // Timestamps and ignored overruns are not offered.
         if attr.flags != 0 {
-            let why = format_args!("flags {:#x} not supported (no timestamps, no ignored overrun)", attr.flags);
+            let why = format_args!(
+                "flags {:#x} not supported (no timestamps, no ignored overrun)",
+                attr.flags
+            );
             return Err(refuse(dev, "create_cq", None, crate::ib::eopnotsupp(), why));
         }
         check_cqe(dev, "create_cq", attr.cqe)?;
@@ -70,7 +77,12 @@ impl CqState {
     /// (the provider maps it and unmaps the old one while it holds its CQ
     /// lock, so nobody consumes meanwhile). `EINVAL` if `cqe` is out of
     /// limits or below the number of pending completions.
-    pub(crate) fn resize(&self, dev: &MetaRoceIbDevice, cqe: u32, udata: Option<&Udata<'_>>) -> Result {
+    pub(crate) fn resize(
+        &self,
+        dev: &MetaRoceIbDevice,
+        cqe: u32,
+        udata: Option<&Udata<'_>>,
+    ) -> Result {
         check_cqe(dev, "resize_cq", cqe)?;
         // Allocation, mapping and the response may sleep: all before the
         // lock is taken. A failure below leaves the old ring in place and
@@ -103,10 +115,18 @@ impl CqState {
         drop(ring);
         swapped.map_err(|(pending, held)| {
             if pending > held {
-                let why = format_args!("the consumer index is {pending} entries behind, more than the CQ's {held}");
+                let why = format_args!(
+                    "the consumer index is {pending} entries behind, more than the CQ's {held}"
+                );
                 refuse(dev, "resize_cq", None, EINVAL, why)
             } else {
-                refuse(dev, "resize_cq", None, EINVAL, format_args!("cqe {cqe} below the {pending} completions not polled yet"))
+                refuse(
+                    dev,
+                    "resize_cq",
+                    None,
+                    EINVAL,
+                    format_args!("cqe {cqe} below the {pending} completions not polled yet"),
+                )
             }
         })
     }
@@ -118,7 +138,13 @@ impl CqState {
     /// lost, so the CQ is in error (`IB_EVENT_CQ_ERR`, raised once) and the
     /// caller puts its QP in error (InfiniBand's CQ overrun); never a
     /// silent drop.
-    pub(crate) fn push(&self, cq: &Cq<CqState>, c: &Completion, qp_addr: u64, solicited: bool) -> Result {
+    pub(crate) fn push(
+        &self,
+        cq: &Cq<CqState>,
+        c: &Completion,
+        qp_addr: u64,
+        solicited: bool,
+    ) -> Result {
         {
             let ring = self.ring.lock();
             let prod = ring.producer();
@@ -138,7 +164,8 @@ impl CqState {
         }
         let armed = self.armed.load(Ordering::Acquire);
         let fire = armed == bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP
-            || (armed == bindings::ib_cq_notify_flags_IB_CQ_SOLICITED && (solicited || c.status != 0));
+            || (armed == bindings::ib_cq_notify_flags_IB_CQ_SOLICITED
+                && (solicited || c.status != 0));
         if fire && self.armed.swap(0, Ordering::AcqRel) != 0 {
             self.event_pending.store(true, Ordering::Release);
         }
@@ -208,7 +235,13 @@ impl CqState {
 /// Refuses (`EINVAL`, logged) a CQ size of 0 or above the limit.
 fn check_cqe(dev: &MetaRoceIbDevice, verb: &str, cqe: u32) -> Result {
     if cqe == 0 {
-        return Err(refuse(dev, verb, None, EINVAL, format_args!("cqe 0: a CQ holds at least one entry")));
+        return Err(refuse(
+            dev,
+            verb,
+            None,
+            EINVAL,
+            format_args!("cqe 0: a CQ holds at least one entry"),
+        ));
     }
     check_limits(dev, verb, &[("cqe", cqe, MAX_CQE)])
 }

@@ -64,16 +64,26 @@ impl AhTable {
     pub(crate) fn new() -> Result<Self> {
         let mut slots = KVec::with_capacity(MAX_AH as usize, GFP_KERNEL)?;
         for _ in 0..MAX_AH {
-            slots.push(AhSlot { pd: AtomicUsize::new(0), addrs: AtomicU64::new(0) }, GFP_KERNEL)?;
+            slots.push(
+                AhSlot {
+                    pd: AtomicUsize::new(0),
+                    addrs: AtomicU64::new(0),
+                },
+                GFP_KERNEL,
+            )?;
         }
         Ok(Self { slots })
     }
 
     /// AH `n` of PD `pd` sends to `av`.
     pub(crate) fn set(&self, n: u32, pd: usize, av: &AddressVector) {
-        let Some(slot) = self.slots.get(n as usize) else { return };
+        let Some(slot) = self.slots.get(n as usize) else {
+            return;
+        };
         let addrs = match (gid_ipv4(&av.sgid), gid_ipv4(&av.dgid)) {
-            (Some(src), Some(dst)) => u64::from(u32::from_be_bytes(src.0)) << 32 | u64::from(u32::from_be_bytes(dst.0)),
+            (Some(src), Some(dst)) => {
+                u64::from(u32::from_be_bytes(src.0)) << 32 | u64::from(u32::from_be_bytes(dst.0))
+            }
             _ => 0,
         };
         slot.addrs.store(addrs, Ordering::Relaxed);
@@ -97,7 +107,10 @@ impl AhTable {
         if a == 0 {
             return None;
         }
-        Some((Ipv4Addr(((a >> 32) as u32).to_be_bytes()), Ipv4Addr((a as u32).to_be_bytes())))
+        Some((
+            Ipv4Addr(((a >> 32) as u32).to_be_bytes()),
+            Ipv4Addr((a as u32).to_be_bytes()),
+        ))
     }
 }
 
@@ -152,19 +165,28 @@ impl DatagramTable {
 
     /// QP `qpn` no longer receives or sends.
     pub(crate) fn remove(&mut self, qpn: u32) -> Option<Arc<Datagram>> {
-        self.slots.get_mut(slot_of(qpn)?)?.take_if(|d| d.t.qpn == qpn)
+        self.slots
+            .get_mut(slot_of(qpn)?)?
+            .take_if(|d| d.t.qpn == qpn)
     }
 
     /// The datagram QP `qpn` (the whole number must match, `qpn.rs`).
     fn get(&self, qpn: u32) -> Option<&Arc<Datagram>> {
-        self.slots.get(slot_of(qpn)?)?.as_ref().filter(|d| d.t.qpn == qpn)
+        self.slots
+            .get(slot_of(qpn)?)?
+            .as_ref()
+            .filter(|d| d.t.qpn == qpn)
     }
 }
 
 impl Datagram {
     /// The datagram side of QP `t` (`gsi`: QP1).
     pub(crate) fn new(t: Arc<Transport>, gsi: bool) -> Result<Arc<Self>> {
-        let inner = Inner { ndev: None, mtu: 256, next_psn: 0 };
+        let inner = Inner {
+            ndev: None,
+            mtu: 256,
+            next_psn: 0,
+        };
         Ok(Arc::new(
             Self {
                 t,
@@ -215,12 +237,17 @@ impl Datagram {
     }
 
     fn send_queued_locked(&self, st: &DeviceState, i: &mut Inner) -> Result {
-        let Some(ndev) = i.ndev.take() else { return Ok(()) };
+        let Some(ndev) = i.ndev.take() else {
+            return Ok(());
+        };
         let sq = &self.t.sq;
         let mut cons = sq.consumer();
         let Some(pending) = sq.pending_from(cons) else {
             i.ndev = Some(ndev);
-            pr_warn!("metaroce: QP {}: send ring indices corrupted by the process; QP in error\n", self.t.qpn);
+            pr_warn!(
+                "metaroce: QP {}: send ring indices corrupted by the process; QP in error\n",
+                self.t.qpn
+            );
             self.t.flush_quietly();
             return Err(EIO);
         };
@@ -245,7 +272,8 @@ impl Datagram {
         let (status, wr_id, len, signaled) = match wqe::get_send(&t.sq, index) {
             Err(_) => (b::ib_wc_status_IB_WC_LOC_QP_OP_ERR, 0, 0, true),
             Ok(req) => {
-                let signaled = t.sq_sig_all || req.send_flags & (b::ib_send_flags_IB_SEND_SIGNALED as u32) != 0;
+                let signaled = t.sq_sig_all
+                    || req.send_flags & (b::ib_send_flags_IB_SEND_SIGNALED as u32) != 0;
                 let len = u32::try_from(req.len()).unwrap_or(u32::MAX);
                 // The `ud` member of the WQE's `wr` union: remote QPN and
                 // Q_Key where `remote_addr` sits, the AH number at `rkey`.
@@ -284,8 +312,16 @@ impl Datagram {
                                 timestamp: now_ns(),
                             };
                             // Any entropy will do: vary the port per datagram.
-                            let src_port = 0xc000 | ((t.qpn.wrapping_mul(0x9e37_79b1) ^ psn.wrapping_mul(0x85eb_ca6b)) >> 18) as u16;
-                            let to = TxV4 { src, dst, src_port, ecn: Ecn::Ect0 };
+                            let src_port = 0xc000
+                                | ((t.qpn.wrapping_mul(0x9e37_79b1)
+                                    ^ psn.wrapping_mul(0x85eb_ca6b))
+                                    >> 18) as u16;
+                            let to = TxV4 {
+                                src,
+                                dst,
+                                src_port,
+                                ecn: Ecn::Ect0,
+                            };
                             self.transmit(st, ndev, &to, &h, &req)
                         }
                     }
@@ -308,7 +344,14 @@ impl Datagram {
     }
 
     /// Puts one datagram on the wire; the work request's status.
-    fn transmit(&self, st: &DeviceState, ndev: &NetDeviceRef, to: &TxV4, h: &DataHeader, req: &wqe::SendReq) -> u32 {
+    fn transmit(
+        &self,
+        st: &DeviceState,
+        ndev: &NetDeviceRef,
+        to: &TxV4,
+        h: &DataHeader,
+        req: &wqe::SendReq,
+    ) -> u32 {
         let n = h.payload_len as usize;
         let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
         let mut unreadable = false;
@@ -317,7 +360,14 @@ impl Datagram {
                 let read = if req.is_inline {
                     body.put(req.inline.get(..n).ok_or(EINVAL)?)
                 } else {
-                    gather_sges(&req.sges[..req.num_sge], 0, n, body, &st.mrs.lock(), &self.t.local)
+                    gather_sges(
+                        &req.sges[..req.num_sge],
+                        0,
+                        n,
+                        body,
+                        &st.mrs.lock(),
+                        &self.t.local,
+                    )
                 };
                 if read.is_err() {
                     unreadable = true;
@@ -338,8 +388,18 @@ impl Datagram {
 
     /// Places a received datagram into the next receive buffer and
     /// completes it. Returns whether it was delivered.
-    fn receive(&self, st: &DeviceState, h: &DataHeader, payload: &[u8], ip: &[u8; IPV4_HEADER_LEN]) -> bool {
-        let want = if self.gsi { GSI_QKEY } else { self.qkey.load(Ordering::Relaxed) };
+    fn receive(
+        &self,
+        st: &DeviceState,
+        h: &DataHeader,
+        payload: &[u8],
+        ip: &[u8; IPV4_HEADER_LEN],
+    ) -> bool {
+        let want = if self.gsi {
+            GSI_QKEY
+        } else {
+            self.qkey.load(Ordering::Relaxed)
+        };
         if h.rkey != want {
             return false;
         }
@@ -352,7 +412,13 @@ impl Datagram {
     }
 
     /// [`Datagram::receive`] under the QP's lock.
-    fn receive_locked(&self, st: &DeviceState, payload: &[u8], ip: &[u8; IPV4_HEADER_LEN], h: &DataHeader) -> bool {
+    fn receive_locked(
+        &self,
+        st: &DeviceState,
+        payload: &[u8],
+        ip: &[u8; IPV4_HEADER_LEN],
+        h: &DataHeader,
+    ) -> bool {
         let t = &*self.t;
         // In error (its CQ overran, or the process corrupted its ring) the
         // QP takes nothing more, though it stays reachable until RESET.
@@ -372,12 +438,16 @@ impl Datagram {
                 if cons == rq.producer() {
                     return false;
                 }
-                let w = wqe::get_recv(rq, cons).unwrap_or_else(|_| wqe::RecvWqe::without_buffer(wqe::recv_wr_id(rq, cons)));
+                let w = wqe::get_recv(rq, cons)
+                    .unwrap_or_else(|_| wqe::RecvWqe::without_buffer(wqe::recv_wr_id(rq, cons)));
                 (w, Some(cons))
             }
             (None, None) => return false,
         };
-        let (wr_id, placed) = (w.wr_id, place(&w.sges[..w.num_sge], ip, payload, &st.mrs.lock(), t));
+        let (wr_id, placed) = (
+            w.wr_id,
+            place(&w.sges[..w.num_sge], ip, payload, &st.mrs.lock(), t),
+        );
         let status = match placed {
             Ok(()) => b::ib_wc_status_IB_WC_SUCCESS,
             Err(Syndrome::InvalidRequest) => b::ib_wc_status_IB_WC_LOC_LEN_ERR,
@@ -393,10 +463,19 @@ impl Datagram {
             // The parser holds it to 24 bits.
             src_qp: h.remote_va as u32,
             ex: if with_imm { h.imm.to_be() } else { 0 },
-            wc_flags: b::ib_wc_flags_IB_WC_GRH | if with_imm { b::ib_wc_flags_IB_WC_WITH_IMM } else { 0 },
+            wc_flags: b::ib_wc_flags_IB_WC_GRH
+                | if with_imm {
+                    b::ib_wc_flags_IB_WC_WITH_IMM
+                } else {
+                    0
+                },
             ..Default::default()
         };
-        if t.recv_cq.data().push(&t.recv_cq, &wc, t.qp_addr, false).is_err() {
+        if t.recv_cq
+            .data()
+            .push(&t.recv_cq, &wc, t.qp_addr, false)
+            .is_err()
+        {
             // CQ overrun: the QP is in error too.
             t.flush_quietly();
             return false;
@@ -410,7 +489,13 @@ impl Datagram {
 
 /// Writes the GRH area (IPv4 header in bytes 20..40) and the payload into
 /// a receive buffer.
-fn place(sges: &[wqe::Sge], ip: &[u8; IPV4_HEADER_LEN], payload: &[u8], mrs: &MrTable, t: &Transport) -> core::result::Result<(), Syndrome> {
+fn place(
+    sges: &[wqe::Sge],
+    ip: &[u8; IPV4_HEADER_LEN],
+    payload: &[u8],
+    mrs: &MrTable,
+    t: &Transport,
+) -> core::result::Result<(), Syndrome> {
     let total: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
     if total < (GRH_LEN + payload.len()) as u64 {
         return Err(Syndrome::InvalidRequest);
@@ -423,14 +508,27 @@ fn place(sges: &[wqe::Sge], ip: &[u8; IPV4_HEADER_LEN], payload: &[u8], mrs: &Mr
 
 /// A UD_SEND packet arrived (receive softirq): hands it to its QP. Returns
 /// whether it was delivered; counts it either way.
-pub(crate) fn receive(st: &DeviceState, h: &DataHeader, payload: &[u8], ip: Option<&[u8; IPV4_HEADER_LEN]>) -> bool {
+pub(crate) fn receive(
+    st: &DeviceState,
+    h: &DataHeader,
+    payload: &[u8],
+    ip: Option<&[u8; IPV4_HEADER_LEN]>,
+) -> bool {
     let delivered = match ip {
         // The table's lock is held through the QP's work: see
         // `transport::deliver`.
-        Some(ip) => st.uds.lock().get(h.dst_qpn).is_some_and(|d| d.receive(st, h, payload, ip)),
+        Some(ip) => st
+            .uds
+            .lock()
+            .get(h.dst_qpn)
+            .is_some_and(|d| d.receive(st, h, payload, ip)),
         None => false,
     };
-    st.counters.inc(if delivered { Counter::UdRxPackets } else { Counter::UdRxDropped });
+    st.counters.inc(if delivered {
+        Counter::UdRxPackets
+    } else {
+        Counter::UdRxDropped
+    });
     delivered
 }
 

@@ -2,7 +2,6 @@
 
 //! The MetaRoCE `ib_device`: attributes, ports and their state.
 
-
 use kernel::prelude::*;
 use kernel::sync::{new_spinlock, SpinLock};
 
@@ -10,29 +9,29 @@ use super::ah::AhState;
 use super::cq::CqState;
 use super::datagram::{self, AhTable, DatagramTable};
 use super::ids::IdPool;
-use super::qpn::{self, QpnPool};
 use super::limits::*;
 use super::mr::{MrState, MrTable, MwState};
-use super::transport::{Transport, TxCtx};
-use crate::ib::timer::{Tick, Ticker};
-use kernel::sync::Arc;
-use super::qp::QpState;
-use super::srq::SrqState;
-use crate::ib::device::{Device, DeviceAttr, IbDriver, PortAttr, PortImmutable};
-use crate::ib::kdma::KernelConsumer;
-use crate::ib::udata::Udata;
-use crate::ib::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, Srq};
 use super::net::{log_last_drop, DropRecord, NetRx};
 use super::plane::PlaneTable;
-use crate::ib::netdev::NetDevice;
+use super::qp::QpState;
 use super::qp_counters::CounterTable;
+use super::qpn::{self, QpnPool};
+use super::srq::SrqState;
 use super::stats::{Counters, NAMES, QP_COUNTERS};
+use super::transport::{Transport, TxCtx};
 use crate::engine::ratelimit::TokenBucket;
-use crate::ib::random::random_u32;
+use crate::ib::device::{Device, DeviceAttr, IbDriver, PortAttr, PortImmutable};
+use crate::ib::kdma::KernelConsumer;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
+use crate::ib::netdev::NetDevice;
+use crate::ib::random::random_u32;
 use crate::ib::stats::StatDesc;
+use crate::ib::timer::{Tick, Ticker};
+use crate::ib::udata::Udata;
 use crate::ib::udp::TunnelRef;
+use crate::ib::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, Srq};
 use crate::sys::bindings;
+use kernel::sync::Arc;
 
 /// The uverbs ABI version of `include/uapi/rdma/metaroce-abi.h`.
 pub(crate) const UVERBS_ABI_VERSION: u32 = 1;
@@ -103,7 +102,10 @@ const TICK_JIFFIES: u64 = 1;
 
 impl Tick for DeviceState {
     fn tick(&self) {
-        let tx = TxCtx { st: self, sock: &self.tunnel };
+        let tx = TxCtx {
+            st: self,
+            sock: &self.tunnel,
+        };
         let qps = self.qps.lock();
         for t in qps.iter() {
             t.tick(&tx);
@@ -130,7 +132,10 @@ impl QpTable {
     /// The data path of QP `qpn`, if it has one (the whole number must
     /// match: another tag in the same slot is another QP).
     pub(crate) fn get(&self, qpn: u32) -> Option<&Arc<Transport>> {
-        self.slots.get(qpn::index(qpn)?)?.as_ref().filter(|t| t.qpn == qpn)
+        self.slots
+            .get(qpn::index(qpn)?)?
+            .as_ref()
+            .filter(|t| t.qpn == qpn)
     }
 
     /// Makes QP `qpn` reachable by the receive path.
@@ -250,7 +255,16 @@ fn ib_mtu_for_payload(payload: u32) -> u32 {
 /// The node GUID: the EUI-64 of the netdev's MAC address (as RoCE does), so
 /// it is stable across reboots and unique per port.
 pub(crate) fn node_guid_from_mac(mac: [u8; 6]) -> u64 {
-    u64::from_be_bytes([mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]])
+    u64::from_be_bytes([
+        mac[0] ^ 2,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ])
 }
 
 impl IbDriver for MetaRoceDevice {
@@ -304,7 +318,8 @@ impl IbDriver for MetaRoceDevice {
             | bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE
             | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
             | bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS
-            | bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE) as u64;
+            | bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE)
+            as u64;
         Ok(())
     }
 
@@ -363,7 +378,12 @@ impl IbDriver for MetaRoceDevice {
         Ok(())
     }
 
-    fn create_ah(dev: &MetaRoceIbDevice, pd: usize, attr: &bindings::rdma_ah_attr, udata: Option<&Udata<'_>>) -> Result<AhState> {
+    fn create_ah(
+        dev: &MetaRoceIbDevice,
+        pd: usize,
+        attr: &bindings::rdma_ah_attr,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<AhState> {
         AhState::create(dev, pd, attr, udata)
     }
 
@@ -371,7 +391,11 @@ impl IbDriver for MetaRoceDevice {
         ah.data().release(dev);
     }
 
-    fn create_cq(dev: &MetaRoceIbDevice, attr: &bindings::ib_cq_init_attr, udata: Option<&Udata<'_>>) -> Result<CqState> {
+    fn create_cq(
+        dev: &MetaRoceIbDevice,
+        attr: &bindings::ib_cq_init_attr,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<CqState> {
         CqState::new(dev, attr, udata)
     }
 
@@ -379,7 +403,12 @@ impl IbDriver for MetaRoceDevice {
         cq.data().capacity()
     }
 
-    fn resize_cq(dev: &MetaRoceIbDevice, cq: &Cq<CqState>, cqe: u32, udata: Option<&Udata<'_>>) -> Result {
+    fn resize_cq(
+        dev: &MetaRoceIbDevice,
+        cq: &Cq<CqState>,
+        cqe: u32,
+        udata: Option<&Udata<'_>>,
+    ) -> Result {
         cq.data().resize(dev, cqe, udata)
     }
 
@@ -391,7 +420,11 @@ impl IbDriver for MetaRoceDevice {
         Ok(cq.data().arm(flags))
     }
 
-    fn create_srq(dev: &MetaRoceIbDevice, attr: &mut bindings::ib_srq_init_attr, udata: Option<&Udata<'_>>) -> Result<SrqState> {
+    fn create_srq(
+        dev: &MetaRoceIbDevice,
+        attr: &mut bindings::ib_srq_init_attr,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<SrqState> {
         SrqState::create(dev, attr, udata)
     }
 
@@ -418,15 +451,29 @@ impl IbDriver for MetaRoceDevice {
         srq.data().post_recv(wr)
     }
 
-    fn create_qp(dev: &MetaRoceIbDevice, init: QpInit<'_, Self>, udata: Option<&Udata<'_>>) -> Result<(u32, QpState)> {
+    fn create_qp(
+        dev: &MetaRoceIbDevice,
+        init: QpInit<'_, Self>,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<(u32, QpState)> {
         QpState::create(dev, init, udata)
     }
 
-    fn modify_qp(qp: &Qp<QpState>, attr: &bindings::ib_qp_attr, mask: u32, _udata: Option<&Udata<'_>>) -> Result {
+    fn modify_qp(
+        qp: &Qp<QpState>,
+        attr: &bindings::ib_qp_attr,
+        mask: u32,
+        _udata: Option<&Udata<'_>>,
+    ) -> Result {
         qp.data().modify(qp.device::<DeviceState>(), attr, mask)
     }
 
-    fn query_qp(qp: &Qp<QpState>, attr: &mut bindings::ib_qp_attr, _mask: u32, init: &mut bindings::ib_qp_init_attr) -> Result {
+    fn query_qp(
+        qp: &Qp<QpState>,
+        attr: &mut bindings::ib_qp_attr,
+        _mask: u32,
+        init: &mut bindings::ib_qp_init_attr,
+    ) -> Result {
         qp.data().query(attr, init);
         Ok(())
     }
@@ -448,7 +495,11 @@ impl IbDriver for MetaRoceDevice {
         qp.data().post_recv(wr)
     }
 
-    fn get_dma_mr(dev: &MetaRoceIbDevice, pd: &Pd<()>, access: u32) -> Result<((u32, u32), MrState)> {
+    fn get_dma_mr(
+        dev: &MetaRoceIbDevice,
+        pd: &Pd<()>,
+        access: u32,
+    ) -> Result<((u32, u32), MrState)> {
         MrState::register_dma(dev, pd.as_raw() as usize, access)
     }
 
@@ -468,7 +519,12 @@ impl IbDriver for MetaRoceDevice {
         mr.data().release(dev);
     }
 
-    fn alloc_mr(dev: &MetaRoceIbDevice, pd: &Pd<()>, max_num_sg: u32, who: KernelConsumer) -> Result<((u32, u32), MrState)> {
+    fn alloc_mr(
+        dev: &MetaRoceIbDevice,
+        pd: &Pd<()>,
+        max_num_sg: u32,
+        who: KernelConsumer,
+    ) -> Result<((u32, u32), MrState)> {
         MrState::alloc_fast(dev, pd.as_raw() as usize, max_num_sg, who)
     }
 

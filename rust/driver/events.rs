@@ -31,14 +31,24 @@ impl NetdevHandler for NetdevEvents {
             }
             NetdevEvent::Unregister => {
                 st.planes.lock().remove(plane);
-                pr_info!("{}: plane {} ({}) removed with its netdev\n", dev.name(), plane, ndev.name());
+                pr_info!(
+                    "{}: plane {} ({}) removed with its netdev\n",
+                    dev.name(),
+                    plane,
+                    ndev.name()
+                );
                 false
             }
-            NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => ndev.is_running_with_carrier(),
+            NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => {
+                ndev.is_running_with_carrier()
+            }
             // The active MTU is derived from the netdev MTU at query time.
             NetdevEvent::ChangeMtu => return,
         };
-        let tx = TxCtx { st, sock: &st.tunnel };
+        let tx = TxCtx {
+            st,
+            sock: &st.tunnel,
+        };
         for t in st.qps.lock().iter() {
             t.plane_event(&tx, plane, up);
         }

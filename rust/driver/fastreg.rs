@@ -37,7 +37,13 @@ impl Mapping {
         for _ in 0..max_pages {
             pages.push(0, GFP_KERNEL)?;
         }
-        Ok(Self { pages, mapped: 0, page_shift: 0, iova: 0, length: 0 })
+        Ok(Self {
+            pages,
+            mapped: 0,
+            page_shift: 0,
+            iova: 0,
+            length: 0,
+        })
     }
 
     /// Becomes a copy of `other` (same capacity: both made by `new` with
@@ -154,7 +160,12 @@ impl FastRegion {
 
     /// Walks `len` bytes from `iova`, calling `f(kernel address, range of
     /// the caller's buffer)` per page; `EFAULT` outside the registration.
-    fn walk(&self, iova: u64, len: usize, mut f: impl FnMut(u64, Range<usize>) -> Result) -> Result {
+    fn walk(
+        &self,
+        iova: u64,
+        len: usize,
+        mut f: impl FnMut(u64, Range<usize>) -> Result,
+    ) -> Result {
         if !self.contains(iova, len as u64) {
             return Err(EFAULT);
         }
@@ -165,7 +176,9 @@ impl FastRegion {
         let mut at = iova.checked_sub(m.iova).ok_or(EFAULT)? + (m.iova & (size - 1));
         let mut done = 0;
         while done < len {
-            let page = *m.pages[..m.mapped].get((at >> m.page_shift) as usize).ok_or(EFAULT)?;
+            let page = *m.pages[..m.mapped]
+                .get((at >> m.page_shift) as usize)
+                .ok_or(EFAULT)?;
             let in_page = at & (size - 1);
             let n = (len - done).min((size - in_page) as usize);
             f(page.checked_add(in_page).ok_or(EFAULT)?, done..done + n)?;
@@ -177,11 +190,15 @@ impl FastRegion {
 
     /// Appends `len` bytes of the region at `iova` to `out`.
     pub(super) fn copy_out(&self, iova: u64, len: usize, out: &mut TxTail<'_>) -> Result {
-        self.walk(iova, len, |addr, r| kdma::read_to(self.who, addr, r.len(), out))
+        self.walk(iova, len, |addr, r| {
+            kdma::read_to(self.who, addr, r.len(), out)
+        })
     }
 
     /// Copies `data` into the region at `iova`.
     pub(super) fn copy_in(&self, iova: u64, data: &[u8]) -> Result {
-        self.walk(iova, data.len(), |addr, r| kdma::write(self.who, addr, &data[r]))
+        self.walk(iova, data.len(), |addr, r| {
+            kdma::write(self.who, addr, &data[r])
+        })
     }
 }

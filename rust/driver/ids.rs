@@ -16,7 +16,10 @@ impl IdPool {
     /// A pool of numbers `0..size`, all free.
     pub(crate) fn new(size: u32) -> Result<Self> {
         let n = (size as usize).div_ceil(64);
-        Ok(Self { words: KVec::from_elem(0u64, n, GFP_KERNEL)?, size })
+        Ok(Self {
+            words: KVec::from_elem(0u64, n, GFP_KERNEL)?,
+            size,
+        })
     }
 
     /// Takes the lowest free number; `ENOSPC` when all are taken.

@@ -14,7 +14,10 @@
 use kernel::c_str;
 use kernel::prelude::*;
 
-use super::device::{node_guid_from_mac, DeviceState, MetaRoceDevice, MetaRoceIbDevice, FIRST_PORT, UVERBS_ABI_VERSION};
+use super::device::{
+    node_guid_from_mac, DeviceState, MetaRoceDevice, MetaRoceIbDevice, FIRST_PORT,
+    UVERBS_ABI_VERSION,
+};
 use super::plane::device_of_plane;
 use crate::ib::device::{device_by_name, name_in_use, DeviceConfig, NewDevice};
 use crate::ib::link::LinkType;
@@ -28,7 +31,11 @@ impl LinkType for MetaRoceLink {
 
     fn newlink(name: &CStr, ndev: &NetDevice) -> Result {
         if !ndev.is_ethernet() {
-            pr_err!("cannot add {}: {} is not an Ethernet device\n", name, ndev.name());
+            pr_err!(
+                "cannot add {}: {} is not an Ethernet device\n",
+                name,
+                ndev.name()
+            );
             return Err(EINVAL);
         }
         // One MetaRoCE device per netdev (as its first or a later plane): a
@@ -58,10 +65,15 @@ impl LinkType for MetaRoceLink {
             num_comp_vectors: 1,
             uverbs_abi_ver: UVERBS_ABI_VERSION,
         };
-        let mut dev = NewDevice::<MetaRoceDevice>::new(&crate::THIS_MODULE, &cfg, DeviceState::new(ndev))?;
+        let mut dev =
+            NewDevice::<MetaRoceDevice>::new(&crate::THIS_MODULE, &cfg, DeviceState::new(ndev))?;
         dev.set_netdev(ndev, FIRST_PORT)?;
         dev.register(name).inspect_err(|e| {
-            pr_err!("cannot add {}: registration failed ({})\n", name, e.to_errno());
+            pr_err!(
+                "cannot add {}: registration failed ({})\n",
+                name,
+                e.to_errno()
+            );
         })?;
         pr_info!("{}: created on {}\n", name, ndev.name());
         Ok(())
@@ -76,11 +88,26 @@ fn add_plane(dev: &MetaRoceIbDevice, ndev: &NetDevice) -> Result {
     // Packets are sized for the first plane (the port's MTU): a plane that
     // cannot carry them would lose every full-size packet.
     if ndev.mtu() < first_mtu {
-        pr_err!("cannot add {} to {}: MTU {} below the first plane's {}\n", ndev.name(), name, ndev.mtu(), first_mtu);
+        pr_err!(
+            "cannot add {} to {}: MTU {} below the first plane's {}\n",
+            ndev.name(),
+            name,
+            ndev.mtu(),
+            first_mtu
+        );
         return Err(EINVAL);
     }
     let k = dev.data().planes.lock().add(ndev).inspect_err(|e| {
-        pr_err!("cannot add {} to {}: {}\n", ndev.name(), name, if *e == ENOSPC { "no free plane" } else { "netdev in use" });
+        pr_err!(
+            "cannot add {} to {}: {}\n",
+            ndev.name(),
+            name,
+            if *e == ENOSPC {
+                "no free plane"
+            } else {
+                "netdev in use"
+            }
+        );
     })?;
     pr_info!("{}: plane {} on {}\n", name, k, ndev.name());
     // The port is active while any plane is.

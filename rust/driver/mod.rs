@@ -23,7 +23,7 @@ pub(crate) mod qp_counters;
 pub(crate) mod qpn;
 pub(crate) mod refusal;
 pub(crate) mod srq;
+pub(crate) mod stats;
 pub(crate) mod transport;
 pub(crate) mod uc;
-pub(crate) mod stats;
 pub(crate) mod wqe;

@@ -58,7 +58,12 @@ impl Region {
     /// Walks `len` bytes of the region from `iova` page by page, calling
     /// `f(page, offset in page, range of the caller's buffer)`; `EFAULT`
     /// outside the region.
-    fn walk(&self, iova: u64, len: usize, mut f: impl FnMut(&PinnedPage, usize, core::ops::Range<usize>) -> Result) -> Result {
+    fn walk(
+        &self,
+        iova: u64,
+        len: usize,
+        mut f: impl FnMut(&PinnedPage, usize, core::ops::Range<usize>) -> Result,
+    ) -> Result {
         let p = self.pages.as_ref().ok_or(EINVAL)?;
         let off = iova.checked_sub(p.iova).ok_or(EFAULT)?;
         let end = off.checked_add(len as u64).ok_or(EFAULT)?;
@@ -81,7 +86,9 @@ impl Region {
     /// Whether `[iova, iova + len)` lies inside the region (the DMA region
     /// spans all memory).
     fn contains(&self, iova: u64, len: u64) -> bool {
-        let Some(p) = self.pages.as_ref() else { return iova.checked_add(len).is_some() };
+        let Some(p) = self.pages.as_ref() else {
+            return iova.checked_add(len).is_some();
+        };
         iova.checked_sub(p.iova)
             .and_then(|off| off.checked_add(len))
             .is_some_and(|end| end <= p.length)
@@ -302,10 +309,15 @@ impl MrTable {
     /// `req.region_key` names becomes reachable (see
     /// [`FastRegion::register`]); `req.window_key` is unused.
     pub(crate) fn fast_register(&mut self, pd: usize, req: &Bind) -> Result {
-        if req.access & !SUPPORTED_ACCESS != 0 || req.access & b::ib_access_flags_IB_ACCESS_MW_BIND != 0 {
+        if req.access & !SUPPORTED_ACCESS != 0
+            || req.access & b::ib_access_flags_IB_ACCESS_MW_BIND != 0
+        {
             return Err(EINVAL);
         }
-        let f = self.fast_mut(req.region_key >> 8).filter(|f| f.pd == pd).ok_or(EINVAL)?;
+        let f = self
+            .fast_mut(req.region_key >> 8)
+            .filter(|f| f.pd == pd)
+            .ok_or(EINVAL)?;
         f.register(req.new_key, req.addr, req.length, req.access)
     }
 
@@ -315,12 +327,20 @@ impl MrTable {
         match self.entry(rkey)? {
             Entry::Region(_) | Entry::Fast(_) => {
                 let region = self.find(rkey, pd)?;
-                Some(Reach { region, access: region.access(), window: None })
+                Some(Reach {
+                    region,
+                    access: region.access(),
+                    window: None,
+                })
             }
             Entry::Window(w) => {
                 let b = w.bound.filter(|_| w.key == rkey && w.pd == pd)?;
                 let region = self.find(b.region_key, pd)?;
-                Some(Reach { region, access: b.access, window: Some((b.addr, b.length)) })
+                Some(Reach {
+                    region,
+                    access: b.access,
+                    window: Some((b.addr, b.length)),
+                })
             }
         }
     }
@@ -336,16 +356,25 @@ impl MrTable {
         let binding = if req.length == 0 {
             None
         } else {
-            let Some(Mem::Region(r)) = self.find(req.region_key, pd) else { return Err(EINVAL) };
-            let writes = b::ib_access_flags_IB_ACCESS_REMOTE_WRITE | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
+            let Some(Mem::Region(r)) = self.find(req.region_key, pd) else {
+                return Err(EINVAL);
+            };
+            let writes = b::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+                | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
             if r.pages.is_none()
                 || r.access & b::ib_access_flags_IB_ACCESS_MW_BIND == 0
-                || (req.access & writes != 0 && r.access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0)
+                || (req.access & writes != 0
+                    && r.access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0)
                 || !r.contains(req.addr, req.length)
             {
                 return Err(EINVAL);
             }
-            Some(Binding { region_key: req.region_key, addr: req.addr, length: req.length, access: req.access })
+            Some(Binding {
+                region_key: req.region_key,
+                addr: req.addr,
+                length: req.length,
+                access: req.access,
+            })
         };
         let w = self.window_mut(req.window_key, pd).ok_or(EINVAL)?;
         if w.type2 && (binding.is_none() || w.bound.is_some()) {
@@ -380,7 +409,11 @@ impl MrTable {
         if !self.can_invalidate(key, pd) {
             return Err(EINVAL);
         }
-        match self.slots.get_mut((key >> 8) as usize).and_then(Option::as_mut) {
+        match self
+            .slots
+            .get_mut((key >> 8) as usize)
+            .and_then(Option::as_mut)
+        {
             Some(Entry::Window(w)) => w.bound = None,
             Some(Entry::Fast(f)) => f.valid = false,
             _ => return Err(EINVAL),
@@ -403,19 +436,43 @@ impl MrTable {
     /// message to `va`: needs REMOTE_WRITE on the whole message's range
     /// (protocol.md 3.2: checked per message, so that a message that does
     /// not fit places nothing, whichever of its packets comes first).
-    pub(crate) fn write_remote(&self, rkey: u32, pd: usize, va: u64, msg_len: u32, offset: u64, data: &[u8]) -> core::result::Result<(), Syndrome> {
+    pub(crate) fn write_remote(
+        &self,
+        rkey: u32,
+        pd: usize,
+        va: u64,
+        msg_len: u32,
+        offset: u64,
+        data: &[u8],
+    ) -> core::result::Result<(), Syndrome> {
         let r = self.find_remote(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
         let iova = va.checked_add(offset).ok_or(Syndrome::RemoteAccess)?;
-        let in_msg = offset.checked_add(data.len() as u64).is_some_and(|end| end <= u64::from(msg_len));
-        if !in_msg || !r.allows(b::ib_access_flags_IB_ACCESS_REMOTE_WRITE, va, u64::from(msg_len)) {
+        let in_msg = offset
+            .checked_add(data.len() as u64)
+            .is_some_and(|end| end <= u64::from(msg_len));
+        if !in_msg
+            || !r.allows(
+                b::ib_access_flags_IB_ACCESS_REMOTE_WRITE,
+                va,
+                u64::from(msg_len),
+            )
+        {
             return Err(Syndrome::RemoteAccess);
         }
-        r.region.copy_in(iova, data).map_err(|_| Syndrome::RemoteAccess)
+        r.region
+            .copy_in(iova, data)
+            .map_err(|_| Syndrome::RemoteAccess)
     }
 
     /// The peer may read `[va, va + len)` (RDMA READ, checked once for the
     /// whole request): the key, the PD, REMOTE_READ and the bounds.
-    pub(crate) fn check_remote_read(&self, rkey: u32, pd: usize, va: u64, len: u64) -> core::result::Result<(), Syndrome> {
+    pub(crate) fn check_remote_read(
+        &self,
+        rkey: u32,
+        pd: usize,
+        va: u64,
+        len: u64,
+    ) -> core::result::Result<(), Syndrome> {
         let r = self.find_remote(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
         if !r.allows(b::ib_access_flags_IB_ACCESS_REMOTE_READ, va, len) {
             return Err(Syndrome::RemoteAccess);
@@ -428,7 +485,13 @@ impl MrTable {
     /// REMOTE_WRITE for ATOMIC_WRITE) and the 8 bytes at `va` inside user
     /// memory (the DMA and fast-registration regions of kernel consumers
     /// take no atomics).
-    fn atomic_target(&self, rkey: u32, pd: usize, va: u64, access: u32) -> core::result::Result<&Region, Syndrome> {
+    fn atomic_target(
+        &self,
+        rkey: u32,
+        pd: usize,
+        va: u64,
+        access: u32,
+    ) -> core::result::Result<&Region, Syndrome> {
         let r = self.find_remote(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
         if !r.allows(access, va, u64::from(ATOMIC_LEN)) {
             return Err(Syndrome::RemoteAccess);
@@ -442,28 +505,49 @@ impl MrTable {
 
     /// The peer may run an atomic on the 8 bytes at `va` (checked when the
     /// request arrives; it runs when the request completes).
-    pub(crate) fn check_remote_atomic(&self, rkey: u32, pd: usize, va: u64, access: u32) -> core::result::Result<(), Syndrome> {
+    pub(crate) fn check_remote_atomic(
+        &self,
+        rkey: u32,
+        pd: usize,
+        va: u64,
+        access: u32,
+    ) -> core::result::Result<(), Syndrome> {
         self.atomic_target(rkey, pd, va, access).map(|_| ())
     }
 
     /// Runs the peer's atomic: the 8 bytes at `va` become `op(old)` in one
     /// atomic step; returns `old`. Checked again: the region may have gone
     /// since the request was accepted.
-    pub(crate) fn atomic_remote(&self, rkey: u32, pd: usize, va: u64, access: u32, op: impl Fn(u64) -> u64) -> core::result::Result<u64, Syndrome> {
+    pub(crate) fn atomic_remote(
+        &self,
+        rkey: u32,
+        pd: usize,
+        va: u64,
+        access: u32,
+        op: impl Fn(u64) -> u64,
+    ) -> core::result::Result<u64, Syndrome> {
         let r = self.atomic_target(rkey, pd, va, access)?;
         let p = r.pages.as_ref().ok_or(Syndrome::RemoteAccess)?;
         let at = va.checked_sub(p.iova).ok_or(Syndrome::RemoteAccess)? as usize + p.first_offset;
         let page = p.pages.get(at / PAGE_SIZE).ok_or(Syndrome::RemoteAccess)?;
         // An iova whose alignment differs from the memory's: the 8 bytes
         // are not one aligned word.
-        page.atomic_u64(at % PAGE_SIZE, op).map_err(|_| Syndrome::InvalidRequest)
+        page.atomic_u64(at % PAGE_SIZE, op)
+            .map_err(|_| Syndrome::InvalidRequest)
     }
 
     /// The send path reads the bytes of a READ response: needs REMOTE_READ
     /// (checked again per packet: the region may have gone since the
     /// request was accepted).
     /// Appends the `len` bytes at `va` to `out`.
-    pub(crate) fn read_remote(&self, rkey: u32, pd: usize, va: u64, len: usize, out: &mut TxTail<'_>) -> Result {
+    pub(crate) fn read_remote(
+        &self,
+        rkey: u32,
+        pd: usize,
+        va: u64,
+        len: usize,
+        out: &mut TxTail<'_>,
+    ) -> Result {
         let r = self.find_remote(rkey, pd).ok_or(EACCES)?;
         if !r.allows(b::ib_access_flags_IB_ACCESS_REMOTE_READ, va, len as u64) {
             return Err(EACCES);
@@ -474,7 +558,14 @@ impl MrTable {
     /// A local buffer of a work request is usable: its key names a region
     /// of the PD that holds `[va, va + len)`, with LOCAL_WRITE when the
     /// device writes into it (RDMA READ targets).
-    pub(crate) fn check_local(&self, lkey: u32, who: &Requester, va: u64, len: u32, write: bool) -> Result {
+    pub(crate) fn check_local(
+        &self,
+        lkey: u32,
+        who: &Requester,
+        va: u64,
+        len: u32,
+        write: bool,
+    ) -> Result {
         let r = self.find(lkey, who.pd).ok_or(EACCES)?;
         if r.is_kernel() && who.kernel.is_none() {
             // Kernel memory named by a user QP.
@@ -500,7 +591,14 @@ impl MrTable {
 
     /// The send path reads a local buffer (any registered region): appends
     /// the `len` bytes at `va` to `out`.
-    pub(crate) fn read_local(&self, lkey: u32, who: &Requester, va: u64, len: usize, out: &mut TxTail<'_>) -> Result {
+    pub(crate) fn read_local(
+        &self,
+        lkey: u32,
+        who: &Requester,
+        va: u64,
+        len: usize,
+        out: &mut TxTail<'_>,
+    ) -> Result {
         let r = self.find(lkey, who.pd).ok_or(EACCES)?;
         r.read_for(who, va, len, out)
     }
@@ -527,14 +625,33 @@ const SUPPORTED_ACCESS: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE
 fn check_access(dev: &MetaRoceIbDevice, verb: &str, access: u32) -> Result {
     match access & !SUPPORTED_ACCESS {
         0 => Ok(()),
-        bad => Err(refuse(dev, verb, None, EINVAL, format_args!("access flags {bad:#x} not supported"))),
+        bad => Err(refuse(
+            dev,
+            verb,
+            None,
+            EINVAL,
+            format_args!("access flags {bad:#x} not supported"),
+        )),
     }
 }
 
 impl MrState {
-    fn insert(dev: &MetaRoceIbDevice, pd: usize, access: u32, pages: Option<UserPages>) -> Result<((u32, u32), Self)> {
+    fn insert(
+        dev: &MetaRoceIbDevice,
+        pd: usize,
+        access: u32,
+        pages: Option<UserPages>,
+    ) -> Result<((u32, u32), Self)> {
         let (index, key) = dev.data().take_mr_key()?;
-        let region = match Arc::new(Region { key, access, pd, pages }, GFP_KERNEL) {
+        let region = match Arc::new(
+            Region {
+                key,
+                access,
+                pd,
+                pages,
+            },
+            GFP_KERNEL,
+        ) {
             Ok(r) => r,
             Err(e) => {
                 dev.data().give_back_mr_key(index);
@@ -544,18 +661,41 @@ impl MrState {
         if let Some(slot) = dev.data().mrs.lock().slots.get_mut(index as usize) {
             *slot = Some(Entry::Region(region.clone()));
         }
-        Ok(((key, key), Self { index, _region: Some(region) }))
+        Ok((
+            (key, key),
+            Self {
+                index,
+                _region: Some(region),
+            },
+        ))
     }
 
     /// A fast-registration region of a kernel consumer for up to
     /// `max_pages` pages (`ib_alloc_mr`), unregistered.
-    pub(crate) fn alloc_fast(dev: &MetaRoceIbDevice, pd: usize, max_pages: u32, who: KernelConsumer) -> Result<((u32, u32), Self)> {
+    pub(crate) fn alloc_fast(
+        dev: &MetaRoceIbDevice,
+        pd: usize,
+        max_pages: u32,
+        who: KernelConsumer,
+    ) -> Result<((u32, u32), Self)> {
         if max_pages == 0 {
-            return Err(refuse(dev, "alloc_mr", None, EINVAL, format_args!("max_num_sg 0: a region maps at least one page")));
+            return Err(refuse(
+                dev,
+                "alloc_mr",
+                None,
+                EINVAL,
+                format_args!("max_num_sg 0: a region maps at least one page"),
+            ));
         }
-        check_limits(dev, "alloc_mr", &[("max_num_sg", max_pages, MAX_FAST_REG_PAGES)])?;
+        check_limits(
+            dev,
+            "alloc_mr",
+            &[("max_num_sg", max_pages, MAX_FAST_REG_PAGES)],
+        )?;
         let (index, key) = dev.data().take_mr_key()?;
-        let fast = match FastRegion::new(key, pd, max_pages, who).and_then(|f| Ok(KBox::new(f, GFP_KERNEL)?)) {
+        let fast = match FastRegion::new(key, pd, max_pages, who)
+            .and_then(|f| Ok(KBox::new(f, GFP_KERNEL)?))
+        {
             Ok(f) => f,
             Err(e) => {
                 dev.data().give_back_mr_key(index);
@@ -565,18 +705,34 @@ impl MrState {
         if let Some(slot) = dev.data().mrs.lock().slots.get_mut(index as usize) {
             *slot = Some(Entry::Fast(fast));
         }
-        Ok(((key, key), Self { index, _region: None }))
+        Ok((
+            (key, key),
+            Self {
+                index,
+                _region: None,
+            },
+        ))
     }
 
     /// `ib_map_mr_sg` of a fast-registration region starts, with pages of
     /// `page_size` bytes.
     pub(crate) fn map_begin(&self, dev: &MetaRoceIbDevice, page_size: u32) -> Result {
-        dev.data().mrs.lock().fast_mut(self.index).ok_or(EINVAL)?.map_begin(page_size)
+        dev.data()
+            .mrs
+            .lock()
+            .fast_mut(self.index)
+            .ok_or(EINVAL)?
+            .map_begin(page_size)
     }
 
     /// The next page address of the mapping.
     pub(crate) fn map_page(&self, dev: &MetaRoceIbDevice, addr: u64) -> Result {
-        dev.data().mrs.lock().fast_mut(self.index).ok_or(EINVAL)?.map_page(addr)
+        dev.data()
+            .mrs
+            .lock()
+            .fast_mut(self.index)
+            .ok_or(EINVAL)?
+            .map_page(addr)
     }
 
     /// The mapping spans `[iova, iova + length)`.
@@ -596,12 +752,20 @@ impl MrState {
         access: u32,
     ) -> Result<((u32, u32), Self)> {
         if length == 0 {
-            return Err(refuse(dev, "reg_mr", None, EINVAL, format_args!("length 0")));
+            return Err(refuse(
+                dev,
+                "reg_mr",
+                None,
+                EINVAL,
+                format_args!("length 0"),
+            ));
         }
         check_limits(dev, "reg_mr", &[("length", length, MAX_MR_SIZE)])?;
         check_access(dev, "reg_mr", access)?;
         if iova.checked_add(length).is_none() {
-            let why = format_args!("iova {iova:#x} plus length {length} passes the end of the address space");
+            let why = format_args!(
+                "iova {iova:#x} plus length {length} passes the end of the address space"
+            );
             return Err(refuse(dev, "reg_mr", None, EINVAL, why));
         }
         let umem = Umem::get(dev, start, length, access)?;
@@ -610,12 +774,22 @@ impl MrState {
         if (pages.len() * PAGE_SIZE) < first_offset + length as usize {
             return Err(EFAULT);
         }
-        let user = UserPages { _umem: umem, pages, iova, length, first_offset };
+        let user = UserPages {
+            _umem: umem,
+            pages,
+            iova,
+            length,
+            first_offset,
+        };
         Self::insert(dev, pd, access, Some(user))
     }
 
     /// The region of all memory, for kernel consumers.
-    pub(crate) fn register_dma(dev: &MetaRoceIbDevice, pd: usize, access: u32) -> Result<((u32, u32), Self)> {
+    pub(crate) fn register_dma(
+        dev: &MetaRoceIbDevice,
+        pd: usize,
+        access: u32,
+    ) -> Result<((u32, u32), Self)> {
         check_access(dev, "get_dma_mr", access)?;
         Self::insert(dev, pd, access, None)
     }
@@ -653,7 +827,12 @@ impl MwState {
         };
         let (index, key) = dev.data().take_mr_key()?;
         if let Some(slot) = dev.data().mrs.lock().slots.get_mut(index as usize) {
-            *slot = Some(Entry::Window(Window { key, pd, type2, bound: None }));
+            *slot = Some(Entry::Window(Window {
+                key,
+                pd,
+                type2,
+                bound: None,
+            }));
         }
         Ok((key, Self { index }))
     }

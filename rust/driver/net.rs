@@ -35,7 +35,12 @@ impl RxMeta {
     /// The destination of a reply on the same path (section 3.4): back to
     /// the sender, from the packet's source port, ECT(0).
     pub(crate) fn reply_to(&self) -> TxV4 {
-        TxV4 { src: self.dst, dst: self.src, src_port: self.src_port, ecn: Ecn::Ect0 }
+        TxV4 {
+            src: self.dst,
+            dst: self.src,
+            src_port: self.src_port,
+            ecn: Ecn::Ect0,
+        }
     }
 }
 
@@ -77,17 +82,28 @@ impl RxHandler for NetRx {
 }
 
 /// Parses, counts and dispatches one packet of device `dev`'s plane `ndev`.
-fn receive_on(dev: &MetaRoceIbDevice, sock: &TunnelSock, ndev: &NetDevice, skb: &mut SkBuff) -> RxFate {
+fn receive_on(
+    dev: &MetaRoceIbDevice,
+    sock: &TunnelSock,
+    ndev: &NetDevice,
+    skb: &mut SkBuff,
+) -> RxFate {
     let st = dev.data();
     st.counters.inc(Counter::RxPackets);
-    st.counters.add(Counter::RxBytes, skb.len().saturating_sub(8) as u64);
+    st.counters
+        .add(Counter::RxBytes, skb.len().saturating_sub(8) as u64);
 
     let to_host = skb.is_to_host();
     let (Some(ip), Some(src_port)) = (skb.ipv4(), skb.udp_src_port()) else {
         st.counters.inc(Counter::RxMalformed);
         return RxFate::Dropped;
     };
-    let meta = RxMeta { src: ip.src, dst: ip.dst, src_port, ecn: ip.ecn };
+    let meta = RxMeta {
+        src: ip.src,
+        dst: ip.dst,
+        src_port,
+        ecn: ip.ecn,
+    };
     // Datagram receives report the IP header in their GRH area.
     let ip_header = skb.ipv4_header();
     if meta.ecn == Ecn::Ce {
@@ -100,7 +116,12 @@ fn receive_on(dev: &MetaRoceIbDevice, sock: &TunnelSock, ndev: &NetDevice, skb: 
     match wire::parse_packet(payload) {
         Err(reason) => {
             st.counters.inc(Counter::RxMalformed);
-            let rec = DropRecord { reason, from: meta.src, port: src_port, len: payload.len() };
+            let rec = DropRecord {
+                reason,
+                from: meta.src,
+                port: src_port,
+                len: payload.len(),
+            };
             *st.last_drop.lock() = Some(rec);
             RxFate::Dropped
         }
@@ -145,9 +166,17 @@ fn deliver(
 /// sender is waiting for it. Otherwise `None`: the reply goes to QPN 0,
 /// which no MetaRoCE QP uses, so the prober drops it (the reply still
 /// proves the path works to a tool like selftests/metaroce_pkt.py).
-fn probe_reply_qpn(dev: &MetaRoceIbDevice, ndev: &NetDevice, qpn: u32, src: Ipv4Addr) -> Option<u32> {
+fn probe_reply_qpn(
+    dev: &MetaRoceIbDevice,
+    ndev: &NetDevice,
+    qpn: u32,
+    src: Ipv4Addr,
+) -> Option<u32> {
     let st = dev.data();
-    st.qps.lock().get(qpn).and_then(|t| t.peer_qpn_from(st, ndev, src))
+    st.qps
+        .lock()
+        .get(qpn)
+        .and_then(|t| t.peer_qpn_from(st, ndev, src))
 }
 
 fn answer_probe(
@@ -167,9 +196,14 @@ fn answer_probe(
         }
     };
     let reply = Probe { dst_qpn, ..*probe };
-    let sent = send(st, sock, ndev, &meta.reply_to(), wire::PROBE_LEN + wire::ICRC_LEN, |buf| {
-        reply.encode(true, buf).map_err(|_| EINVAL)
-    });
+    let sent = send(
+        st,
+        sock,
+        ndev,
+        &meta.reply_to(),
+        wire::PROBE_LEN + wire::ICRC_LEN,
+        |buf| reply.encode(true, buf).map_err(|_| EINVAL),
+    );
     if sent.is_err() {
         // Counted as tx_errors.
         return RxFate::Dropped;

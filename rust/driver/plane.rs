@@ -56,7 +56,9 @@ fn claim(plane: i32, first: i32) -> Result {
     }
     let entry = owner_entry(plane, first);
     for s in &OWNERS {
-        if s.compare_exchange(0, entry, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        if s.compare_exchange(0, entry, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
             return Ok(());
         }
     }
@@ -100,7 +102,10 @@ impl PlaneTable {
     /// Planes a QP connected now spreads its paths over (highest plane
     /// number + 1).
     pub(crate) fn count(&self) -> u8 {
-        self.ndevs.iter().rposition(Option::is_some).map_or(1, |k| k + 1) as u8
+        self.ndevs
+            .iter()
+            .rposition(Option::is_some)
+            .map_or(1, |k| k + 1) as u8
     }
 
     /// The netdev of plane `k`.
@@ -118,7 +123,10 @@ impl PlaneTable {
 
     /// Whether any plane is up with carrier (the port state).
     pub(crate) fn any_carrier(&self) -> bool {
-        self.ndevs.iter().flatten().any(|n| n.is_running_with_carrier())
+        self.ndevs
+            .iter()
+            .flatten()
+            .any(|n| n.is_running_with_carrier())
     }
 
     /// Adds `ndev` as a new plane; returns its number. Process context.
@@ -198,7 +206,13 @@ impl PeerPlanes {
     pub(crate) fn new(remote: Ipv4Addr, now: u64) -> Self {
         let mut addrs = [None; MAX_PLANES];
         addrs[0] = Some(remote);
-        Self { addrs, known: false, acked: false, next_ns: now, interval_ns: PLANES_RETRY_MIN_NS }
+        Self {
+            addrs,
+            known: false,
+            acked: false,
+            next_ns: now,
+            interval_ns: PLANES_RETRY_MIN_NS,
+        }
     }
 
     /// The peer's address on plane `k`.
@@ -221,7 +235,11 @@ impl PeerPlanes {
     /// address the QP was connected to.
     pub(crate) fn learn(&mut self, count: u8, addrs: &[[u8; 16]; MAX_PLANES]) -> bool {
         for k in 1..MAX_PLANES {
-            self.addrs[k] = if k < count as usize { gid_ipv4(&addrs[k]).filter(|ip| ip.0 != [0; 4]) } else { None };
+            self.addrs[k] = if k < count as usize {
+                gid_ipv4(&addrs[k]).filter(|ip| ip.0 != [0; 4])
+            } else {
+                None
+            };
         }
         !core::mem::replace(&mut self.known, true)
     }

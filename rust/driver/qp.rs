@@ -10,16 +10,16 @@ use kernel::sync::{new_mutex, Arc, Mutex};
 
 use super::ah::AhState;
 use super::datagram::Datagram;
-use super::mr::Requester;
 use super::device::{active_mtu, mtu_bytes, MetaRoceDevice, MetaRoceIbDevice, FIRST_PORT};
+use super::limits::{MAX_INLINE, MAX_QP_WR, MAX_RD_ATOMIC, MAX_SGE};
+use super::mr::Requester;
 use super::qp_counters::QpCounters;
 use super::refusal::{check_limits, qp_state_name, qp_type_name, refuse};
 use super::transport::{gid_ipv4, Peer, Transport, TxCtx};
-use super::limits::{MAX_INLINE, MAX_QP_WR, MAX_RD_ATOMIC, MAX_SGE};
 use super::wqe::{self, geometry, Remote, SendWqe, Sge};
+use crate::ib::eopnotsupp;
 use crate::ib::lock::{irqs_disabled, new_spinlock_irq, SpinLockIrq};
 use crate::ib::ring::SharedRing;
-use crate::ib::eopnotsupp;
 use crate::ib::udata::Udata;
 use crate::ib::verbs::{self, AddressVector, KernelRecvWr, KernelSendWr, Qp, QpInit};
 use crate::sys::bindings as b;
@@ -88,7 +88,10 @@ pub(crate) struct QpState {
 fn supported(qp_type: u32) -> bool {
     matches!(
         qp_type,
-        b::ib_qp_type_IB_QPT_RC | b::ib_qp_type_IB_QPT_UC | b::ib_qp_type_IB_QPT_UD | b::ib_qp_type_IB_QPT_GSI
+        b::ib_qp_type_IB_QPT_RC
+            | b::ib_qp_type_IB_QPT_UC
+            | b::ib_qp_type_IB_QPT_UD
+            | b::ib_qp_type_IB_QPT_GSI
     )
 }
 
@@ -111,11 +114,17 @@ impl QpState {
     ) -> Result<(u32, Self)> {
         let attr = init.attr;
         if !supported(attr.qp_type) {
-            let why = format_args!("QP type {} not supported (RC, UC, UD and GSI are)", attr.qp_type);
+            let why = format_args!(
+                "QP type {} not supported (RC, UC, UD and GSI are)",
+                attr.qp_type
+            );
             return Err(refuse(dev, "create_qp", None, eopnotsupp(), why));
         }
         if attr.create_flags != 0 {
-            let why = format_args!("create flags {:#x} not supported (none are)", attr.create_flags);
+            let why = format_args!(
+                "create flags {:#x} not supported (none are)",
+                attr.create_flags
+            );
             return Err(refuse(dev, "create_qp", None, eopnotsupp(), why));
         }
         let cap = &mut attr.cap;
@@ -130,7 +139,10 @@ impl QpState {
                 ("max_inline_data", cap.max_inline_data, MAX_INLINE),
             ],
         )?;
-        let (sq_count, sq_size) = geometry(cap.max_send_wr, wqe::send_elem(cap.max_send_sge, cap.max_inline_data)?)?;
+        let (sq_count, sq_size) = geometry(
+            cap.max_send_wr,
+            wqe::send_elem(cap.max_send_sge, cap.max_inline_data)?,
+        )?;
         let mut sq = SharedRing::new(sq_count, sq_size)?;
         let mut rq = match init.srq {
             Some(_) => None,
@@ -169,7 +181,10 @@ impl QpState {
         let transport = Transport::new(
             qpn,
             init.qp_addr,
-            Requester { pd: init.pd_addr, kernel: init.kernel },
+            Requester {
+                pd: init.pd_addr,
+                kernel: init.kernel,
+            },
             sq,
             rq,
             init.srq,
@@ -181,7 +196,10 @@ impl QpState {
         }
         let datagram = match attr.qp_type {
             t if connected(t) => None,
-            t => Some(Datagram::new(transport.clone(), t == b::ib_qp_type_IB_QPT_GSI)?),
+            t => Some(Datagram::new(
+                transport.clone(),
+                t == b::ib_qp_type_IB_QPT_GSI,
+            )?),
         };
         let state = Self {
             qp_type: attr.qp_type,
@@ -194,7 +212,13 @@ impl QpState {
             sq_lock: KBox::pin_init(new_spinlock_irq!((), "metaroce_qp_sq"), GFP_KERNEL)?,
             rq_lock: KBox::pin_init(new_spinlock_irq!((), "metaroce_qp_rq"), GFP_KERNEL)?,
             state: AtomicU32::new(b::ib_qp_state_IB_QPS_RESET),
-            attrs: KBox::pin_init(new_mutex!(QpAttrs { state: b::ib_qp_state_IB_QPS_RESET, ..Default::default() }), GFP_KERNEL)?,
+            attrs: KBox::pin_init(
+                new_mutex!(QpAttrs {
+                    state: b::ib_qp_state_IB_QPS_RESET,
+                    ..Default::default()
+                }),
+                GFP_KERNEL,
+            )?,
         };
         core::mem::forget(guard);
         Ok((qpn, state))
@@ -216,44 +240,79 @@ impl QpState {
             // The data path failed since the last modify.
             a.state = b::ib_qp_state_IB_QPS_ERR;
         }
-        let cur = if mask & b::ib_qp_attr_mask_IB_QP_CUR_STATE != 0 { attr.cur_qp_state } else { a.state };
-        let next = if mask & b::ib_qp_attr_mask_IB_QP_STATE != 0 { attr.qp_state } else { cur };
+        let cur = if mask & b::ib_qp_attr_mask_IB_QP_CUR_STATE != 0 {
+            attr.cur_qp_state
+        } else {
+            a.state
+        };
+        let next = if mask & b::ib_qp_attr_mask_IB_QP_STATE != 0 {
+            attr.qp_state
+        } else {
+            cur
+        };
         if cur != a.state {
             let (given, is) = (qp_state_name(cur), qp_state_name(a.state));
-            return Err(self.refuse(dev, format_args!("current state given as {given} but the QP is in {is}")));
+            return Err(self.refuse(
+                dev,
+                format_args!("current state given as {given} but the QP is in {is}"),
+            ));
         }
         if !verbs::modify_qp_is_ok(cur, next, self.qp_type, mask) {
-            let (from, to, t) = (qp_state_name(cur), qp_state_name(next), qp_type_name(self.qp_type));
+            let (from, to, t) = (
+                qp_state_name(cur),
+                qp_state_name(next),
+                qp_type_name(self.qp_type),
+            );
             let why = format_args!("{from} to {to} with attribute mask {mask:#x} is not a valid transition for QP type {t}");
             return Err(self.refuse(dev, why));
         }
         if mask & b::ib_qp_attr_mask_IB_QP_PORT != 0 && attr.port_num != FIRST_PORT {
-            let why = format_args!("port {} is not the device's port {}", attr.port_num, FIRST_PORT);
+            let why = format_args!(
+                "port {} is not the device's port {}",
+                attr.port_num, FIRST_PORT
+            );
             return Err(self.refuse(dev, why));
         }
         if mask & b::ib_qp_attr_mask_IB_QP_PKEY_INDEX != 0 && attr.pkey_index != 0 {
-            let why = format_args!("P_Key index {} is not 0 (the P_Key table has one entry)", attr.pkey_index);
+            let why = format_args!(
+                "P_Key index {} is not 0 (the P_Key table has one entry)",
+                attr.pkey_index
+            );
             return Err(self.refuse(dev, why));
         }
-        if mask & b::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC != 0 && u32::from(attr.max_rd_atomic) > MAX_RD_ATOMIC {
-            let why = format_args!("max_rd_atomic {} above the device's {}", attr.max_rd_atomic, MAX_RD_ATOMIC);
+        if mask & b::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC != 0
+            && u32::from(attr.max_rd_atomic) > MAX_RD_ATOMIC
+        {
+            let why = format_args!(
+                "max_rd_atomic {} above the device's {}",
+                attr.max_rd_atomic, MAX_RD_ATOMIC
+            );
             return Err(self.refuse(dev, why));
         }
         if mask & b::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC != 0
             && u32::from(attr.max_dest_rd_atomic) > MAX_RD_ATOMIC
         {
-            let why = format_args!("max_dest_rd_atomic {} above the device's {}", attr.max_dest_rd_atomic, MAX_RD_ATOMIC);
+            let why = format_args!(
+                "max_dest_rd_atomic {} above the device's {}",
+                attr.max_dest_rd_atomic, MAX_RD_ATOMIC
+            );
             return Err(self.refuse(dev, why));
         }
         if mask & b::ib_qp_attr_mask_IB_QP_PATH_MTU != 0 {
             let active = active_mtu(dev);
             if !(b::ib_mtu_IB_MTU_256..=b::ib_mtu_IB_MTU_4096).contains(&attr.path_mtu) {
-                let why = format_args!("path MTU code {} is not an IB MTU (1 to 5: 256 to 4096)", attr.path_mtu);
+                let why = format_args!(
+                    "path MTU code {} is not an IB MTU (1 to 5: 256 to 4096)",
+                    attr.path_mtu
+                );
                 return Err(self.refuse(dev, why));
             }
             if attr.path_mtu > active {
                 let (path, active) = (mtu_bytes(attr.path_mtu), mtu_bytes(active));
-                return Err(self.refuse(dev, format_args!("path MTU {path} above the active MTU {active}")));
+                return Err(self.refuse(
+                    dev,
+                    format_args!("path MTU {path} above the active MTU {active}"),
+                ));
             }
         }
         let mut n = *a;
@@ -323,7 +382,10 @@ impl QpState {
                 }
             }
         }
-        if next == b::ib_qp_state_IB_QPS_RTR && a.state != b::ib_qp_state_IB_QPS_RTR && connected(self.qp_type) {
+        if next == b::ib_qp_state_IB_QPS_RTR
+            && a.state != b::ib_qp_state_IB_QPS_RTR
+            && connected(self.qp_type)
+        {
             // v1 carries RC and UC over IPv4 only.
             const V4_ONLY: &str = "this device carries RC and UC over IPv4 only";
             let Some(local) = gid_ipv4(&n.av.sgid) else {
@@ -331,11 +393,23 @@ impl QpState {
                 return Err(self.refuse(dev, why));
             };
             let Some(remote) = gid_ipv4(&n.av.dgid) else {
-                return Err(self.refuse(dev, format_args!("the destination GID is an IPv6 address; {V4_ONLY}")));
+                return Err(self.refuse(
+                    dev,
+                    format_args!("the destination GID is an IPv6 address; {V4_ONLY}"),
+                ));
             };
             let mtu = mtu_bytes(n.path_mtu);
             let planes = dev.data().planes.lock().count();
-            t.connect(Peer { local, remote, qpn: n.dest_qp_num }, mtu, planes, n.rq_psn)?;
+            t.connect(
+                Peer {
+                    local,
+                    remote,
+                    qpn: n.dest_qp_num,
+                },
+                mtu,
+                planes,
+                n.rq_psn,
+            )?;
             dev.data().qps.lock().insert(self.qpn, t.clone());
             dev.data().ticker.start(dev.data());
         }
@@ -347,7 +421,10 @@ impl QpState {
                 dev.data().ticker.start(dev.data());
             }
         }
-        if next == b::ib_qp_state_IB_QPS_RTS && a.state == b::ib_qp_state_IB_QPS_RTR && connected(self.qp_type) {
+        if next == b::ib_qp_state_IB_QPS_RTS
+            && a.state == b::ib_qp_state_IB_QPS_RTR
+            && connected(self.qp_type)
+        {
             t.start_sending(n.sq_psn);
         }
         *a = n;
@@ -384,14 +461,21 @@ impl QpState {
         attr.rnr_retry = a.rnr_retry;
         init.cap = self.cap;
         init.qp_type = self.qp_type;
-        init.sq_sig_type = if self.sq_sig_all { b::ib_sig_type_IB_SIGNAL_ALL_WR } else { b::ib_sig_type_IB_SIGNAL_REQ_WR };
+        init.sq_sig_type = if self.sq_sig_all {
+            b::ib_sig_type_IB_SIGNAL_ALL_WR
+        } else {
+            b::ib_sig_type_IB_SIGNAL_REQ_WR
+        };
     }
 
     /// The QP's state (`IB_QPS_*`): the error state once the data path
     /// failed (a work request completed in error), as the consumer sees it.
     pub(crate) fn state(&self) -> u32 {
         let s = self.state.load(Ordering::Acquire);
-        let live = matches!(s, b::ib_qp_state_IB_QPS_RTR | b::ib_qp_state_IB_QPS_RTS | b::ib_qp_state_IB_QPS_SQD);
+        let live = matches!(
+            s,
+            b::ib_qp_state_IB_QPS_RTR | b::ib_qp_state_IB_QPS_RTS | b::ib_qp_state_IB_QPS_SQD
+        );
         // (A datagram QP fails only through its send ring being corrupted.)
         if live && self.transport.failed() {
             b::ib_qp_state_IB_QPS_ERR
@@ -404,7 +488,9 @@ impl QpState {
     pub(crate) fn post_recv(&self, wr: KernelRecvWr<'_>) -> Result {
         let (wr_id, sges) = wr.read()?;
         let rq = self.transport.rq().ok_or(EINVAL)?;
-        if self.state() == b::ib_qp_state_IB_QPS_RESET || sges.len() > self.cap.max_recv_sge as usize {
+        if self.state() == b::ib_qp_state_IB_QPS_RESET
+            || sges.len() > self.cap.max_recv_sge as usize
+        {
             return Err(EINVAL);
         }
         {
@@ -423,10 +509,17 @@ impl QpState {
     }
 
     /// Queues a kernel consumer's send request and sends it.
-    pub(crate) fn post_send(&self, dev: &MetaRoceIbDevice, wr: &KernelSendWr<'_, AhState>) -> Result {
+    pub(crate) fn post_send(
+        &self,
+        dev: &MetaRoceIbDevice,
+        wr: &KernelSendWr<'_, AhState>,
+    ) -> Result {
         let w = wr.read(self.qp_type)?;
         let state = self.state();
-        if state != b::ib_qp_state_IB_QPS_RTS && state != b::ib_qp_state_IB_QPS_SQD && state != b::ib_qp_state_IB_QPS_ERR {
+        if state != b::ib_qp_state_IB_QPS_RTS
+            && state != b::ib_qp_state_IB_QPS_SQD
+            && state != b::ib_qp_state_IB_QPS_ERR
+        {
             return Err(EINVAL);
         }
         if w.sges.len() > self.cap.max_send_sge as usize {
@@ -445,14 +538,27 @@ impl QpState {
                 iova: r.iova,
                 length: r.length,
             },
-            (None, _, _, Some((ah, qpn, qkey))) => Remote::Ud { qpn, qkey, ah: ah.data().ah_num() },
-            (None, _, Some(a), None) => Remote::Atomic { addr: a.remote_addr, compare_add: a.compare_add, swap: a.swap, rkey: a.rkey },
+            (None, _, _, Some((ah, qpn, qkey))) => Remote::Ud {
+                qpn,
+                qkey,
+                ah: ah.data().ah_num(),
+            },
+            (None, _, Some(a), None) => Remote::Atomic {
+                addr: a.remote_addr,
+                compare_add: a.compare_add,
+                swap: a.swap,
+                rkey: a.rkey,
+            },
             (None, Some((addr, rkey)), None, None) => Remote::Rdma { addr, rkey },
             (None, None, None, None) => Remote::Rdma { addr: 0, rkey: 0 },
         };
         let mut s = [Sge::default(); MAX_SGE as usize];
         for (d, g) in s.iter_mut().zip(w.sges) {
-            *d = Sge { addr: g.addr, length: g.length, lkey: g.lkey };
+            *d = Sge {
+                addr: g.addr,
+                length: g.length,
+                lkey: g.lkey,
+            };
         }
         let wqe = SendWqe {
             wr_id: w.wr_id,
@@ -506,7 +612,10 @@ impl QpState {
             }
             return Ok(());
         }
-        let tx = TxCtx { st, sock: &st.tunnel };
+        let tx = TxCtx {
+            st,
+            sock: &st.tunnel,
+        };
         self.transport.kick(&tx);
         Ok(())
     }

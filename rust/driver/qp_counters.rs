@@ -31,7 +31,10 @@ struct Slot {
 }
 
 impl Slot {
-    const EMPTY: Self = Self { used: AtomicBool::new(false), values: [const { AtomicU64::new(0) }; QP_COUNTERS] };
+    const EMPTY: Self = Self {
+        used: AtomicBool::new(false),
+        values: [const { AtomicU64::new(0) }; QP_COUNTERS],
+    };
 }
 
 /// The counter objects of a device. Atomic (relaxed), updated from any
@@ -50,14 +53,20 @@ impl CounterTable {
         for _ in 0..MAX_COUNTERS {
             slots.push(Slot::EMPTY, GFP_KERNEL)?;
         }
-        Ok(Self { slots, attributed: [const { AtomicU64::new(0) }; QP_COUNTERS] })
+        Ok(Self {
+            slots,
+            attributed: [const { AtomicU64::new(0) }; QP_COUNTERS],
+        })
     }
 
     /// A new counter object (zeroed); returns its id (never 0). `ENOSPC`
     /// when all are in use.
     pub(crate) fn alloc(&self) -> Result<u32> {
         for (i, s) in self.slots.iter().enumerate() {
-            if s.used.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            if s.used
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
                 for v in &s.values {
                     v.store(0, Ordering::Relaxed);
                 }
@@ -68,7 +77,9 @@ impl CounterTable {
     }
 
     fn slot(&self, id: u32) -> Option<&Slot> {
-        self.slots.get((id as usize).checked_sub(1)?).filter(|s| s.used.load(Ordering::Acquire))
+        self.slots
+            .get((id as usize).checked_sub(1)?)
+            .filter(|s| s.used.load(Ordering::Acquire))
     }
 
     /// Whether `id` names a counter object in use.
@@ -94,7 +105,9 @@ impl CounterTable {
 
     /// The share of per-QP counter `index` that went to counter objects.
     pub(crate) fn attributed(&self, index: usize) -> u64 {
-        self.attributed.get(index).map_or(0, |v| v.load(Ordering::Relaxed))
+        self.attributed
+            .get(index)
+            .map_or(0, |v| v.load(Ordering::Relaxed))
     }
 
     fn add(&self, id: u32, c: Counter, n: u64) {
@@ -133,7 +146,10 @@ impl QpCounters {
 
     /// Binds the QP to counter object `id`; `EINVAL` if it is bound already.
     pub(crate) fn bind(&self, id: u32) -> Result {
-        self.bound.compare_exchange(0, id, Ordering::AcqRel, Ordering::Relaxed).map(|_| ()).map_err(|_| EINVAL)
+        self.bound
+            .compare_exchange(0, id, Ordering::AcqRel, Ordering::Relaxed)
+            .map(|_| ())
+            .map_err(|_| EINVAL)
     }
 
     /// Unbinds the QP; `EINVAL` if it was not bound.
@@ -172,17 +188,38 @@ impl QpCounters {
     /// Takes the engine's new SACK-detected losses, path failures and
     /// timeouts into the device counters `dev` and this QP's (the per-QP
     /// counters hold only the first two).
-    pub(crate) fn sync_engine(&self, stats: &SenderStats, table: &CounterTable, dev: &super::stats::Counters) {
+    pub(crate) fn sync_engine(
+        &self,
+        stats: &SenderStats,
+        table: &CounterTable,
+        dev: &super::stats::Counters,
+    ) {
         let pairs = [
-            (stats.sack_losses, &self.sack_losses_seen, Counter::SackLosses),
-            (stats.paths_replaced, &self.path_failures_seen, Counter::PathFailures),
+            (
+                stats.sack_losses,
+                &self.sack_losses_seen,
+                Counter::SackLosses,
+            ),
+            (
+                stats.paths_replaced,
+                &self.path_failures_seen,
+                Counter::PathFailures,
+            ),
             (stats.timeouts, &self.timeouts_seen, Counter::RtoTimeouts),
-            (stats.spurious_timeouts, &self.spurious_seen, Counter::RtoSpurious),
+            (
+                stats.spurious_timeouts,
+                &self.spurious_seen,
+                Counter::RtoSpurious,
+            ),
         ];
         for (total, seen, c) in pairs {
             let before = seen.swap(total, Ordering::Relaxed);
             // A reconnected QP's engine starts again from zero.
-            let new = if total >= before { total - before } else { total };
+            let new = if total >= before {
+                total - before
+            } else {
+                total
+            };
             if new != 0 {
                 dev.add(c, new);
                 self.add(table, c, new);

@@ -37,7 +37,10 @@ pub(crate) struct QpnPool {
 impl QpnPool {
     /// All `MAX_QP` indices free.
     pub(crate) fn new() -> Result<Self> {
-        Ok(Self { ids: IdPool::new(MAX_QP)?, tags: KVec::from_elem(0u16, MAX_QP as usize, GFP_KERNEL)? })
+        Ok(Self {
+            ids: IdPool::new(MAX_QP)?,
+            tags: KVec::from_elem(0u16, MAX_QP as usize, GFP_KERNEL)?,
+        })
     }
 
     /// A free QPN: the lowest free index, with a tag drawn from `random`
@@ -58,7 +61,11 @@ impl QpnPool {
     /// Frees `qpn` (ignores numbers this pool does not hold).
     pub(crate) fn give_back(&mut self, qpn: u32) {
         let Some(i) = index(qpn) else { return };
-        if self.tags.get(i).is_some_and(|&t| u32::from(t) == qpn >> INDEX_BITS) {
+        if self
+            .tags
+            .get(i)
+            .is_some_and(|&t| u32::from(t) == qpn >> INDEX_BITS)
+        {
             self.ids.give_back(i as u32);
         }
     }

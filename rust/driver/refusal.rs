@@ -17,9 +17,21 @@ use crate::sys::bindings as b;
 
 /// Logs why `verb` on `dev` (on QP `qpn`, if any) was refused and returns
 /// `err`, the errno the verb returns: unchanged by the logging.
-pub(crate) fn refuse(dev: &MetaRoceIbDevice, verb: &str, qpn: Option<u32>, err: Error, why: fmt::Arguments<'_>) -> Error {
+pub(crate) fn refuse(
+    dev: &MetaRoceIbDevice,
+    verb: &str,
+    qpn: Option<u32>,
+    err: Error,
+    why: fmt::Arguments<'_>,
+) -> Error {
     match qpn {
-        Some(qpn) => info_ratelimited(format_args!("{}: {} QP {:#x}: {}", dev.name(), verb, qpn, why)),
+        Some(qpn) => info_ratelimited(format_args!(
+            "{}: {} QP {:#x}: {}",
+            dev.name(),
+            verb,
+            qpn,
+            why
+        )),
         None => info_ratelimited(format_args!("{}: {}: {}", dev.name(), verb, why)),
     }
     err
@@ -33,9 +45,13 @@ pub(crate) fn check_limits<T: Copy + PartialOrd + fmt::Display>(
     limits: &[(&str, T, T)],
 ) -> Result {
     match limits.iter().find(|&&(_, value, max)| value > max) {
-        Some(&(attr, value, max)) => {
-            Err(refuse(dev, verb, None, EINVAL, format_args!("{attr} {value} above the device's {max}")))
-        }
+        Some(&(attr, value, max)) => Err(refuse(
+            dev,
+            verb,
+            None,
+            EINVAL,
+            format_args!("{attr} {value} above the device's {max}"),
+        )),
         None => Ok(()),
     }
 }

@@ -9,9 +9,9 @@ use super::device::MetaRoceIbDevice;
 use super::limits::{MAX_SGE, MAX_SRQ_WR};
 use super::refusal::{check_limits, refuse};
 use super::wqe::{self, geometry, RecvWqe};
+use crate::ib::eopnotsupp;
 use crate::ib::lock::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::ib::ring::SharedRing;
-use crate::ib::eopnotsupp;
 use crate::ib::udata::Udata;
 use crate::ib::verbs::KernelRecvWr;
 use crate::sys::bindings as b;
@@ -32,16 +32,36 @@ pub(crate) struct SrqState {
 
 impl SrqState {
     /// Creates an SRQ; a user SRQ gets its ring mapped.
-    pub(crate) fn create(dev: &MetaRoceIbDevice, attr: &mut b::ib_srq_init_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
+    pub(crate) fn create(
+        dev: &MetaRoceIbDevice,
+        attr: &mut b::ib_srq_init_attr,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<Self> {
         if attr.srq_type != b::ib_srq_type_IB_SRQT_BASIC {
-            let why = format_args!("SRQ type {} not supported (only basic SRQs are)", attr.srq_type);
+            let why = format_args!(
+                "SRQ type {} not supported (only basic SRQs are)",
+                attr.srq_type
+            );
             return Err(refuse(dev, "create_srq", None, eopnotsupp(), why));
         }
         let a = &mut attr.attr;
         if a.max_wr == 0 {
-            return Err(refuse(dev, "create_srq", None, EINVAL, format_args!("max_wr 0: an SRQ holds at least one request")));
+            return Err(refuse(
+                dev,
+                "create_srq",
+                None,
+                EINVAL,
+                format_args!("max_wr 0: an SRQ holds at least one request"),
+            ));
         }
-        check_limits(dev, "create_srq", &[("max_wr", a.max_wr, MAX_SRQ_WR), ("max_sge", a.max_sge, MAX_SGE)])?;
+        check_limits(
+            dev,
+            "create_srq",
+            &[
+                ("max_wr", a.max_wr, MAX_SRQ_WR),
+                ("max_sge", a.max_sge, MAX_SGE),
+            ],
+        )?;
         if a.srq_limit > a.max_wr {
             let why = format_args!("srq_limit {} above its max_wr {}", a.srq_limit, a.max_wr);
             return Err(refuse(dev, "create_srq", None, EINVAL, why));
@@ -52,9 +72,13 @@ impl SrqState {
         a.max_sge = a.max_sge.max(1);
         let srq_num = dev.data().take_srq_num()?;
         if let Some(udata) = udata {
-            let res = ring
-                .expose_for(udata)
-                .and_then(|mi| udata.respond(&b::metaroce_create_srq_resp { mi, srq_num, reserved: 0 }));
+            let res = ring.expose_for(udata).and_then(|mi| {
+                udata.respond(&b::metaroce_create_srq_resp {
+                    mi,
+                    srq_num,
+                    reserved: 0,
+                })
+            });
             if let Err(e) = res {
                 dev.data().give_back_srq_num(srq_num);
                 return Err(e);
@@ -100,7 +124,12 @@ impl SrqState {
     }
 
     /// `modify_srq`: only the limit can change (no resize).
-    pub(crate) fn modify(&self, dev: &MetaRoceIbDevice, attr: &b::ib_srq_attr, mask: u32) -> Result {
+    pub(crate) fn modify(
+        &self,
+        dev: &MetaRoceIbDevice,
+        attr: &b::ib_srq_attr,
+        mask: u32,
+    ) -> Result {
         if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
             let why = format_args!("max_wr: resizing an SRQ is not supported");
             return Err(refuse(dev, "modify_srq", None, eopnotsupp(), why));

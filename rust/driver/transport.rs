@@ -18,7 +18,6 @@ use kernel::time::Ktime;
 
 use super::ack_routes::AckRoutes;
 use super::cq::CqState;
-use super::stats::Counter;
 use super::device::{DeviceState, MetaRoceIbDevice};
 use super::limits::{MAX_INLINE, MAX_MSG_SIZE, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::{MrTable, Requester};
@@ -26,6 +25,7 @@ use super::net::{send, send_data, RxFate, RxMeta};
 use super::plane::PeerPlanes;
 use super::qp_counters::QpCounters;
 use super::srq::SrqState;
+use super::stats::Counter;
 use super::uc::{RecvFate, UcDrops};
 use super::wqe::{self, Completion, RecvWqe, SendReq, Sge};
 use crate::engine::bitmap::MAX_MSG_PKTS;
@@ -101,7 +101,11 @@ const NO_WR: OutWr = OutWr {
     wc_opcode: 0,
     opcode: Opcode::Send,
     signaled: false,
-    sges: [Sge { addr: 0, length: 0, lkey: 0 }; MAX_SGE as usize],
+    sges: [Sge {
+        addr: 0,
+        length: 0,
+        lkey: 0,
+    }; MAX_SGE as usize],
     num_sge: 0,
     inline: [0; MAX_INLINE as usize],
     inline_len: 0,
@@ -280,11 +284,19 @@ fn wc_opcode_for(opcode: u32) -> Option<(Opcode, u32)> {
         b::ib_wr_opcode_IB_WR_SEND_WITH_IMM => (Opcode::SendImm, b::ib_wc_opcode_IB_WC_SEND),
         b::ib_wr_opcode_IB_WR_SEND_WITH_INV => (Opcode::SendInv, b::ib_wc_opcode_IB_WC_SEND),
         b::ib_wr_opcode_IB_WR_RDMA_WRITE => (Opcode::Write, b::ib_wc_opcode_IB_WC_RDMA_WRITE),
-        b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM => (Opcode::WriteImm, b::ib_wc_opcode_IB_WC_RDMA_WRITE),
+        b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM => {
+            (Opcode::WriteImm, b::ib_wc_opcode_IB_WC_RDMA_WRITE)
+        }
         b::ib_wr_opcode_IB_WR_RDMA_READ => (Opcode::ReadReq, b::ib_wc_opcode_IB_WC_RDMA_READ),
-        b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => (Opcode::CmpSwap, b::ib_wc_opcode_IB_WC_COMP_SWAP),
-        b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => (Opcode::FetchAdd, b::ib_wc_opcode_IB_WC_FETCH_ADD),
-        b::ib_wr_opcode_IB_WR_ATOMIC_WRITE => (Opcode::AtomicWrite, b::ib_wc_opcode_IB_WC_ATOMIC_WRITE),
+        b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => {
+            (Opcode::CmpSwap, b::ib_wc_opcode_IB_WC_COMP_SWAP)
+        }
+        b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
+            (Opcode::FetchAdd, b::ib_wc_opcode_IB_WC_FETCH_ADD)
+        }
+        b::ib_wr_opcode_IB_WR_ATOMIC_WRITE => {
+            (Opcode::AtomicWrite, b::ib_wc_opcode_IB_WC_ATOMIC_WRITE)
+        }
         _ => return None,
     })
 }
@@ -302,11 +314,16 @@ fn local_op_wc(opcode: u32) -> Option<u32> {
 
 /// The completion opcode of any send work request (flushes included).
 fn wc_opcode_of(opcode: u32) -> u32 {
-    local_op_wc(opcode).or(wc_opcode_for(opcode).map(|(_, o)| o)).unwrap_or(b::ib_wc_opcode_IB_WC_SEND)
+    local_op_wc(opcode)
+        .or(wc_opcode_for(opcode).map(|(_, o)| o))
+        .unwrap_or(b::ib_wc_opcode_IB_WC_SEND)
 }
 
 fn consumes_receive(op: Opcode) -> bool {
-    matches!(op, Opcode::Send | Opcode::SendImm | Opcode::SendInv | Opcode::WriteImm)
+    matches!(
+        op,
+        Opcode::Send | Opcode::SendImm | Opcode::SendInv | Opcode::WriteImm
+    )
 }
 
 /// Least retry budget: InfiniBand's (local ACK timeout 4.096 us * 2^timeout,
@@ -323,7 +340,9 @@ fn retry_budget_ns(timeout: u8, retry_cnt: u8) -> u64 {
         return 0;
     }
     let ack_timeout = 4096u64 << u32::from(timeout.min(31));
-    ack_timeout.saturating_mul(u64::from(retry_cnt.min(7)) + 1).max(RETRY_BUDGET_FLOOR_NS)
+    ack_timeout
+        .saturating_mul(u64::from(retry_cnt.min(7)) + 1)
+        .max(RETRY_BUDGET_FLOOR_NS)
 }
 
 /// The send completion status of a message the peer failed.
@@ -364,11 +383,19 @@ fn atomic_update(op: Opcode, operands: &[u8; 16]) -> impl Fn(u64) -> u64 {
 }
 
 /// Why a send work request cannot be carried: its error completion status.
-fn check_request(req: &SendReq, op: Opcode, mrs: &MrTable, who: &Requester) -> core::result::Result<u32, u32> {
+fn check_request(
+    req: &SendReq,
+    op: Opcode,
+    mrs: &MrTable,
+    who: &Requester,
+) -> core::result::Result<u32, u32> {
     if op.atomic_len().is_some() {
         return check_atomic(req, op, mrs, who);
     }
-    let len = u32::try_from(req.len()).ok().filter(|&l| l <= MAX_MSG_SIZE).ok_or(b::ib_wc_status_IB_WC_LOC_LEN_ERR)?;
+    let len = u32::try_from(req.len())
+        .ok()
+        .filter(|&l| l <= MAX_MSG_SIZE)
+        .ok_or(b::ib_wc_status_IB_WC_LOC_LEN_ERR)?;
     if op == Opcode::ReadReq && req.is_inline {
         return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
     }
@@ -384,7 +411,12 @@ fn check_request(req: &SendReq, op: Opcode, mrs: &MrTable, who: &Requester) -> c
 /// An atomic work request: CMP_SWAP and FETCH_ADD name an 8-byte local
 /// buffer the original value goes to (writable by the device); the value
 /// ATOMIC_WRITE stores is in the request itself. Returns its length, 8.
-fn check_atomic(req: &SendReq, op: Opcode, mrs: &MrTable, who: &Requester) -> core::result::Result<u32, u32> {
+fn check_atomic(
+    req: &SendReq,
+    op: Opcode,
+    mrs: &MrTable,
+    who: &Requester,
+) -> core::result::Result<u32, u32> {
     if op == Opcode::AtomicWrite {
         return Ok(wire::ATOMIC_LEN);
     }
@@ -433,7 +465,13 @@ impl Transport {
         }
         let mut atomic_operands = KVVec::with_capacity(MSG_WINDOW, GFP_KERNEL)?;
         for _ in 0..MSG_WINDOW {
-            atomic_operands.push(AtomicOperands { msn: 0, bytes: [0; 16] }, GFP_KERNEL)?;
+            atomic_operands.push(
+                AtomicOperands {
+                    msn: 0,
+                    bytes: [0; 16],
+                },
+                GFP_KERNEL,
+            )?;
         }
         let inner = Inner {
             sender,
@@ -460,7 +498,10 @@ impl Transport {
         };
         Ok(Arc::new(
             Self {
-                inner: KBox::pin_init(new_spinlock_bh!(inner, "metaroce_qp_transport"), GFP_KERNEL)?,
+                inner: KBox::pin_init(
+                    new_spinlock_bh!(inner, "metaroce_qp_transport"),
+                    GFP_KERNEL,
+                )?,
                 sq,
                 rq,
                 srq,
@@ -479,7 +520,14 @@ impl Transport {
     }
 
     /// Sends one packet of this QP (see [`send`]), counted for the QP too.
-    fn send(&self, tx: &TxCtx<'_>, ndev: &NetDevice, to: &TxV4, len: usize, fill: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result {
+    fn send(
+        &self,
+        tx: &TxCtx<'_>,
+        ndev: &NetDevice,
+        to: &TxV4,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize>,
+    ) -> Result {
         let sent = send(tx.st, tx.sock, ndev, to, len, fill);
         self.counters.on_send(&tx.st.qp_counters, &sent, len);
         sent
@@ -487,7 +535,14 @@ impl Transport {
 
     /// Sends one data packet of this QP (see [`send_data`]), counted for
     /// the QP too.
-    fn send_data(&self, tx: &TxCtx<'_>, ndev: &NetDevice, to: &TxV4, len: usize, fill: impl FnOnce(&mut TxTail<'_>) -> Result) -> Result {
+    fn send_data(
+        &self,
+        tx: &TxCtx<'_>,
+        ndev: &NetDevice,
+        to: &TxV4,
+        len: usize,
+        fill: impl FnOnce(&mut TxTail<'_>) -> Result,
+    ) -> Result {
         let sent = send_data(tx.st, tx.sock, ndev, to, len, fill);
         self.counters.on_send(&tx.st.qp_counters, &sent, len);
         sent
@@ -516,12 +571,24 @@ impl Transport {
     pub(crate) fn connect(&self, peer: Peer, mtu: u32, planes: u8, rq_psn: u32) -> Result {
         let now = now_ns();
         let mut i = self.inner.lock();
-        let cfg = SenderConfig { dst_qpn: peer.qpn, mtu, planes, entropy_seed: self.qpn ^ 0x5eed, give_up_ns: i.give_up_ns, ..SenderConfig::DEFAULT };
+        let cfg = SenderConfig {
+            dst_qpn: peer.qpn,
+            mtu,
+            planes,
+            entropy_seed: self.qpn ^ 0x5eed,
+            give_up_ns: i.give_up_ns,
+            ..SenderConfig::DEFAULT
+        };
         i.sender.reset(cfg, now).map_err(|_| EINVAL)?;
         for k in 1..planes {
             i.sender.plane_down(k);
         }
-        i.receiver.reset(ReceiverConfig { peer_qpn: peer.qpn, mtu }).map_err(|_| EINVAL)?;
+        i.receiver
+            .reset(ReceiverConfig {
+                peer_qpn: peer.qpn,
+                mtu,
+            })
+            .map_err(|_| EINVAL)?;
         i.receiver.start_at(rq_psn);
         i.sender.start_at(rq_psn, true);
         i.peer = Some(peer);
@@ -616,9 +683,23 @@ impl Transport {
         let planes = tx.st.planes.lock();
         let Some(ndev) = planes.get(0) else { return };
         let (count, addrs) = planes.addrs(peer.local);
-        let pl = Planes { dst_qpn: peer.qpn, src_qpn: self.qpn, known: pp.known, confirm: !pp.acked, count, addrs };
-        let to = TxV4 { src: peer.local, dst: peer.remote, src_port: wire::UDP_PORT, ecn: Ecn::Ect0 };
-        let _ = self.send(tx, ndev, &to, wire::PLANES_LEN + wire::ICRC_LEN, |buf| pl.encode(buf).map_err(|_| EINVAL));
+        let pl = Planes {
+            dst_qpn: peer.qpn,
+            src_qpn: self.qpn,
+            known: pp.known,
+            confirm: !pp.acked,
+            count,
+            addrs,
+        };
+        let to = TxV4 {
+            src: peer.local,
+            dst: peer.remote,
+            src_port: wire::UDP_PORT,
+            ecn: Ecn::Ect0,
+        };
+        let _ = self.send(tx, ndev, &to, wire::PLANES_LEN + wire::ICRC_LEN, |buf| {
+            pl.encode(buf).map_err(|_| EINVAL)
+        });
     }
 
     /// Whether plane `k` can carry this QP's packets: our netdev has
@@ -628,7 +709,12 @@ impl Transport {
     fn plane_usable(tx: &TxCtx<'_>, pp: &PeerPlanes, k: u8) -> bool {
         (k == 0 || (pp.known && pp.acked))
             && pp.addr(k).is_some()
-            && tx.st.planes.lock().get(k).is_some_and(|n| n.is_running_with_carrier())
+            && tx
+                .st
+                .planes
+                .lock()
+                .get(k)
+                .is_some_and(|n| n.is_running_with_carrier())
     }
 
     /// Plane `plane`'s netdev gained (`up`) or lost carrier or went away:
@@ -675,7 +761,12 @@ impl Transport {
 
     /// The connected peer QP, if `src` is the peer's address on `ndev`'s
     /// plane (protocol.md 3): who a probe of ours may be answered for.
-    pub(crate) fn peer_qpn_from(&self, st: &DeviceState, ndev: &NetDevice, src: Ipv4Addr) -> Option<u32> {
+    pub(crate) fn peer_qpn_from(
+        &self,
+        st: &DeviceState,
+        ndev: &NetDevice,
+        src: Ipv4Addr,
+    ) -> Option<u32> {
         let i = self.inner.lock();
         let peer = i.peer?;
         let plane = st.planes.lock().index_of(ndev)?;
@@ -698,7 +789,11 @@ impl Transport {
         if i.failed {
             // Receives a process posts in error (no system call) complete
             // flushed within a tick.
-            if self.rq.as_ref().is_some_and(|rq| rq.producer() != rq.consumer()) {
+            if self
+                .rq
+                .as_ref()
+                .is_some_and(|rq| rq.producer() != rq.consumer())
+            {
                 self.flush_locked(i);
             }
             return;
@@ -707,8 +802,14 @@ impl Transport {
         // be later than protocol.md 3.4 lets a packet wait.
         while let Some(ack) = i.receiver.flush(u64::MAX) {
             let planes = tx.st.planes.lock();
-            if let Some((ndev, to)) = i.ack_routes.of(ack.path_id).and_then(|(k, to)| Some((planes.get(k)?, to))) {
-                let _ = self.send(tx, ndev, &to, wire::ACK_LEN + wire::ICRC_LEN, |buf| ack.encode(buf).map_err(|_| EINVAL));
+            if let Some((ndev, to)) = i
+                .ack_routes
+                .of(ack.path_id)
+                .and_then(|(k, to)| Some((planes.get(k)?, to)))
+            {
+                let _ = self.send(tx, ndev, &to, wire::ACK_LEN + wire::ICRC_LEN, |buf| {
+                    ack.encode(buf).map_err(|_| EINVAL)
+                });
             }
         }
         // Our plane list goes out until the peer confirms it (only needed
@@ -759,7 +860,10 @@ impl Transport {
             // The process wrote its producer index more than a ring ahead
             // of what the kernel consumed: the ring is garbage, the QP in
             // error (its taken requests complete flushed).
-            pr_warn!("metaroce: QP {}: send ring indices corrupted by the process; QP in error\n", self.qpn);
+            pr_warn!(
+                "metaroce: QP {}: send ring indices corrupted by the process; QP in error\n",
+                self.qpn
+            );
             i.failed = true;
             return;
         }
@@ -782,7 +886,8 @@ impl Transport {
                 };
                 let mut w = OutWr {
                     wr_id: req.wr_id,
-                    signaled: self.sq_sig_all || req.send_flags & (b::ib_send_flags_IB_SEND_SIGNALED as u32) != 0,
+                    signaled: self.sq_sig_all
+                        || req.send_flags & (b::ib_send_flags_IB_SEND_SIGNALED as u32) != 0,
                     sges: req.sges,
                     num_sge: req.num_sge,
                     inline: req.inline,
@@ -810,7 +915,9 @@ impl Transport {
                 }
                 let checked = match wc_opcode_for(req.opcode) {
                     // UC carries no READs, atomics or SEND_INV (protocol.md 5).
-                    Some((op, _)) if i.uc.is_some() && (op.expects_response() || op == Opcode::SendInv) => {
+                    Some((op, _))
+                        if i.uc.is_some() && (op.expects_response() || op == Opcode::SendInv) =>
+                    {
                         Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)
                     }
                     Some((op, wc_opcode)) => {
@@ -838,7 +945,9 @@ impl Transport {
                 let w = i.wrs[slot];
                 let is_read = w.opcode.expects_response();
                 let free_read = i.reads.iter().position(Option::is_none);
-                if is_read && (i.reads.iter().flatten().count() >= i.max_rd_atomic || free_read.is_none()) {
+                if is_read
+                    && (i.reads.iter().flatten().count() >= i.max_rd_atomic || free_read.is_none())
+                {
                     return;
                 }
                 let chunk = (w.len - w.posted).min(max_msg);
@@ -854,7 +963,9 @@ impl Transport {
                 // The parts of a SEND name where they go in the one receive
                 // buffer, and whether more follow (protocol.md 1.3).
                 let remote_va = match op {
-                    Opcode::Send | Opcode::SendImm | Opcode::SendInv => u64::from(w.posted) | if last { 0 } else { SEND_MORE },
+                    Opcode::Send | Opcode::SendImm | Opcode::SendInv => {
+                        u64::from(w.posted) | if last { 0 } else { SEND_MORE }
+                    }
                     _ => w.remote_va.wrapping_add(u64::from(w.posted)),
                 };
                 let msg = Message {
@@ -862,7 +973,11 @@ impl Transport {
                     // An atomic's message carries its operands.
                     len: op.atomic_len().unwrap_or(chunk),
                     remote_va,
-                    rkey: if matches!(op, Opcode::Send | Opcode::SendImm) { 0 } else { w.rkey },
+                    rkey: if matches!(op, Opcode::Send | Opcode::SendImm) {
+                        0
+                    } else {
+                        w.rkey
+                    },
                     imm: w.imm,
                     rsn,
                 };
@@ -880,9 +995,17 @@ impl Transport {
                 if consumes_receive(op) && last {
                     i.tx_rsn = i.tx_rsn.wrapping_add(1);
                 }
-                i.out[msn as usize % MSG_WINDOW] = OutMsg::Wr { wr: index, offset: w.posted };
+                i.out[msn as usize % MSG_WINDOW] = OutMsg::Wr {
+                    wr: index,
+                    offset: w.posted,
+                };
                 if let (true, Some(r)) = (is_read, free_read) {
-                    i.reads[r] = Some(PendingRead { req_msn: msn, wr: index, offset: w.posted, len: chunk });
+                    i.reads[r] = Some(PendingRead {
+                        req_msn: msn,
+                        wr: index,
+                        offset: w.posted,
+                        len: chunk,
+                    });
                 }
                 let w = &mut i.wrs[slot];
                 w.posted += chunk;
@@ -904,7 +1027,9 @@ impl Transport {
             // Kernel consumers only: a process may write any opcode into its
             // ring.
             let done = match self.local.kernel {
-                Some(_) => mrs.lock().fast_register(self.local.pd, &wqe::get_bind(&self.sq, index)),
+                Some(_) => mrs
+                    .lock()
+                    .fast_register(self.local.pd, &wqe::get_bind(&self.sq, index)),
                 None => Err(EINVAL),
             };
             return match done {
@@ -933,7 +1058,14 @@ impl Transport {
             return;
         }
         while let Some(a) = i.answers[0] {
-            let msg = Message { opcode: a.opcode, len: a.len, remote_va: 0, rkey: 0, imm: a.req_msn, rsn: 0 };
+            let msg = Message {
+                opcode: a.opcode,
+                len: a.len,
+                remote_va: 0,
+                rkey: 0,
+                imm: a.req_msn,
+                rsn: 0,
+            };
             let msn = match i.sender.post(&msg) {
                 Ok(msn) => msn,
                 Err(PostError::QueueFull) => return,
@@ -954,7 +1086,8 @@ impl Transport {
     fn pump(&self, i: &mut Inner, tx: &TxCtx<'_>) {
         let Some(peer) = i.peer else { return };
         self.pump_on(i, tx, peer);
-        self.counters.sync_engine(i.sender.stats(), &tx.st.qp_counters, &tx.st.counters);
+        self.counters
+            .sync_engine(i.sender.stats(), &tx.st.qp_counters, &tx.st.counters);
         self.complete_sends(i);
     }
 
@@ -965,19 +1098,30 @@ impl Transport {
         let now = now_ns();
         let planes = tx.st.planes.lock();
         while let Some(pkt) = i.sender.next_packet(now) {
-            let (Some(ndev), Some(dst)) = (planes.get(pkt.plane), i.peer_planes.addr(pkt.plane)) else {
+            let (Some(ndev), Some(dst)) = (planes.get(pkt.plane), i.peer_planes.addr(pkt.plane))
+            else {
                 // The plane went away since the engine chose it: the packet
                 // counts as lost and is resent on another path.
                 tx.st.counters.inc(Counter::TxErrors);
                 continue;
             };
-            let src = if pkt.plane == 0 { peer.local } else { Ipv4Addr::default() };
-            let to = TxV4 { src, dst, src_port: pkt.src_port, ecn: Ecn::Ect0 };
+            let src = if pkt.plane == 0 {
+                peer.local
+            } else {
+                Ipv4Addr::default()
+            };
+            let to = TxV4 {
+                src,
+                dst,
+                src_port: pkt.src_port,
+                ecn: Ecn::Ect0,
+            };
             match pkt.kind {
                 TxKind::Data { header, retransmit } => {
                     if retransmit {
                         tx.st.counters.inc(Counter::Retransmissions);
-                        self.counters.add(&tx.st.qp_counters, Counter::Retransmissions, 1);
+                        self.counters
+                            .add(&tx.st.qp_counters, Counter::Retransmissions, 1);
                     }
                     let n = header.payload_len as usize;
                     let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
@@ -995,9 +1139,18 @@ impl Transport {
                                 }
                                 OutMsg::Wr { wr, offset } => {
                                     let w = &i.wrs[wr as usize % WR_WINDOW];
-                                    gather(w, (offset + header.offset) as usize, n, body, &mrs.lock(), &self.local)
+                                    gather(
+                                        w,
+                                        (offset + header.offset) as usize,
+                                        n,
+                                        body,
+                                        &mrs.lock(),
+                                        &self.local,
+                                    )
                                 }
-                                OutMsg::AtomicResp { original } => body.put(&original.to_be_bytes()),
+                                OutMsg::AtomicResp { original } => {
+                                    body.put(&original.to_be_bytes())
+                                }
                                 OutMsg::ReadResp { va, rkey } => {
                                     let at = va.wrapping_add(u64::from(header.offset));
                                     mrs.lock().read_remote(rkey, self.local.pd, at, n, body)
@@ -1033,7 +1186,9 @@ impl Transport {
                             }
                         }
                         // UC promises no delivery: a send is done once sent.
-                        CompletionStatus::RetryExceeded if i.uc.is_some() => w.pending = w.pending.saturating_sub(1),
+                        CompletionStatus::RetryExceeded if i.uc.is_some() => {
+                            w.pending = w.pending.saturating_sub(1)
+                        }
                         CompletionStatus::RetryExceeded => {
                             if w.status == b::ib_wc_status_IB_WC_SUCCESS {
                                 w.status = b::ib_wc_status_IB_WC_RETRY_EXC_ERR;
@@ -1078,7 +1233,12 @@ impl Transport {
                     qp_num: self.qpn,
                     ..Default::default()
                 };
-                if self.send_cq.data().push(&self.send_cq, &wc, self.qp_addr, false).is_err() {
+                if self
+                    .send_cq
+                    .data()
+                    .push(&self.send_cq, &wc, self.qp_addr, false)
+                    .is_err()
+                {
                     // CQ overrun (raised by the CQ): the QP is in error.
                     i.failed = true;
                 }
@@ -1138,7 +1298,8 @@ impl Transport {
         let mut cons = i.sq_head;
         let taken = i.sq_taken.wrapping_sub(i.sq_head) + u32::from(i.taking);
         for _ in 0..self.sq.pending_from(cons).unwrap_or(taken) {
-            let (wr_id, opcode) = if cons.wrapping_sub(i.sq_head) < i.sq_taken.wrapping_sub(i.sq_head)
+            let (wr_id, opcode) = if cons.wrapping_sub(i.sq_head)
+                < i.sq_taken.wrapping_sub(i.sq_head)
                 || (cons == i.sq_taken && i.taking)
             {
                 let w = &i.wrs[cons as usize % WR_WINDOW];
@@ -1149,7 +1310,12 @@ impl Transport {
                     Err(_) => (0, b::ib_wc_opcode_IB_WC_SEND),
                 }
             };
-            if self.send_cq.data().push(&self.send_cq, &flushed(wr_id, opcode), self.qp_addr, false).is_err() {
+            if self
+                .send_cq
+                .data()
+                .push(&self.send_cq, &flushed(wr_id, opcode), self.qp_addr, false)
+                .is_err()
+            {
                 break;
             }
             cons = cons.wrapping_add(1);
@@ -1164,7 +1330,17 @@ impl Transport {
             let mut cons = rq.consumer();
             for _ in 0..rq.pending_from(cons).unwrap_or(0) {
                 let wr_id = wqe::get_recv(rq, cons).map_or(0, |w| w.wr_id);
-                if self.recv_cq.data().push(&self.recv_cq, &flushed(wr_id, b::ib_wc_opcode_IB_WC_RECV), self.qp_addr, false).is_err() {
+                if self
+                    .recv_cq
+                    .data()
+                    .push(
+                        &self.recv_cq,
+                        &flushed(wr_id, b::ib_wc_opcode_IB_WC_RECV),
+                        self.qp_addr,
+                        false,
+                    )
+                    .is_err()
+                {
                     break;
                 }
                 cons = cons.wrapping_add(1);
@@ -1188,7 +1364,12 @@ impl Transport {
             let rsn = i.rx_rsn.wrapping_add(k as u16);
             let slot = rsn as usize % MSG_WINDOW;
             if let Some(t) = i.srq_taken[slot].take_if(|t| t.rsn == rsn) {
-                if self.recv_cq.data().push(&self.recv_cq, &flushed(t.wqe.wr_id), self.qp_addr, false).is_err() {
+                if self
+                    .recv_cq
+                    .data()
+                    .push(&self.recv_cq, &flushed(t.wqe.wr_id), self.qp_addr, false)
+                    .is_err()
+                {
                     break;
                 }
             }
@@ -1197,13 +1378,26 @@ impl Transport {
     }
 
     /// A packet for this QP arrived on `ndev` (receive softirq).
-    pub(crate) fn receive(&self, tx: &TxCtx<'_>, ndev: &NetDevice, pkt: &Packet<'_>, meta: &RxMeta) -> RxFate {
+    pub(crate) fn receive(
+        &self,
+        tx: &TxCtx<'_>,
+        ndev: &NetDevice,
+        pkt: &Packet<'_>,
+        meta: &RxMeta,
+    ) -> RxFate {
         let fate = self.receive_locked(&mut self.inner.lock(), tx, ndev, pkt, meta);
         self.deliver_cq_events();
         fate
     }
 
-    fn receive_locked(&self, i: &mut Inner, tx: &TxCtx<'_>, ndev: &NetDevice, pkt: &Packet<'_>, meta: &RxMeta) -> RxFate {
+    fn receive_locked(
+        &self,
+        i: &mut Inner,
+        tx: &TxCtx<'_>,
+        ndev: &NetDevice,
+        pkt: &Packet<'_>,
+        meta: &RxMeta,
+    ) -> RxFate {
         // The plane the packet came in on: who may send on it, and where a
         // held ACK goes back.
         let plane = tx.st.planes.lock().index_of(ndev);
@@ -1217,7 +1411,10 @@ impl Transport {
                 if self.from_peer(i, plane, pkt, meta) {
                     if let Some(nak) = i.receiver.nak_again(header) {
                         let reply = meta.reply_to();
-                        let _ = self.send(tx, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| nak.encode(buf).map_err(|_| EINVAL));
+                        let _ =
+                            self.send(tx, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| {
+                                nak.encode(buf).map_err(|_| EINVAL)
+                            });
                     }
                 }
             }
@@ -1228,7 +1425,9 @@ impl Transport {
             return RxFate::Dropped;
         }
         match pkt {
-            Packet::Data { header, payload } => self.receive_data(i, tx, ndev, plane, header, payload, meta),
+            Packet::Data { header, payload } => {
+                self.receive_data(i, tx, ndev, plane, header, payload, meta)
+            }
             Packet::Ack(ack) => {
                 let stale = i.sender.stats().stale_acks;
                 i.sender.on_ack(ack, now_ns());
@@ -1278,7 +1477,16 @@ impl Transport {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn receive_data(&self, i: &mut Inner, tx: &TxCtx<'_>, ndev: &NetDevice, plane: Option<u8>, h: &DataHeader, payload: &[u8], meta: &RxMeta) {
+    fn receive_data(
+        &self,
+        i: &mut Inner,
+        tx: &TxCtx<'_>,
+        ndev: &NetDevice,
+        plane: Option<u8>,
+        h: &DataHeader,
+        payload: &[u8],
+        meta: &RxMeta,
+    ) {
         let cum_msn = i.receiver.cum_msn();
         match i.receiver.on_data(h, meta.ecn == Ecn::Ce, now_ns()) {
             RxVerdict::Place(p) if i.uc.is_some() => self.place_uc(i, tx, &p, payload),
@@ -1293,29 +1501,60 @@ impl Transport {
                             // with a NAK before anything is acknowledged.
                             Err(Syndrome::InvalidRequest)
                         } else {
-                            tx.st.mrs.lock().write_remote(p.rkey, self.local.pd, p.remote_va, p.msg_len, u64::from(p.offset), payload)
+                            tx.st.mrs.lock().write_remote(
+                                p.rkey,
+                                self.local.pd,
+                                p.remote_va,
+                                p.msg_len,
+                                u64::from(p.offset),
+                                payload,
+                            )
                         }
                     }
                     Opcode::ReadReq => {
                         // A response longer than one engine message could
                         // not be posted (a requester splits its READs so):
                         // refused with a NAK, not a failed QP here.
-                        if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_READ == 0 || p.msg_len > Self::max_msg(i) {
+                        if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_READ == 0
+                            || p.msg_len > Self::max_msg(i)
+                        {
                             Err(Syndrome::InvalidRequest)
                         } else {
-                            tx.st.mrs.lock().check_remote_read(p.rkey, self.local.pd, p.remote_va, u64::from(p.msg_len))
+                            tx.st.mrs.lock().check_remote_read(
+                                p.rkey,
+                                self.local.pd,
+                                p.remote_va,
+                                u64::from(p.msg_len),
+                            )
                         }
                     }
                     // Checked now, run when it completes (protocol.md 5.1).
-                    Opcode::CmpSwap | Opcode::FetchAdd | Opcode::AtomicWrite => {
-                        self.accept_atomic(i, p.opcode, p.msn, p.remote_va, p.rkey, payload, &tx.st.mrs.lock())
+                    Opcode::CmpSwap | Opcode::FetchAdd | Opcode::AtomicWrite => self.accept_atomic(
+                        i,
+                        p.opcode,
+                        p.msn,
+                        p.remote_va,
+                        p.rkey,
+                        payload,
+                        &tx.st.mrs.lock(),
+                    ),
+                    Opcode::AtomicResp => {
+                        self.place_atomic_response(i, h.imm, payload, &tx.st.mrs.lock())
                     }
-                    Opcode::AtomicResp => self.place_atomic_response(i, h.imm, payload, &tx.st.mrs.lock()),
                     // The key must be one the QP may invalidate when the
                     // SEND completes.
-                    Opcode::SendInv if !tx.st.mrs.lock().can_invalidate(p.rkey, self.local.pd) => Err(Syndrome::InvalidRequest),
+                    Opcode::SendInv if !tx.st.mrs.lock().can_invalidate(p.rkey, self.local.pd) => {
+                        Err(Syndrome::InvalidRequest)
+                    }
                     // The response names our READ_REQ's MSN in `imm`.
-                    Opcode::ReadResp => self.place_read_response(i, h.imm, p.msg_len, p.offset, payload, &tx.st.mrs.lock()),
+                    Opcode::ReadResp => self.place_read_response(
+                        i,
+                        h.imm,
+                        p.msg_len,
+                        p.offset,
+                        payload,
+                        &tx.st.mrs.lock(),
+                    ),
                     _ => {
                         let at = (p.remote_va & !SEND_MORE).saturating_add(u64::from(p.offset));
                         self.place_send(i, p.rsn, at as usize, payload, &tx.st.mrs.lock())
@@ -1336,16 +1575,24 @@ impl Transport {
         // (its success needs cum_msn, which the failure holds back; a lost
         // NAK is drawn out again by the requester's verdict probe).
         while let Some(nak) = i.receiver.pop_nak() {
-            let _ = self.send(tx, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| nak.encode(buf).map_err(|_| EINVAL));
+            let _ = self.send(tx, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| {
+                nak.encode(buf).map_err(|_| EINVAL)
+            });
         }
         if let Some(ack) = i.receiver.ack_now(h.path_id) {
             // An ACK that moves cum_msn goes twice: it alone completes the
             // peer's message, and when it is the peer's last one and this
             // QP is destroyed right after (a pingpong server's exit), a
             // lost copy would leave the peer resending to nobody.
-            let copies = if i.receiver.cum_msn() != cum_msn { 2 } else { 1 };
+            let copies = if i.receiver.cum_msn() != cum_msn {
+                2
+            } else {
+                1
+            };
             for _ in 0..copies {
-                let _ = self.send(tx, ndev, &reply, wire::ACK_LEN + wire::ICRC_LEN, |buf| ack.encode(buf).map_err(|_| EINVAL));
+                let _ = self.send(tx, ndev, &reply, wire::ACK_LEN + wire::ICRC_LEN, |buf| {
+                    ack.encode(buf).map_err(|_| EINVAL)
+                });
             }
         } else if let Some(k) = plane {
             // Held (protocol.md 3.4): a later packet of the path or the
@@ -1374,7 +1621,8 @@ impl Transport {
         if let Some(uc) = &i.uc {
             ahead -= uc.not_posted_between(i.rx_rsn, rsn);
         }
-        (ahead < ring.producer().wrapping_sub(ring.consumer())).then(|| ring.consumer().wrapping_add(ahead))
+        (ahead < ring.producer().wrapping_sub(ring.consumer()))
+            .then(|| ring.consumer().wrapping_add(ahead))
     }
 
     /// UC: places a packet, or drops its message when it cannot be placed
@@ -1386,7 +1634,10 @@ impl Transport {
             return;
         }
         let fate = p.opcode.has_rsn().then(|| uc.recv_fate(p.rsn));
-        if let (Err(fate), Some(uc)) = (self.place_uc_checked(i, tx, p, payload, fate), i.uc.as_mut()) {
+        if let (Err(fate), Some(uc)) = (
+            self.place_uc_checked(i, tx, p, payload, fate),
+            i.uc.as_mut(),
+        ) {
             uc.drop_message(p.msn);
             if p.opcode.has_rsn() {
                 uc.set_recv_fate(p.rsn, fate);
@@ -1396,7 +1647,14 @@ impl Transport {
 
     /// UC: places a packet whose receive (if it takes one) has `fate` so
     /// far; the error is what becomes of its message's receive.
-    fn place_uc_checked(&self, i: &mut Inner, tx: &TxCtx<'_>, p: &Placement, payload: &[u8], fate: Option<RecvFate>) -> core::result::Result<(), RecvFate> {
+    fn place_uc_checked(
+        &self,
+        i: &mut Inner,
+        tx: &TxCtx<'_>,
+        p: &Placement,
+        payload: &[u8],
+        fate: Option<RecvFate>,
+    ) -> core::result::Result<(), RecvFate> {
         match fate {
             None | Some(RecvFate::Taken) => {}
             // Another part of the same SEND was dropped.
@@ -1413,21 +1671,33 @@ impl Transport {
         }
         let refused = RecvFate::Failed(b::ib_wc_status_IB_WC_REM_ACCESS_ERR);
         match p.opcode {
-            Opcode::Write | Opcode::WriteImm if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 => Err(refused),
+            Opcode::Write | Opcode::WriteImm
+                if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 =>
+            {
+                Err(refused)
+            }
             Opcode::Write | Opcode::WriteImm => tx
                 .st
                 .mrs
                 .lock()
-                .write_remote(p.rkey, self.local.pd, p.remote_va, p.msg_len, u64::from(p.offset), payload)
+                .write_remote(
+                    p.rkey,
+                    self.local.pd,
+                    p.remote_va,
+                    p.msg_len,
+                    u64::from(p.offset),
+                    payload,
+                )
                 .map_err(|_| refused),
             Opcode::Send | Opcode::SendImm => {
                 let at = (p.remote_va & !SEND_MORE).saturating_add(u64::from(p.offset));
-                self.place_send(i, p.rsn, at as usize, payload, &tx.st.mrs.lock()).map_err(|s| {
-                    RecvFate::Failed(match s {
-                        Syndrome::InvalidRequest => b::ib_wc_status_IB_WC_LOC_LEN_ERR,
-                        _ => b::ib_wc_status_IB_WC_LOC_PROT_ERR,
+                self.place_send(i, p.rsn, at as usize, payload, &tx.st.mrs.lock())
+                    .map_err(|s| {
+                        RecvFate::Failed(match s {
+                            Syndrome::InvalidRequest => b::ib_wc_status_IB_WC_LOC_LEN_ERR,
+                            _ => b::ib_wc_status_IB_WC_LOC_PROT_ERR,
+                        })
                     })
-                })
             }
             // Not UC operations (READs, SEND_INV, atomics): dropped; the
             // receive a SEND_INV would take completes in error.
@@ -1439,11 +1709,17 @@ impl Transport {
     /// UC: what completing received message `c` does, given what was
     /// dropped.
     fn complete_uc(&self, i: &mut Inner, c: &RxCompletion) -> UcCompletion {
-        let Some(uc) = i.uc.as_mut() else { return UcCompletion::AsRc };
+        let Some(uc) = i.uc.as_mut() else {
+            return UcCompletion::AsRc;
+        };
         let dropped = uc.complete_message(c.msn);
         let last_part = !(c.opcode == Opcode::Send && c.remote_va & SEND_MORE != 0);
         if !(c.opcode.has_rsn() && last_part) {
-            return if dropped { UcCompletion::Done } else { UcCompletion::AsRc };
+            return if dropped {
+                UcCompletion::Done
+            } else {
+                UcCompletion::AsRc
+            };
         }
         // The receive's fate, whichever part of a SEND was dropped.
         match uc.complete_recv(c.rsn) {
@@ -1483,20 +1759,43 @@ impl Transport {
         }
     }
 
-    fn place_send(&self, i: &mut Inner, rsn: u16, offset: usize, payload: &[u8], mrs: &MrTable) -> core::result::Result<(), Syndrome> {
+    fn place_send(
+        &self,
+        i: &mut Inner,
+        rsn: u16,
+        offset: usize,
+        payload: &[u8],
+        mrs: &MrTable,
+    ) -> core::result::Result<(), Syndrome> {
         let wqe = self.recv_for(i, rsn)?;
         scatter(&wqe.sges[..wqe.num_sge], offset, payload, mrs, &self.local)
     }
 
     /// Places bytes of the response to our READ_REQ `req_msn` into the
     /// READ's local buffer.
-    fn place_read_response(&self, i: &Inner, req_msn: u32, msg_len: u32, offset: u32, payload: &[u8], mrs: &MrTable) -> core::result::Result<(), Syndrome> {
-        let r = i.reads.iter().flatten().find(|r| r.req_msn == req_msn).ok_or(Syndrome::InvalidRequest)?;
+    fn place_read_response(
+        &self,
+        i: &Inner,
+        req_msn: u32,
+        msg_len: u32,
+        offset: u32,
+        payload: &[u8],
+        mrs: &MrTable,
+    ) -> core::result::Result<(), Syndrome> {
+        let r = i
+            .reads
+            .iter()
+            .flatten()
+            .find(|r| r.req_msn == req_msn)
+            .ok_or(Syndrome::InvalidRequest)?;
         let w = &i.wrs[r.wr as usize % WR_WINDOW];
         if r.len != msg_len || w.opcode != Opcode::ReadReq {
             return Err(Syndrome::InvalidRequest);
         }
-        let at = r.offset.checked_add(offset).ok_or(Syndrome::InvalidRequest)?;
+        let at = r
+            .offset
+            .checked_add(offset)
+            .ok_or(Syndrome::InvalidRequest)?;
         scatter(&w.sges[..w.num_sge], at as usize, payload, mrs, &self.local)
     }
 
@@ -1504,7 +1803,16 @@ impl Transport {
     /// 5.1: QP access and alignment, then the region) and keeps its
     /// operands until it completes.
     #[allow(clippy::too_many_arguments)]
-    fn accept_atomic(&self, i: &mut Inner, op: Opcode, msn: u32, va: u64, rkey: u32, payload: &[u8], mrs: &MrTable) -> core::result::Result<(), Syndrome> {
+    fn accept_atomic(
+        &self,
+        i: &mut Inner,
+        op: Opcode,
+        msn: u32,
+        va: u64,
+        rkey: u32,
+        payload: &[u8],
+        mrs: &MrTable,
+    ) -> core::result::Result<(), Syndrome> {
         let access = atomic_access(op);
         if i.access & access == 0 || !va.is_multiple_of(u64::from(wire::ATOMIC_LEN)) {
             return Err(Syndrome::InvalidRequest);
@@ -1513,26 +1821,55 @@ impl Transport {
         let slot = &mut i.atomic_operands[msn as usize % MSG_WINDOW];
         slot.msn = msn;
         slot.bytes = [0; 16];
-        slot.bytes.get_mut(..payload.len()).ok_or(Syndrome::InvalidRequest)?.copy_from_slice(payload);
+        slot.bytes
+            .get_mut(..payload.len())
+            .ok_or(Syndrome::InvalidRequest)?
+            .copy_from_slice(payload);
         Ok(())
     }
 
     /// Runs the peer's atomic request that just completed (in MSN order)
     /// and queues its response with the original value. `None`: it cannot
     /// run any more (its region went away since it was accepted).
-    fn run_atomic(&self, i: &Inner, op: Opcode, msn: u32, va: u64, rkey: u32, mrs: &MrTable) -> Option<u64> {
+    fn run_atomic(
+        &self,
+        i: &Inner,
+        op: Opcode,
+        msn: u32,
+        va: u64,
+        rkey: u32,
+        mrs: &MrTable,
+    ) -> Option<u64> {
         let operands = i.atomic_operands[msn as usize % MSG_WINDOW];
         if operands.msn != msn {
             return None;
         }
-        mrs.atomic_remote(rkey, self.local.pd, va, atomic_access(op), atomic_update(op, &operands.bytes)).ok()
+        mrs.atomic_remote(
+            rkey,
+            self.local.pd,
+            va,
+            atomic_access(op),
+            atomic_update(op, &operands.bytes),
+        )
+        .ok()
     }
 
     /// Places the response to our atomic `req_msn`: the original value, in
     /// our byte order, into the request's 8-byte buffer (ATOMIC_WRITE has
     /// none and ignores it).
-    fn place_atomic_response(&self, i: &Inner, req_msn: u32, payload: &[u8], mrs: &MrTable) -> core::result::Result<(), Syndrome> {
-        let r = i.reads.iter().flatten().find(|r| r.req_msn == req_msn).ok_or(Syndrome::InvalidRequest)?;
+    fn place_atomic_response(
+        &self,
+        i: &Inner,
+        req_msn: u32,
+        payload: &[u8],
+        mrs: &MrTable,
+    ) -> core::result::Result<(), Syndrome> {
+        let r = i
+            .reads
+            .iter()
+            .flatten()
+            .find(|r| r.req_msn == req_msn)
+            .ok_or(Syndrome::InvalidRequest)?;
         let w = &i.wrs[r.wr as usize % WR_WINDOW];
         let original: [u8; 8] = payload.try_into().map_err(|_| Syndrome::InvalidRequest)?;
         match w.opcode {
@@ -1569,7 +1906,15 @@ impl Transport {
             };
             match c.opcode {
                 Opcode::ReadReq if ok => {
-                    let answer = ToAnswer { req_msn: c.msn, opcode: Opcode::ReadResp, len: c.len, out: OutMsg::ReadResp { va: c.remote_va, rkey: c.rkey } };
+                    let answer = ToAnswer {
+                        req_msn: c.msn,
+                        opcode: Opcode::ReadResp,
+                        len: c.len,
+                        out: OutMsg::ReadResp {
+                            va: c.remote_va,
+                            rkey: c.rkey,
+                        },
+                    };
                     self.queue_answer(i, answer);
                     progress = true;
                     continue;
@@ -1579,7 +1924,12 @@ impl Transport {
                     // released once, however often the request arrived.
                     match self.run_atomic(i, c.opcode, c.msn, c.remote_va, c.rkey, &mrs.lock()) {
                         Some(original) => {
-                            let answer = ToAnswer { req_msn: c.msn, opcode: Opcode::AtomicResp, len: wire::ATOMIC_LEN, out: OutMsg::AtomicResp { original } };
+                            let answer = ToAnswer {
+                                req_msn: c.msn,
+                                opcode: Opcode::AtomicResp,
+                                len: wire::ATOMIC_LEN,
+                                out: OutMsg::AtomicResp { original },
+                            };
                             self.queue_answer(i, answer);
                         }
                         None => i.failed = true,
@@ -1589,7 +1939,11 @@ impl Transport {
                 }
                 Opcode::ReadResp | Opcode::AtomicResp => {
                     let req_msn = c.imm.unwrap_or(0);
-                    if let Some(slot) = i.reads.iter_mut().find(|r| r.is_some_and(|r| r.req_msn == req_msn)) {
+                    if let Some(slot) = i
+                        .reads
+                        .iter_mut()
+                        .find(|r| r.is_some_and(|r| r.req_msn == req_msn))
+                    {
                         if let Some(r) = slot.take() {
                             let w = &mut i.wrs[r.wr as usize % WR_WINDOW];
                             w.pending = w.pending.saturating_sub(1);
@@ -1653,9 +2007,15 @@ impl Transport {
                 None => b::ib_wc_status_IB_WC_LOC_PROT_ERR,
             };
             let (opcode, flags) = match c.opcode {
-                Opcode::WriteImm => (b::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM, b::ib_wc_flags_IB_WC_WITH_IMM),
+                Opcode::WriteImm => (
+                    b::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM,
+                    b::ib_wc_flags_IB_WC_WITH_IMM,
+                ),
                 Opcode::SendImm => (b::ib_wc_opcode_IB_WC_RECV, b::ib_wc_flags_IB_WC_WITH_IMM),
-                Opcode::SendInv => (b::ib_wc_opcode_IB_WC_RECV, b::ib_wc_flags_IB_WC_WITH_INVALIDATE),
+                Opcode::SendInv => (
+                    b::ib_wc_opcode_IB_WC_RECV,
+                    b::ib_wc_flags_IB_WC_WITH_INVALIDATE,
+                ),
                 _ => (b::ib_wc_opcode_IB_WC_RECV, 0),
             };
             if ok && c.opcode == Opcode::SendInv {
@@ -1668,16 +2028,26 @@ impl Transport {
                 opcode,
                 byte_len: match c.opcode {
                     // The SEND's bytes up to and including its last part.
-                    Opcode::Send | Opcode::SendImm | Opcode::SendInv => ((c.remote_va & !SEND_MORE) as u32).saturating_add(c.len),
+                    Opcode::Send | Opcode::SendImm | Opcode::SendInv => {
+                        ((c.remote_va & !SEND_MORE) as u32).saturating_add(c.len)
+                    }
                     _ => c.len,
                 },
                 // The invalidated key, or the immediate (network order).
-                ex: if c.opcode == Opcode::SendInv { c.rkey } else { c.imm.map_or(0, u32::to_be) },
+                ex: if c.opcode == Opcode::SendInv {
+                    c.rkey
+                } else {
+                    c.imm.map_or(0, u32::to_be)
+                },
                 qp_num: self.qpn,
                 wc_flags: flags,
                 ..Default::default()
             };
-            let overrun = self.recv_cq.data().push(&self.recv_cq, &wc, self.qp_addr, true).is_err();
+            let overrun = self
+                .recv_cq
+                .data()
+                .push(&self.recv_cq, &wc, self.qp_addr, true)
+                .is_err();
             // CQ overrun (raised by the CQ): the QP is in error.
             if !ok || overrun {
                 i.failed = true;
@@ -1708,7 +2078,11 @@ fn atomic_operands(w: &OutWr, len: usize, out: &mut TxTail<'_>) -> Result {
 /// Appends a data packet to `out`: `header`, then its payload, which
 /// `payload` appends (exactly `header.payload_len` bytes, else `EINVAL`),
 /// then the ICRC over both.
-pub(super) fn put_data_packet(out: &mut TxTail<'_>, header: &DataHeader, payload: impl FnOnce(&mut TxTail<'_>) -> Result) -> Result {
+pub(super) fn put_data_packet(
+    out: &mut TxTail<'_>,
+    header: &DataHeader,
+    payload: impl FnOnce(&mut TxTail<'_>) -> Result,
+) -> Result {
     let mut h = [0u8; wire::DATA_HEADER_LEN];
     header.encode(&mut h).map_err(|_| EINVAL)?;
     out.put(&h)?;
@@ -1723,7 +2097,14 @@ pub(super) fn put_data_packet(out: &mut TxTail<'_>, header: &DataHeader, payload
 
 /// Appends bytes `[offset, offset + len)` of a work request's data, from
 /// its local buffers, to `out`.
-fn gather(m: &OutWr, offset: usize, len: usize, out: &mut TxTail<'_>, mrs: &MrTable, who: &Requester) -> Result {
+fn gather(
+    m: &OutWr,
+    offset: usize,
+    len: usize,
+    out: &mut TxTail<'_>,
+    mrs: &MrTable,
+    who: &Requester,
+) -> Result {
     if m.is_inline {
         let end = offset.checked_add(len).ok_or(EINVAL)?;
         return out.put(m.inline[..m.inline_len].get(offset..end).ok_or(EINVAL)?);
@@ -1733,7 +2114,14 @@ fn gather(m: &OutWr, offset: usize, len: usize, out: &mut TxTail<'_>, mrs: &MrTa
 
 /// Appends bytes `[offset, offset + want)` of the buffer made of `sges` to
 /// `out`.
-pub(super) fn gather_sges(sges: &[Sge], offset: usize, want: usize, out: &mut TxTail<'_>, mrs: &MrTable, who: &Requester) -> Result {
+pub(super) fn gather_sges(
+    sges: &[Sge],
+    offset: usize,
+    want: usize,
+    out: &mut TxTail<'_>,
+    mrs: &MrTable,
+    who: &Requester,
+) -> Result {
     let mut skip = offset;
     let mut done = 0;
     for s in sges {
@@ -1752,11 +2140,21 @@ pub(super) fn gather_sges(sges: &[Sge], offset: usize, want: usize, out: &mut Tx
         done += n;
         skip = 0;
     }
-    if done == want { Ok(()) } else { Err(EINVAL) }
+    if done == want {
+        Ok(())
+    } else {
+        Err(EINVAL)
+    }
 }
 
 /// Writes `payload` at `offset` of a receive buffer made of `sges`.
-pub(super) fn scatter(sges: &[Sge], offset: usize, payload: &[u8], mrs: &MrTable, who: &Requester) -> core::result::Result<(), Syndrome> {
+pub(super) fn scatter(
+    sges: &[Sge],
+    offset: usize,
+    payload: &[u8],
+    mrs: &MrTable,
+    who: &Requester,
+) -> core::result::Result<(), Syndrome> {
     let mut skip = offset;
     let mut done = 0;
     for s in sges {
@@ -1770,19 +2168,33 @@ pub(super) fn scatter(sges: &[Sge], offset: usize, payload: &[u8], mrs: &MrTable
         }
         let n = (len - skip).min(payload.len() - done);
         // The packet's offset is the peer's: checked, never wrapped.
-        let at = s.addr.checked_add(skip as u64).ok_or(Syndrome::RemoteAccess)?;
-        mrs.write_local(s.lkey, who, at, &payload[done..done + n]).map_err(|_| Syndrome::RemoteAccess)?;
+        let at = s
+            .addr
+            .checked_add(skip as u64)
+            .ok_or(Syndrome::RemoteAccess)?;
+        mrs.write_local(s.lkey, who, at, &payload[done..done + n])
+            .map_err(|_| Syndrome::RemoteAccess)?;
         done += n;
         skip = 0;
     }
     // A receive buffer too small for the message.
-    if done == payload.len() { Ok(()) } else { Err(Syndrome::InvalidRequest) }
+    if done == payload.len() {
+        Ok(())
+    } else {
+        Err(Syndrome::InvalidRequest)
+    }
 }
 
 /// Looks up the QP of a data, ACK or NAK packet on `dev` and hands the
 /// packet to it: what became of it, `None` if no QP has its number. Receive
 /// softirq.
-pub(crate) fn deliver(dev: &MetaRoceIbDevice, tx: &TxCtx<'_>, ndev: &NetDevice, pkt: &Packet<'_>, meta: &RxMeta) -> Option<RxFate> {
+pub(crate) fn deliver(
+    dev: &MetaRoceIbDevice,
+    tx: &TxCtx<'_>,
+    ndev: &NetDevice,
+    pkt: &Packet<'_>,
+    meta: &RxMeta,
+) -> Option<RxFate> {
     let qpn = match pkt {
         Packet::Data { header, .. } => header.dst_qpn,
         Packet::Ack(Ack { dst_qpn, .. }) | Packet::Nak(Nak { dst_qpn, .. }) => *dst_qpn,
@@ -1795,7 +2207,11 @@ pub(crate) fn deliver(dev: &MetaRoceIbDevice, tx: &TxCtx<'_>, ndev: &NetDevice, 
     // is out.
     let qps = dev.data().qps.lock();
     let t = qps.get(qpn)?;
-    t.counters.on_receive(&tx.st.qp_counters, super::qp_counters::wire_len(pkt), meta.ecn == Ecn::Ce);
+    t.counters.on_receive(
+        &tx.st.qp_counters,
+        super::qp_counters::wire_len(pkt),
+        meta.ecn == Ecn::Ce,
+    );
     Some(t.receive(tx, ndev, pkt, meta))
 }
 

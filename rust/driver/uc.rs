@@ -48,7 +48,10 @@ const _: () = assert!(MSG_WINDOW == 64);
 
 impl UcDrops {
     /// Nothing dropped.
-    pub(crate) const NONE: Self = Self { msgs: 0, recvs: [RecvFate::Taken; MSG_WINDOW] };
+    pub(crate) const NONE: Self = Self {
+        msgs: 0,
+        recvs: [RecvFate::Taken; MSG_WINDOW],
+    };
 
     /// Whether message `msn` is being dropped.
     pub(crate) fn dropping(&self, msn: u32) -> bool {

@@ -26,7 +26,10 @@ pub(crate) const CQE: usize = core::mem::size_of::<bindings::metaroce_cqe>();
 /// (element count, element size), both powers of two.
 pub(crate) fn geometry(wr: u32, elem: usize) -> Result<(u32, u32)> {
     let count = wr.max(1).checked_next_power_of_two().ok_or(EINVAL)?;
-    let size = u32::try_from(elem).map_err(|_| EINVAL)?.checked_next_power_of_two().ok_or(EINVAL)?;
+    let size = u32::try_from(elem)
+        .map_err(|_| EINVAL)?
+        .checked_next_power_of_two()
+        .ok_or(EINVAL)?;
     Ok((count, size))
 }
 
@@ -62,7 +65,11 @@ impl Sge {
     /// wraps past 2^64 (a process may write any value there, and every
     /// later `addr + offset` relies on the range being representable).
     fn decode(b: &[u8], at: usize) -> Result<Self> {
-        let s = Sge { addr: u64_at(b, at), length: u32_at(b, at + 8), lkey: u32_at(b, at + 12) };
+        let s = Sge {
+            addr: u64_at(b, at),
+            length: u32_at(b, at + 8),
+            lkey: u32_at(b, at + 12),
+        };
         s.addr.checked_add(u64::from(s.length)).ok_or(EINVAL)?;
         Ok(s)
     }
@@ -123,7 +130,11 @@ pub(crate) fn push_recv(ring: &SharedRing, wr_id: u64, sges: &[bindings::ib_sge]
     }
     let mut s = [Sge::default(); MAX_SGE as usize];
     for (d, g) in s.iter_mut().zip(sges) {
-        *d = Sge { addr: g.addr, length: g.length, lkey: g.lkey };
+        *d = Sge {
+            addr: g.addr,
+            length: g.length,
+            lkey: g.lkey,
+        };
     }
     let prod = ring.producer();
     if prod.wrapping_sub(ring.consumer()) >= ring.count() {
@@ -139,7 +150,11 @@ impl RecvWqe {
     /// length error): what a posted entry that does not validate becomes,
     /// so that it still completes, in error, with its `wr_id`.
     pub(crate) fn without_buffer(wr_id: u64) -> Self {
-        Self { wr_id, sges: [Sge::default(); MAX_SGE as usize], num_sge: 0 }
+        Self {
+            wr_id,
+            sges: [Sge::default(); MAX_SGE as usize],
+            num_sge: 0,
+        }
     }
 }
 
@@ -160,7 +175,11 @@ pub(crate) fn get_recv(ring: &SharedRing, index: u32) -> Result<RecvWqe> {
     if num > MAX_SGE as usize || RECV_WQE_HEADER + num * SGE > len {
         return Err(EINVAL);
     }
-    let mut wqe = RecvWqe { wr_id: u64_at(&buf, 0), sges: [Sge::default(); MAX_SGE as usize], num_sge: num };
+    let mut wqe = RecvWqe {
+        wr_id: u64_at(&buf, 0),
+        sges: [Sge::default(); MAX_SGE as usize],
+        num_sge: num,
+    };
     for (i, s) in wqe.sges.iter_mut().take(num).enumerate() {
         *s = Sge::decode(&buf, RECV_WQE_HEADER + i * SGE)?;
     }
@@ -246,14 +265,25 @@ pub(crate) fn put_send(ring: &SharedRing, index: u32, w: &SendWqe<'_>) -> Result
             buf[32..40].copy_from_slice(&addr.to_ne_bytes());
             buf[40..44].copy_from_slice(&rkey.to_ne_bytes());
         }
-        Remote::Reg { region_key, new_key, access, iova, length } => {
+        Remote::Reg {
+            region_key,
+            new_key,
+            access,
+            iova,
+            length,
+        } => {
             buf[32..40].copy_from_slice(&iova.to_ne_bytes());
             buf[40..48].copy_from_slice(&length.to_ne_bytes());
             buf[48..52].copy_from_slice(&region_key.to_ne_bytes());
             buf[56..60].copy_from_slice(&new_key.to_ne_bytes());
             buf[60..64].copy_from_slice(&access.to_ne_bytes());
         }
-        Remote::Atomic { addr, compare_add, swap, rkey } => {
+        Remote::Atomic {
+            addr,
+            compare_add,
+            swap,
+            rkey,
+        } => {
             buf[32..40].copy_from_slice(&addr.to_ne_bytes());
             buf[40..48].copy_from_slice(&compare_add.to_ne_bytes());
             buf[48..56].copy_from_slice(&swap.to_ne_bytes());
@@ -288,7 +318,10 @@ const _: () = {
 };
 
 // The provider names ATOMIC_WRITE with the ABI's own constant.
-const _: () = assert!(bindings::metaroce_wr_opcode_METAROCE_WR_ATOMIC_WRITE == bindings::ib_wr_opcode_IB_WR_ATOMIC_WRITE);
+const _: () = assert!(
+    bindings::metaroce_wr_opcode_METAROCE_WR_ATOMIC_WRITE
+        == bindings::ib_wr_opcode_IB_WR_ATOMIC_WRITE
+);
 
 /// Whether an `IB_WR_*` opcode is an atomic (its WQE uses the `atomic`
 /// layout: the rkey after the operands).
@@ -400,7 +433,10 @@ impl SendReq {
         if self.is_inline {
             self.inline_len as u64
         } else {
-            self.sges[..self.num_sge].iter().map(|s| u64::from(s.length)).sum()
+            self.sges[..self.num_sge]
+                .iter()
+                .map(|s| u64::from(s.length))
+                .sum()
         }
     }
 }
@@ -459,7 +495,8 @@ pub(crate) fn get_send(ring: &SharedRing, index: u32) -> Result<SendReq> {
         if inline_len > MAX_INLINE as usize || SEND_WQE_HEADER + inline_len > len {
             return Err(EINVAL);
         }
-        req.inline[..inline_len].copy_from_slice(&buf[SEND_WQE_HEADER..SEND_WQE_HEADER + inline_len]);
+        req.inline[..inline_len]
+            .copy_from_slice(&buf[SEND_WQE_HEADER..SEND_WQE_HEADER + inline_len]);
         req.inline_len = inline_len;
     } else {
         if num > MAX_SGE as usize || SEND_WQE_HEADER + num * SGE > len {

@@ -84,7 +84,12 @@ pub(crate) trait IbDriver: Sized {
     fn poll_cq(cq: &Cq<Self::Cq>, wc: &mut [bindings::ib_wc]) -> usize;
     /// Changes the CQ to hold at least `cqe` completions, keeping the
     /// pending ones; [`IbDriver::cq_capacity`] reports the new size after.
-    fn resize_cq(dev: &Device<Self::Data>, cq: &Cq<Self::Cq>, cqe: u32, udata: Option<&Udata<'_>>) -> Result;
+    fn resize_cq(
+        dev: &Device<Self::Data>,
+        cq: &Cq<Self::Cq>,
+        cqe: u32,
+        udata: Option<&Udata<'_>>,
+    ) -> Result;
     /// Arms the CQ; returns 1 if completions were missed (as the verb does).
     fn req_notify_cq(cq: &Cq<Self::Cq>, flags: u32) -> Result<i32>;
     /// Creates a shared receive queue.
@@ -114,7 +119,12 @@ pub(crate) trait IbDriver: Sized {
         udata: Option<&Udata<'_>>,
     ) -> Result<(u32, Self::Qp)>;
     /// Moves a QP through its state machine and sets attributes.
-    fn modify_qp(qp: &Qp<Self::Qp>, attr: &bindings::ib_qp_attr, mask: u32, udata: Option<&Udata<'_>>) -> Result;
+    fn modify_qp(
+        qp: &Qp<Self::Qp>,
+        attr: &bindings::ib_qp_attr,
+        mask: u32,
+        udata: Option<&Udata<'_>>,
+    ) -> Result;
     /// Reports a QP's attributes.
     fn query_qp(
         qp: &Qp<Self::Qp>,
@@ -132,7 +142,11 @@ pub(crate) trait IbDriver: Sized {
     fn post_recv(qp: &Qp<Self::Qp>, wr: KernelRecvWr<'_>) -> Result;
     /// A region covering all memory, for kernel consumers; returns
     /// `((lkey, rkey), state)`.
-    fn get_dma_mr(dev: &Device<Self::Data>, pd: &Pd<Self::Pd>, access: u32) -> Result<((u32, u32), Self::Mr)>;
+    fn get_dma_mr(
+        dev: &Device<Self::Data>,
+        pd: &Pd<Self::Pd>,
+        access: u32,
+    ) -> Result<((u32, u32), Self::Mr)>;
     /// Registers user memory; returns `((lkey, rkey), state)`.
     fn reg_user_mr(
         dev: &Device<Self::Data>,
@@ -273,7 +287,9 @@ impl<D> Device<D> {
     pub(crate) fn eth_speed(&self, port: u32) -> Result<(u16, u8)> {
         let (mut speed, mut width) = (0u16, 0u8);
         // SAFETY: the device is alive; the out-pointers are valid locals.
-        to_result(unsafe { bindings::ib_get_eth_speed(self.as_raw(), port, &mut speed, &mut width) })?;
+        to_result(unsafe {
+            bindings::ib_get_eth_speed(self.as_raw(), port, &mut speed, &mut width)
+        })?;
         Ok((speed, width))
     }
 
@@ -337,7 +353,10 @@ pub(crate) fn device_by_netdev<T: IbDriver>(ndev: &NetDevice) -> Option<DeviceRe
     let ptr = unsafe { bindings::ib_device_get_by_netdev(ndev.as_raw(), DRIVER_ID) };
     // Every device with our driver id was made by `NewDevice::new::<T>`: the
     // module has exactly one `IbDriver`.
-    NonNull::new(ptr).map(|ptr| DeviceRef { ptr, _data: PhantomData })
+    NonNull::new(ptr).map(|ptr| DeviceRef {
+        ptr,
+        _data: PhantomData,
+    })
 }
 
 /// The device of driver `T` named `name`, if any. Process context (the
@@ -347,7 +366,10 @@ pub(crate) fn device_by_name<T: IbDriver>(name: &CStr) -> Option<DeviceRef<T::Da
     // our driver id or NULL.
     let ptr = unsafe { bindings::ib_device_get_by_name(name.as_char_ptr(), DRIVER_ID) };
     // Every device with our driver id was made by `NewDevice::new::<T>`.
-    NonNull::new(ptr).map(|ptr| DeviceRef { ptr, _data: PhantomData })
+    NonNull::new(ptr).map(|ptr| DeviceRef {
+        ptr,
+        _data: PhantomData,
+    })
 }
 
 /// Whether any RDMA device (of any driver) already has this name.
@@ -421,7 +443,10 @@ impl<T: IbDriver> NewDevice<T> {
             unsafe { bindings::ib_dealloc_device(ptr.as_ptr()) };
             return Err(e);
         }
-        let this = Self { ptr, _driver: PhantomData };
+        let this = Self {
+            ptr,
+            _driver: PhantomData,
+        };
 
         let ops = bindings::ib_device_ops {
             // Same C object, seen through the kernel crate's bindings.
@@ -434,13 +459,16 @@ impl<T: IbDriver> NewDevice<T> {
             get_link_layer: Some(get_link_layer),
             query_pkey: Some(query_pkey::<T>),
             dealloc_driver: Some(dealloc_driver::<T>),
-            alloc_hw_port_stats: (!T::PORT_STATS.is_empty()).then_some(super::stats::alloc_hw_port_stats::<T>),
+            alloc_hw_port_stats: (!T::PORT_STATS.is_empty())
+                .then_some(super::stats::alloc_hw_port_stats::<T>),
             get_hw_stats: (!T::PORT_STATS.is_empty()).then_some(super::stats::get_hw_stats::<T>),
             counter_bind_qp: (T::QP_STATS > 0).then_some(super::stats::counter_bind_qp::<T>),
             counter_unbind_qp: (T::QP_STATS > 0).then_some(super::stats::counter_unbind_qp::<T>),
             counter_dealloc: (T::QP_STATS > 0).then_some(super::stats::counter_dealloc::<T>),
-            counter_alloc_stats: (T::QP_STATS > 0).then_some(super::stats::counter_alloc_stats::<T>),
-            counter_update_stats: (T::QP_STATS > 0).then_some(super::stats::counter_update_stats::<T>),
+            counter_alloc_stats: (T::QP_STATS > 0)
+                .then_some(super::stats::counter_alloc_stats::<T>),
+            counter_update_stats: (T::QP_STATS > 0)
+                .then_some(super::stats::counter_update_stats::<T>),
             ..Default::default()
         };
         let mut ops = ops;
@@ -458,7 +486,8 @@ impl<T: IbDriver> NewDevice<T> {
             // Legacy write commands the provider uses: POST_SEND (with no
             // work requests) is its doorbell, REQ_NOTIFY_CQ arms CQs for
             // completion channels. The core enables neither by default.
-            (*dev).uverbs_cmd_mask |= (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+            (*dev).uverbs_cmd_mask |= (1u64
+                << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
                 | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
             let desc = &mut (*dev).node_desc;
             let n = cfg.node_desc.len().min(desc.len() - 1);
@@ -480,7 +509,11 @@ impl<T: IbDriver> NewDevice<T> {
         // SAFETY: the device is ours and fully set up; a NULL dma_device makes
         // the core use virtual DMA, as for every software RDMA device.
         let ret = unsafe {
-            bindings::ib_register_device(self.ptr.as_ptr(), name.as_char_ptr(), core::ptr::null_mut())
+            bindings::ib_register_device(
+                self.ptr.as_ptr(),
+                name.as_char_ptr(),
+                core::ptr::null_mut(),
+            )
         };
         to_result(ret)?;
         // Registered: from now on the core owns the device and frees it after
@@ -575,7 +608,10 @@ unsafe extern "C" fn query_pkey<T: IbDriver>(
 ///
 /// Called only by the RDMA core, with live objects of this driver's
 /// devices and pointers valid for the call (the core's verbs contract).
-unsafe extern "C" fn get_link_layer(_dev: *mut bindings::ib_device, _port: u32) -> bindings::rdma_link_layer {
+unsafe extern "C" fn get_link_layer(
+    _dev: *mut bindings::ib_device,
+    _port: u32,
+) -> bindings::rdma_link_layer {
     bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
 }
 

@@ -49,7 +49,10 @@ impl<T: LinkType> LinkRegistration<T> {
         // SAFETY: `ops` is pinned and outlives the registration; `type_`
         // points to a static string.
         unsafe { bindings::rdma_link_register(ops.get()) };
-        Ok(Self { ops, _type: PhantomData })
+        Ok(Self {
+            ops,
+            _type: PhantomData,
+        })
     }
 
     /// # Safety

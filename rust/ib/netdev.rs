@@ -221,7 +221,10 @@ impl<T: NetdevHandler> NetdevNotifier<T> {
         // SAFETY: `nb` is a valid, pinned notifier block that outlives the
         // registration (unregistered in `drop` before it is freed).
         to_result(unsafe { bindings::register_netdevice_notifier(nb.get()) })?;
-        Ok(Self { nb, _handler: PhantomData })
+        Ok(Self {
+            nb,
+            _handler: PhantomData,
+        })
     }
 
     /// # Safety

@@ -59,7 +59,9 @@ impl SharedRing {
         if !count.is_power_of_two() || !elem_size.is_power_of_two() {
             return Err(EINVAL);
         }
-        let bytes = (count as usize).checked_mul(elem_size as usize).ok_or(EINVAL)?;
+        let bytes = (count as usize)
+            .checked_mul(elem_size as usize)
+            .ok_or(EINVAL)?;
         let size = HEADER
             .checked_add(bytes)
             .and_then(|s| s.checked_next_multiple_of(PAGE_SIZE))
@@ -67,7 +69,13 @@ impl SharedRing {
         // SAFETY: plain allocation; NULL on failure.
         let buf = unsafe { bindings::metaroce_helper_vmalloc_user(size as _) };
         let buf = NonNull::new(buf.cast::<u8>()).ok_or(ENOMEM)?;
-        let ring = Self { buf, size, count, elem_shift: elem_size.trailing_zeros(), entry: None };
+        let ring = Self {
+            buf,
+            size,
+            count,
+            elem_shift: elem_size.trailing_zeros(),
+            entry: None,
+        };
         let hdr = buf.as_ptr().cast::<bindings::metaroce_queue_buf>();
         // SAFETY: the block is ours, zeroed and at least HEADER bytes.
         unsafe {
@@ -95,14 +103,21 @@ impl SharedRing {
             return Err(EINVAL);
         }
         let entry = KBox::new(
-            RingMmapEntry { rdma: Default::default(), buf: self.buf.as_ptr() },
+            RingMmapEntry {
+                rdma: Default::default(),
+                buf: self.buf.as_ptr(),
+            },
             GFP_KERNEL,
         )?;
         let entry = KBox::into_raw(entry);
         // SAFETY: `entry` is a fresh allocation the core may keep until
         // `mmap_free`; `ucontext` is the live context of the current call.
         let ret = unsafe {
-            bindings::rdma_user_mmap_entry_insert(ucontext, core::ptr::addr_of_mut!((*entry).rdma), self.size)
+            bindings::rdma_user_mmap_entry_insert(
+                ucontext,
+                core::ptr::addr_of_mut!((*entry).rdma),
+                self.size,
+            )
         };
         if let Err(e) = to_result(ret) {
             // SAFETY: not inserted, so still solely ours.
@@ -110,9 +125,14 @@ impl SharedRing {
             return Err(e);
         }
         // SAFETY: inserted above; the offset is fixed for its lifetime.
-        let offset = unsafe { bindings::metaroce_helper_mmap_offset(core::ptr::addr_of!((*entry).rdma)) };
+        let offset =
+            unsafe { bindings::metaroce_helper_mmap_offset(core::ptr::addr_of!((*entry).rdma)) };
         self.entry = NonNull::new(entry);
-        Ok(MmapInfo { offset, size: self.size as u32, reserved: 0 })
+        Ok(MmapInfo {
+            offset,
+            size: self.size as u32,
+            reserved: 0,
+        })
     }
 
     fn index(&self, offset: usize) -> &AtomicU32 {
@@ -124,12 +144,14 @@ impl SharedRing {
 
     /// The producer index, read with acquire (elements before it are visible).
     pub(crate) fn producer(&self) -> u32 {
-        self.index(offset_of!(bindings::metaroce_queue_buf, producer_index)).load(Ordering::Acquire)
+        self.index(offset_of!(bindings::metaroce_queue_buf, producer_index))
+            .load(Ordering::Acquire)
     }
 
     /// The consumer index, read with acquire.
     pub(crate) fn consumer(&self) -> u32 {
-        self.index(offset_of!(bindings::metaroce_queue_buf, consumer_index)).load(Ordering::Acquire)
+        self.index(offset_of!(bindings::metaroce_queue_buf, consumer_index))
+            .load(Ordering::Acquire)
     }
 
     /// Elements from `consumer` up to the producer index; `None` when they
@@ -144,12 +166,14 @@ impl SharedRing {
 
     /// Publishes the producer index (release: written elements first).
     pub(crate) fn set_producer(&self, value: u32) {
-        self.index(offset_of!(bindings::metaroce_queue_buf, producer_index)).store(value, Ordering::Release)
+        self.index(offset_of!(bindings::metaroce_queue_buf, producer_index))
+            .store(value, Ordering::Release)
     }
 
     /// Publishes the consumer index (release: reads of the slot are done).
     pub(crate) fn set_consumer(&self, value: u32) {
-        self.index(offset_of!(bindings::metaroce_queue_buf, consumer_index)).store(value, Ordering::Release)
+        self.index(offset_of!(bindings::metaroce_queue_buf, consumer_index))
+            .store(value, Ordering::Release)
     }
 
     fn slot(&self, index: u32) -> *mut u8 {
@@ -185,7 +209,11 @@ impl Drop for SharedRing {
         match self.entry {
             // SAFETY: inserted in `expose`; the core calls `mmap_free` (which
             // frees the buffer) once no mapping is left.
-            Some(entry) => unsafe { bindings::rdma_user_mmap_entry_remove(core::ptr::addr_of_mut!((*entry.as_ptr()).rdma)) },
+            Some(entry) => unsafe {
+                bindings::rdma_user_mmap_entry_remove(core::ptr::addr_of_mut!(
+                    (*entry.as_ptr()).rdma
+                ))
+            },
             // SAFETY: never exposed, so the buffer is ours alone.
             None => unsafe { bindings::vfree(self.buf.as_ptr().cast()) },
         }

@@ -152,7 +152,8 @@ impl SkBuff {
     /// broadcast, multicast or another host's frame seen promiscuously).
     pub(crate) fn is_to_host(&self) -> bool {
         // SAFETY: valid skb; reads a bitfield through the helper.
-        u32::from(unsafe { bindings::metaroce_helper_skb_pkt_type(self.as_raw()) }) == bindings::PACKET_HOST
+        u32::from(unsafe { bindings::metaroce_helper_skb_pkt_type(self.as_raw()) })
+            == bindings::PACKET_HOST
     }
 
     /// The IPv4 header of a received packet, or `None` if it is not IPv4.
@@ -208,7 +209,10 @@ impl SkBuff {
         // `data_len` are plain fields (linear bytes = len - data_len).
         let (before, linear) = unsafe {
             let skb = self.as_raw();
-            ((*skb).data.offset_from(hdr), (*skb).len.saturating_sub((*skb).data_len) as isize)
+            (
+                (*skb).data.offset_from(hdr),
+                (*skb).len.saturating_sub((*skb).data_len) as isize,
+            )
         };
         if before < 0 || before + linear < 2 {
             return None;
@@ -227,7 +231,8 @@ impl SkBuff {
         let headroom = ll + IPV6_HEADER_LEN + UDP_HEADER_LEN;
         let size = u32::try_from(headroom + len).map_err(|_| EINVAL)?;
         // SAFETY: plain allocation, no preconditions.
-        let ptr = NonNull::new(unsafe { bindings::metaroce_helper_alloc_skb_atomic(size) }).ok_or(ENOMEM)?;
+        let ptr = NonNull::new(unsafe { bindings::metaroce_helper_alloc_skb_atomic(size) })
+            .ok_or(ENOMEM)?;
         let this = Self { ptr };
         // SAFETY: a new, empty skb with `size` bytes of tailroom.
         unsafe { bindings::metaroce_helper_skb_reserve(this.as_raw(), headroom as i32) };
@@ -263,7 +268,11 @@ impl SkBuff {
     /// `TxTail`); if it fails or leaves bytes unwritten, those are zeroed
     /// (so the skb never holds stale memory, whatever the caller does with
     /// it next) and the result is an error.
-    pub(crate) fn put_with(&mut self, len: usize, fill: impl FnOnce(&mut TxTail<'_>) -> Result) -> Result {
+    pub(crate) fn put_with(
+        &mut self,
+        len: usize,
+        fill: impl FnOnce(&mut TxTail<'_>) -> Result,
+    ) -> Result {
         let raw = self.as_raw();
         // SAFETY: valid skb; tail/end are offsets (or pointers) into `head`.
         let room = unsafe { bindings::metaroce_helper_skb_tailroom(raw) } as usize;

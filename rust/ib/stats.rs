@@ -21,7 +21,11 @@ unsafe impl Sync for StatDesc {}
 impl StatDesc {
     /// A counter named `name`.
     pub(crate) const fn new(name: &'static CStr) -> Self {
-        Self(bindings::rdma_stat_desc { name: name.as_char_ptr(), flags: 0, priv_: core::ptr::null() })
+        Self(bindings::rdma_stat_desc {
+            name: name.as_char_ptr(),
+            flags: 0,
+            priv_: core::ptr::null(),
+        })
     }
 }
 
@@ -118,7 +122,9 @@ pub(super) unsafe extern "C" fn counter_alloc_stats<T: IbDriver>(
 /// Called by the core (holding the counter's lock) with a counter object
 /// of a live device of driver `T` whose stats come from
 /// [`counter_alloc_stats`].
-pub(super) unsafe extern "C" fn counter_update_stats<T: IbDriver>(counter: *mut bindings::rdma_counter) -> kernel::ffi::c_int {
+pub(super) unsafe extern "C" fn counter_update_stats<T: IbDriver>(
+    counter: *mut bindings::rdma_counter,
+) -> kernel::ffi::c_int {
     // SAFETY: the counter, its device and its stats are valid for the call;
     // the counter's lock gives us exclusive use of the values.
     unsafe {
@@ -128,7 +134,11 @@ pub(super) unsafe extern "C" fn counter_update_stats<T: IbDriver>(counter: *mut 
         }
         let n = usize::try_from((*stats).num_counters).unwrap_or(0);
         let values = (*stats).value.as_mut_slice(n);
-        T::counter_stats(Device::<T::Data>::from_raw((*counter).device), (*counter).id, values);
+        T::counter_stats(
+            Device::<T::Data>::from_raw((*counter).device),
+            (*counter).id,
+            values,
+        );
     }
     0
 }
@@ -166,7 +176,9 @@ pub(super) unsafe extern "C" fn counter_bind_qp<T: IbDriver>(
 ///
 /// Called by the core (holding the counter's lock) with a live QP of one
 /// of driver `T`'s devices that is bound to a counter object.
-pub(super) unsafe extern "C" fn counter_unbind_qp<T: IbDriver>(qp: *mut bindings::ib_qp) -> kernel::ffi::c_int {
+pub(super) unsafe extern "C" fn counter_unbind_qp<T: IbDriver>(
+    qp: *mut bindings::ib_qp,
+) -> kernel::ffi::c_int {
     // SAFETY: a live QP of ours; the core expects `qp->counter` cleared.
     unsafe {
         match T::counter_unbind_qp(Qp::<T::Qp>::from_raw(qp)) {
@@ -185,8 +197,15 @@ pub(super) unsafe extern "C" fn counter_unbind_qp<T: IbDriver>(qp: *mut bindings
 ///
 /// Called by the core once per counter object, with a live device of
 /// driver `T`.
-pub(super) unsafe extern "C" fn counter_dealloc<T: IbDriver>(counter: *mut bindings::rdma_counter) -> kernel::ffi::c_int {
+pub(super) unsafe extern "C" fn counter_dealloc<T: IbDriver>(
+    counter: *mut bindings::rdma_counter,
+) -> kernel::ffi::c_int {
     // SAFETY: the counter and its device are valid for the call.
-    unsafe { T::counter_dealloc(Device::<T::Data>::from_raw((*counter).device), (*counter).id) };
+    unsafe {
+        T::counter_dealloc(
+            Device::<T::Data>::from_raw((*counter).device),
+            (*counter).id,
+        )
+    };
     0
 }

@@ -64,9 +64,16 @@ impl<T: Tick> Ticker<T> {
         if self.started.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.owner.store((owner as *const T).cast_mut(), Ordering::Release);
+        self.owner
+            .store((owner as *const T).cast_mut(), Ordering::Release);
         // SAFETY: the timer is set up and pinned (invariant).
-        unsafe { bindings::mod_timer(self.timer.get(), bindings::metaroce_helper_jiffies().wrapping_add(self.period as kernel::ffi::c_ulong)) };
+        unsafe {
+            bindings::mod_timer(
+                self.timer.get(),
+                bindings::metaroce_helper_jiffies()
+                    .wrapping_add(self.period as kernel::ffi::c_ulong),
+            )
+        };
     }
 }
 
@@ -83,7 +90,11 @@ unsafe extern "C" fn callback<T: Tick>(timer: *mut bindings::timer_list) {
         if let Some(owner) = (*ticker).owner.load(Ordering::Acquire).as_ref() {
             owner.tick();
         }
-        bindings::mod_timer(timer, bindings::metaroce_helper_jiffies().wrapping_add((*ticker).period as kernel::ffi::c_ulong));
+        bindings::mod_timer(
+            timer,
+            bindings::metaroce_helper_jiffies()
+                .wrapping_add((*ticker).period as kernel::ffi::c_ulong),
+        );
     }
 }
 

@@ -48,7 +48,10 @@ impl<'a> Udata<'a> {
     ///
     /// `ptr` is NULL or the core's udata for a call that lasts for `'a`.
     pub(crate) unsafe fn from_raw(ptr: *mut bindings::ib_udata) -> Option<Self> {
-        NonNull::new(ptr).map(|ptr| Self { ptr, _call: PhantomData })
+        NonNull::new(ptr).map(|ptr| Self {
+            ptr,
+            _call: PhantomData,
+        })
     }
 
     pub(crate) fn as_raw(&self) -> *mut bindings::ib_udata {

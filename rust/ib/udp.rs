@@ -69,7 +69,11 @@ impl TxSkb {
     /// Appends `len` bytes that `fill` writes front to back, not zeroed
     /// first (data packets: header, gathered payload, ICRC); see
     /// [`SkBuff::put_with`].
-    pub(crate) fn put_with(&mut self, len: usize, fill: impl FnOnce(&mut TxTail<'_>) -> Result) -> Result {
+    pub(crate) fn put_with(
+        &mut self,
+        len: usize,
+        fill: impl FnOnce(&mut TxTail<'_>) -> Result,
+    ) -> Result {
         self.0.put_with(len, fill)
     }
 }
@@ -127,7 +131,11 @@ impl TunnelSock {
         // forever; `fl` is a valid flow; the socket is alive (invariant).
         // The result is a held route or an error pointer.
         let rt = from_err_ptr(unsafe {
-            bindings::ip_route_output_flow(core::ptr::addr_of_mut!(bindings::init_net), &mut fl, self.as_raw())
+            bindings::ip_route_output_flow(
+                core::ptr::addr_of_mut!(bindings::init_net),
+                &mut fl,
+                self.as_raw(),
+            )
         })?;
         // A route to one of this host's own addresses (two QPs of this host
         // talking to each other) goes out of `lo`, not the plane: the packet
@@ -198,7 +206,10 @@ struct Registry {
 // SAFETY: the mutex serialises every access to the slot; `ready` is atomic.
 unsafe impl Sync for Registry {}
 
-static REGISTRY: Registry = Registry { mutex: Opaque::uninit(), ready: AtomicBool::new(false) };
+static REGISTRY: Registry = Registry {
+    mutex: Opaque::uninit(),
+    ready: AtomicBool::new(false),
+};
 
 /// Initialises the tunnel registry; call once from module init, before any
 /// device exists. Later calls do nothing.
@@ -206,7 +217,13 @@ pub(crate) fn init() -> Result {
     if REGISTRY.ready.load(Ordering::Acquire) {
         return Ok(());
     }
-    let init = new_mutex!(Slot { users: 0, sock: core::ptr::null_mut() }, "metaroce_tunnel");
+    let init = new_mutex!(
+        Slot {
+            users: 0,
+            sock: core::ptr::null_mut()
+        },
+        "metaroce_tunnel"
+    );
     // SAFETY: module init runs once and alone, so nothing else touches the
     // static while it is initialised in place; a static never moves.
     unsafe { init.__pinned_init(REGISTRY.mutex.get()) }?;
@@ -253,7 +270,9 @@ impl TunnelRef {
         slot.users += 1;
         // SAFETY: the socket exists while it has users; `sk` is its sock.
         let sk = unsafe { (*slot.sock).sk };
-        Ok(Self { sk: NonNull::new(sk).ok_or(EINVAL)? })
+        Ok(Self {
+            sk: NonNull::new(sk).ok_or(EINVAL)?,
+        })
     }
 }
 
@@ -291,9 +310,19 @@ fn create_socket<H: RxHandler>() -> Result<*mut bindings::socket> {
     let mut sock: *mut bindings::socket = core::ptr::null_mut();
     // SAFETY: `init_net` lives forever; `cfg` and `sock` are valid locals.
     to_result(unsafe {
-        bindings::udp_sock_create4(core::ptr::addr_of_mut!(bindings::init_net), &mut cfg, &mut sock)
+        bindings::udp_sock_create4(
+            core::ptr::addr_of_mut!(bindings::init_net),
+            &mut cfg,
+            &mut sock,
+        )
     })
-    .inspect_err(|e| pr_err!("cannot open UDP port {}: error {}\n", UDP_PORT, e.to_errno()))?;
+    .inspect_err(|e| {
+        pr_err!(
+            "cannot open UDP port {}: error {}\n",
+            UDP_PORT,
+            e.to_errno()
+        )
+    })?;
     let mut tnl = bindings::udp_tunnel_sock_cfg {
         encap_type: 1,
         encap_rcv: Some(encap_rcv::<H>),
@@ -301,7 +330,9 @@ fn create_socket<H: RxHandler>() -> Result<*mut bindings::socket> {
     };
     // SAFETY: `sock` is the UDP socket just created; `tnl` is valid for the
     // call (its values are copied into the socket).
-    unsafe { bindings::setup_udp_tunnel_sock(core::ptr::addr_of_mut!(bindings::init_net), sock, &mut tnl) };
+    unsafe {
+        bindings::setup_udp_tunnel_sock(core::ptr::addr_of_mut!(bindings::init_net), sock, &mut tnl)
+    };
     pr_info!("UDP port {} open\n", UDP_PORT);
     Ok(sock)
 }
@@ -312,8 +343,13 @@ fn create_socket<H: RxHandler>() -> Result<*mut bindings::socket> {
 ///
 /// Called by the UDP layer with the live tunnel socket and an skb whose
 /// ownership passes to us (return value 0: consumed).
-unsafe extern "C" fn encap_rcv<H: RxHandler>(sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> kernel::ffi::c_int {
-    let Some(skb) = NonNull::new(skb) else { return 0 };
+unsafe extern "C" fn encap_rcv<H: RxHandler>(
+    sk: *mut bindings::sock,
+    skb: *mut bindings::sk_buff,
+) -> kernel::ffi::c_int {
+    let Some(skb) = NonNull::new(skb) else {
+        return 0;
+    };
     // SAFETY: the UDP layer hands the skb over to us.
     let skb = unsafe { SkBuff::from_raw(skb) };
     // SAFETY: a received skb's `dev` is its ingress device, held by the
@@ -330,4 +366,3 @@ unsafe extern "C" fn encap_rcv<H: RxHandler>(sk: *mut bindings::sock, skb: *mut 
     H::receive(sock, ndev, skb);
     0
 }
-

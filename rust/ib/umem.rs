@@ -34,7 +34,10 @@ unsafe impl Sync for PinnedPage {}
 impl PinnedPage {
     /// Copies `src` into the page at `offset`; the range must fit the page.
     pub(crate) fn write(&self, offset: usize, src: &[u8]) -> Result {
-        if offset.checked_add(src.len()).is_none_or(|end| end > PAGE_SIZE) {
+        if offset
+            .checked_add(src.len())
+            .is_none_or(|end| end > PAGE_SIZE)
+        {
             return Err(EINVAL);
         }
         // SAFETY: the page is pinned (invariant); kmap_local is valid in any
@@ -117,8 +120,12 @@ impl Umem {
         let addr = usize::try_from(addr).map_err(|_| EINVAL)?;
         // SAFETY: the device is live; the core checks the range and access
         // and returns an ERR_PTR on failure.
-        let ptr = from_err_ptr(unsafe { bindings::ib_umem_get(dev.as_raw_pub(), addr as _, len, access as i32) })?;
-        Ok(Self { ptr: NonNull::new(ptr).ok_or(ENOMEM)? })
+        let ptr = from_err_ptr(unsafe {
+            bindings::ib_umem_get(dev.as_raw_pub(), addr as _, len, access as i32)
+        })?;
+        Ok(Self {
+            ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
+        })
     }
 
     /// The pinned pages in order: page `i` holds bytes

@@ -252,7 +252,11 @@ unsafe fn put<R, D>(raw: *mut R, data: D) {
 /// that nothing uses any more.
 unsafe fn drop_data<R, D>(raw: *mut R) {
     // SAFETY: initialised and unused (caller).
-    unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*raw.cast::<Container<R, D>>()).data)) };
+    unsafe {
+        core::ptr::drop_in_place(core::ptr::addr_of_mut!(
+            (*raw.cast::<Container<R, D>>()).data
+        ))
+    };
 }
 
 /// # Safety
@@ -302,7 +306,10 @@ unsafe extern "C" fn dealloc_ucontext<T: IbDriver>(uctx: *mut bindings::ib_ucont
 ///
 /// Called only by the RDMA core, with live objects of this driver's
 /// devices and pointers valid for the call (the core's verbs contract).
-unsafe extern "C" fn alloc_pd<T: IbDriver>(pd: *mut bindings::ib_pd, udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+unsafe extern "C" fn alloc_pd<T: IbDriver>(
+    pd: *mut bindings::ib_pd,
+    udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
     from_result(|| {
         // SAFETY: zeroed container of our size, with its device set.
         unsafe {
@@ -319,7 +326,10 @@ unsafe extern "C" fn alloc_pd<T: IbDriver>(pd: *mut bindings::ib_pd, udata: *mut
 ///
 /// Called only by the RDMA core, with live objects of this driver's
 /// devices and pointers valid for the call (the core's verbs contract).
-unsafe extern "C" fn dealloc_pd<T: IbDriver>(pd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+unsafe extern "C" fn dealloc_pd<T: IbDriver>(
+    pd: *mut bindings::ib_pd,
+    _udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
     // SAFETY: created by `alloc_pd`; the core destroys it once, unused.
     unsafe { drop_data::<_, T::Pd>(pd) };
     0
@@ -342,7 +352,12 @@ unsafe extern "C" fn create_ah<T: IbDriver>(
         unsafe {
             let attr = (*init).ah_attr.as_ref().ok_or(EINVAL)?;
             let pd = (*ah).pd as usize;
-            let data = T::create_ah(dev_of::<T>((*ah).device), pd, attr, Udata::from_raw(udata).as_ref())?;
+            let data = T::create_ah(
+                dev_of::<T>((*ah).device),
+                pd,
+                attr,
+                Udata::from_raw(udata).as_ref(),
+            )?;
             put::<_, T::Ah>(ah, data);
         }
         Ok(0)
@@ -355,7 +370,10 @@ unsafe extern "C" fn create_ah<T: IbDriver>(
 ///
 /// Called only by the RDMA core, with live objects of this driver's
 /// devices and pointers valid for the call (the core's verbs contract).
-unsafe extern "C" fn destroy_ah<T: IbDriver>(ah: *mut bindings::ib_ah, _flags: u32) -> kernel::ffi::c_int {
+unsafe extern "C" fn destroy_ah<T: IbDriver>(
+    ah: *mut bindings::ib_ah,
+    _flags: u32,
+) -> kernel::ffi::c_int {
     // SAFETY: created by `create_ah`; destroyed once.
     unsafe {
         T::destroy_ah(dev_of::<T>((*ah).device), Ah::<T::Ah>::from_raw(ah));
@@ -395,7 +413,10 @@ unsafe extern "C" fn create_cq<T: IbDriver>(
 ///
 /// Called only by the RDMA core, with live objects of this driver's
 /// devices and pointers valid for the call (the core's verbs contract).
-unsafe extern "C" fn destroy_cq<T: IbDriver>(cq: *mut bindings::ib_cq, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+unsafe extern "C" fn destroy_cq<T: IbDriver>(
+    cq: *mut bindings::ib_cq,
+    _udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
     // SAFETY: created by `create_cq`; the core destroys it once, after every
     // QP using it is gone.
     unsafe { drop_data::<_, T::Cq>(cq) };
@@ -435,7 +456,11 @@ unsafe extern "C" fn resize_cq<T: IbDriver>(
 ///
 /// Called only by the RDMA core, with live objects of this driver's
 /// devices and pointers valid for the call (the core's verbs contract).
-unsafe extern "C" fn poll_cq<T: IbDriver>(cq: *mut bindings::ib_cq, n: kernel::ffi::c_int, wc: *mut bindings::ib_wc) -> kernel::ffi::c_int {
+unsafe extern "C" fn poll_cq<T: IbDriver>(
+    cq: *mut bindings::ib_cq,
+    n: kernel::ffi::c_int,
+    wc: *mut bindings::ib_wc,
+) -> kernel::ffi::c_int {
     let Ok(n) = usize::try_from(n) else {
         return EINVAL.to_errno();
     };
@@ -443,7 +468,12 @@ unsafe extern "C" fn poll_cq<T: IbDriver>(cq: *mut bindings::ib_cq, n: kernel::f
         return 0;
     }
     // SAFETY: a live CQ of ours; `wc` has room for `n` entries (core API).
-    let (cq, wc) = unsafe { (Cq::<T::Cq>::from_raw(cq), core::slice::from_raw_parts_mut(wc, n)) };
+    let (cq, wc) = unsafe {
+        (
+            Cq::<T::Cq>::from_raw(cq),
+            core::slice::from_raw_parts_mut(wc, n),
+        )
+    };
     T::poll_cq(cq, wc) as kernel::ffi::c_int
 }
 
@@ -453,7 +483,10 @@ unsafe extern "C" fn poll_cq<T: IbDriver>(cq: *mut bindings::ib_cq, n: kernel::f
 ///
 /// Called only by the RDMA core, with live objects of this driver's
 /// devices and pointers valid for the call (the core's verbs contract).
-unsafe extern "C" fn req_notify_cq<T: IbDriver>(cq: *mut bindings::ib_cq, flags: bindings::ib_cq_notify_flags) -> kernel::ffi::c_int {
+unsafe extern "C" fn req_notify_cq<T: IbDriver>(
+    cq: *mut bindings::ib_cq,
+    flags: bindings::ib_cq_notify_flags,
+) -> kernel::ffi::c_int {
     // SAFETY: a live CQ of ours.
     match T::req_notify_cq(unsafe { Cq::<T::Cq>::from_raw(cq) }, flags) {
         Ok(v) => v,
@@ -500,7 +533,13 @@ unsafe extern "C" fn modify_srq<T: IbDriver>(
         // for the call.
         unsafe {
             let udata = Udata::from_raw(udata);
-            T::modify_srq(dev_of::<T>((*srq).device), Srq::<T::Srq>::from_raw(srq), &*attr, mask, udata.as_ref())?;
+            T::modify_srq(
+                dev_of::<T>((*srq).device),
+                Srq::<T::Srq>::from_raw(srq),
+                &*attr,
+                mask,
+                udata.as_ref(),
+            )?;
         }
         Ok(0)
     })
@@ -512,7 +551,10 @@ unsafe extern "C" fn modify_srq<T: IbDriver>(
 ///
 /// Called only by the RDMA core, with live objects of this driver's
 /// devices and pointers valid for the call (the core's verbs contract).
-unsafe extern "C" fn query_srq<T: IbDriver>(srq: *mut bindings::ib_srq, attr: *mut bindings::ib_srq_attr) -> kernel::ffi::c_int {
+unsafe extern "C" fn query_srq<T: IbDriver>(
+    srq: *mut bindings::ib_srq,
+    attr: *mut bindings::ib_srq_attr,
+) -> kernel::ffi::c_int {
     from_result(|| {
         // SAFETY: a live SRQ of ours; `attr` valid for the call.
         unsafe { T::query_srq(Srq::<T::Srq>::from_raw(srq), &mut *attr)? };
@@ -526,7 +568,10 @@ unsafe extern "C" fn query_srq<T: IbDriver>(srq: *mut bindings::ib_srq, attr: *m
 ///
 /// Called only by the RDMA core, with live objects of this driver's
 /// devices and pointers valid for the call (the core's verbs contract).
-unsafe extern "C" fn destroy_srq<T: IbDriver>(srq: *mut bindings::ib_srq, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+unsafe extern "C" fn destroy_srq<T: IbDriver>(
+    srq: *mut bindings::ib_srq,
+    _udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
     // SAFETY: created by `create_srq`; destroyed once, unused by any QP.
     unsafe {
         T::destroy_srq(dev_of::<T>((*srq).device), Srq::<T::Srq>::from_raw(srq));
@@ -620,7 +665,12 @@ unsafe extern "C" fn modify_qp<T: IbDriver>(
         // SAFETY: a live QP of ours; `attr` valid for the call.
         unsafe {
             let udata = Udata::from_raw(udata);
-            T::modify_qp(Qp::<T::Qp>::from_raw(qp), &*attr, mask as u32, udata.as_ref())?;
+            T::modify_qp(
+                Qp::<T::Qp>::from_raw(qp),
+                &*attr,
+                mask as u32,
+                udata.as_ref(),
+            )?;
         }
         Ok(0)
     })
@@ -640,7 +690,14 @@ unsafe extern "C" fn query_qp<T: IbDriver>(
 ) -> kernel::ffi::c_int {
     from_result(|| {
         // SAFETY: a live QP of ours; both out-structs valid for the call.
-        unsafe { T::query_qp(Qp::<T::Qp>::from_raw(qp), &mut *attr, mask as u32, &mut *init)? };
+        unsafe {
+            T::query_qp(
+                Qp::<T::Qp>::from_raw(qp),
+                &mut *attr,
+                mask as u32,
+                &mut *init,
+            )?
+        };
         Ok(0)
     })
 }
@@ -651,7 +708,10 @@ unsafe extern "C" fn query_qp<T: IbDriver>(
 ///
 /// Called only by the RDMA core, with live objects of this driver's
 /// devices and pointers valid for the call (the core's verbs contract).
-unsafe extern "C" fn destroy_qp<T: IbDriver>(qp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+unsafe extern "C" fn destroy_qp<T: IbDriver>(
+    qp: *mut bindings::ib_qp,
+    _udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
     // SAFETY: a live QP of ours, destroyed once.
     unsafe {
         T::destroy_qp(dev_of::<T>((*qp).device), Qp::<T::Qp>::from_raw(qp));
@@ -722,7 +782,11 @@ unsafe extern "C" fn post_recv<T: IbDriver>(
 fn new_mr<D>(keys: (u32, u32), data: D) -> Result<*mut bindings::ib_mr> {
     let mr = KBox::new(
         Container {
-            raw: bindings::ib_mr { lkey: keys.0, rkey: keys.1, ..Default::default() },
+            raw: bindings::ib_mr {
+                lkey: keys.0,
+                rkey: keys.1,
+                ..Default::default()
+            },
             data,
         },
         GFP_KERNEL,
@@ -736,7 +800,10 @@ fn new_mr<D>(keys: (u32, u32), data: D) -> Result<*mut bindings::ib_mr> {
 ///
 /// Called only by the RDMA core, with live objects of this driver's
 /// devices and pointers valid for the call (the core's verbs contract).
-unsafe extern "C" fn get_dma_mr<T: IbDriver>(pd: *mut bindings::ib_pd, access: kernel::ffi::c_int) -> *mut bindings::ib_mr {
+unsafe extern "C" fn get_dma_mr<T: IbDriver>(
+    pd: *mut bindings::ib_pd,
+    access: kernel::ffi::c_int,
+) -> *mut bindings::ib_mr {
     // SAFETY: a live PD of ours, on one of our devices.
     let (dev, pd) = unsafe { (dev_of::<T>((*pd).device), Pd::<T::Pd>::from_raw(pd)) };
     match T::get_dma_mr(dev, pd, access as u32).and_then(|(keys, data)| new_mr(keys, data)) {
@@ -760,7 +827,13 @@ unsafe extern "C" fn reg_user_mr<T: IbDriver>(
     udata: *mut bindings::ib_udata,
 ) -> *mut bindings::ib_mr {
     // SAFETY: a live PD of ours, on one of our devices; the call's udata.
-    let (dev, pd, udata) = unsafe { (dev_of::<T>((*pd).device), Pd::<T::Pd>::from_raw(pd), Udata::from_raw(udata)) };
+    let (dev, pd, udata) = unsafe {
+        (
+            dev_of::<T>((*pd).device),
+            Pd::<T::Pd>::from_raw(pd),
+            Udata::from_raw(udata),
+        )
+    };
     let res = T::reg_user_mr(dev, pd, start, length, iova, access as u32, udata.as_ref())
         .and_then(|(keys, data)| new_mr(keys, data));
     match res {
@@ -782,12 +855,17 @@ unsafe extern "C" fn reg_user_mr<T: IbDriver>(
 ///
 /// Called only by the RDMA core, with live objects of this driver's
 /// devices and pointers valid for the call (the core's verbs contract).
-unsafe extern "C" fn dereg_mr<T: IbDriver>(mr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+unsafe extern "C" fn dereg_mr<T: IbDriver>(
+    mr: *mut bindings::ib_mr,
+    _udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
     // SAFETY: allocated by `new_mr` as a `Container<ib_mr, T::Mr>`; the core
     // deregisters it once and no longer uses it.
     unsafe {
         T::dereg_mr(dev_of::<T>((*mr).device), Mr::<T::Mr>::from_raw(mr));
-        drop(KBox::from_raw(mr.cast::<Container<bindings::ib_mr, T::Mr>>()));
+        drop(KBox::from_raw(
+            mr.cast::<Container<bindings::ib_mr, T::Mr>>(),
+        ));
     }
     0
 }
@@ -798,14 +876,24 @@ unsafe extern "C" fn dereg_mr<T: IbDriver>(mr: *mut bindings::ib_mr, _udata: *mu
 ///
 /// Called only by the RDMA core, with live objects of this driver's
 /// devices and pointers valid for the call (the core's verbs contract).
-unsafe extern "C" fn alloc_mr<T: IbDriver>(pd: *mut bindings::ib_pd, mr_type: bindings::ib_mr_type, max_num_sg: u32) -> *mut bindings::ib_mr {
+unsafe extern "C" fn alloc_mr<T: IbDriver>(
+    pd: *mut bindings::ib_pd,
+    mr_type: bindings::ib_mr_type,
+    max_num_sg: u32,
+) -> *mut bindings::ib_mr {
     if mr_type != bindings::ib_mr_type_IB_MR_TYPE_MEM_REG {
         return super::eopnotsupp().to_ptr();
     }
     // SAFETY: a live PD of ours, on one of our devices. `ib_alloc_mr` is
     // not a user verb: the caller is a kernel consumer (`KernelConsumer`
     // invariants).
-    let (dev, pd, who) = unsafe { (dev_of::<T>((*pd).device), Pd::<T::Pd>::from_raw(pd), super::kdma::KernelConsumer::new()) };
+    let (dev, pd, who) = unsafe {
+        (
+            dev_of::<T>((*pd).device),
+            Pd::<T::Pd>::from_raw(pd),
+            super::kdma::KernelConsumer::new(),
+        )
+    };
     match T::alloc_mr(dev, pd, max_num_sg, who).and_then(|(keys, data)| new_mr(keys, data)) {
         Ok(mr) => mr,
         Err(e) => e.to_ptr(),
@@ -817,7 +905,10 @@ unsafe extern "C" fn alloc_mr<T: IbDriver>(pd: *mut bindings::ib_pd, mr_type: bi
 /// # Safety
 ///
 /// `mr` is a live MR of this driver (the one `map_mr_sg` passed on).
-unsafe extern "C" fn set_page<T: IbDriver>(mr: *mut bindings::ib_mr, addr: u64) -> kernel::ffi::c_int {
+unsafe extern "C" fn set_page<T: IbDriver>(
+    mr: *mut bindings::ib_mr,
+    addr: u64,
+) -> kernel::ffi::c_int {
     // SAFETY: per the caller; allocated by `new_mr` with its device set.
     let (dev, m) = unsafe { (dev_of::<T>((*mr).device), Mr::<T::Mr>::from_raw(mr)) };
     match T::map_mr_page(dev, m, addr) {
@@ -860,12 +951,16 @@ unsafe extern "C" fn map_mr_sg<T: IbDriver>(
 ///
 /// Called only by the RDMA core, with live objects of this driver's
 /// devices and pointers valid for the call (the core's verbs contract).
-unsafe extern "C" fn alloc_mw<T: IbDriver>(mw: *mut bindings::ib_mw, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+unsafe extern "C" fn alloc_mw<T: IbDriver>(
+    mw: *mut bindings::ib_mw,
+    _udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
     from_result(|| {
         // SAFETY: a zeroed container of our size, with its device, PD and
         // type set by the core.
         unsafe {
-            let (rkey, data) = T::alloc_mw(dev_of::<T>((*mw).device), (*mw).pd as usize, (*mw).type_)?;
+            let (rkey, data) =
+                T::alloc_mw(dev_of::<T>((*mw).device), (*mw).pd as usize, (*mw).type_)?;
             (*mw).rkey = rkey;
             put::<_, T::Mw>(mw, data);
         }
@@ -1015,7 +1110,10 @@ impl<'a, A> KernelSendWr<'a, A> {
     /// `post_send` for a QP whose AHs carry data `A`, valid for `'a`.
     unsafe fn from_raw(raw: &'a bindings::ib_send_wr) -> Self {
         // INVARIANT: the caller's guarantee.
-        Self { raw, _ah: PhantomData }
+        Self {
+            raw,
+            _ah: PhantomData,
+        }
     }
 
     /// Reads the request for a QP of type `qp_type`.
@@ -1025,14 +1123,19 @@ impl<'a, A> KernelSendWr<'a, A> {
         if num > 0 && wr.sg_list.is_null() {
             return Err(EINVAL);
         }
-        let ud_type = qp_type == bindings::ib_qp_type_IB_QPT_UD || qp_type == bindings::ib_qp_type_IB_QPT_GSI;
+        let ud_type =
+            qp_type == bindings::ib_qp_type_IB_QPT_UD || qp_type == bindings::ib_qp_type_IB_QPT_GSI;
         // SAFETY: by the type invariants: `sg_list` holds `num_sge` entries,
         // the opcode-specific outer structs are what the core passed, the AH
         // is this driver's with data `A`; `wr_id` is the union member
         // consumers set (`wr_cqe` users get their cqe pointer back as the same
         // bits).
         unsafe {
-            let sges = if num == 0 { &[][..] } else { core::slice::from_raw_parts(wr.sg_list, num) };
+            let sges = if num == 0 {
+                &[][..]
+            } else {
+                core::slice::from_raw_parts(wr.sg_list, num)
+            };
             let rdma = match wr.opcode {
                 bindings::ib_wr_opcode_IB_WR_RDMA_WRITE
                 | bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
@@ -1045,14 +1148,26 @@ impl<'a, A> KernelSendWr<'a, A> {
             let reg = if wr.opcode == bindings::ib_wr_opcode_IB_WR_REG_MR {
                 let r = &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_reg_wr>();
                 let mr = r.mr.as_ref().ok_or(EINVAL)?;
-                Some(RegWr { region_key: mr.lkey, new_key: r.key, access: r.access as u32, iova: mr.iova, length: mr.length })
+                Some(RegWr {
+                    region_key: mr.lkey,
+                    new_key: r.key,
+                    access: r.access as u32,
+                    iova: mr.iova,
+                    length: mr.length,
+                })
             } else {
                 None
             };
             let atomic = match wr.opcode {
-                bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP | bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
+                bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP
+                | bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
                     let a = &*(wr as *const bindings::ib_send_wr).cast::<bindings::ib_atomic_wr>();
-                    Some(AtomicTarget { remote_addr: a.remote_addr, compare_add: a.compare_add, swap: a.swap, rkey: a.rkey })
+                    Some(AtomicTarget {
+                        remote_addr: a.remote_addr,
+                        compare_add: a.compare_add,
+                        swap: a.swap,
+                        rkey: a.rkey,
+                    })
                 }
                 _ => None,
             };
@@ -1111,7 +1226,11 @@ impl<'a> KernelRecvWr<'a> {
         // SAFETY: `sg_list` holds `num_sge` entries (type invariant);
         // `wr_id` is the same bits whichever union member the consumer set.
         unsafe {
-            let sges = if num == 0 { &[][..] } else { core::slice::from_raw_parts(wr.sg_list, num) };
+            let sges = if num == 0 {
+                &[][..]
+            } else {
+                core::slice::from_raw_parts(wr.sg_list, num)
+            };
             Ok((wr.__bindgen_anon_1.wr_id, sges))
         }
     }
