@@ -16,8 +16,12 @@
 #   make test-package  the Debian packages installed, used and purged on
 #                   both rig hosts (selftests/package.sh; slow under TCG)
 #   make check      host-side checks (rig self-check, Wireshark dissector, cargo
-#                   test, clippy, rustfmt); cargo test includes the golden
+#                   test, clippy, fmt-check); cargo test includes the golden
 #                   captures (tools/golden, rust/sim/tests/golden.rs)
+#   make fmt        rustfmt all the Rust in place, the kernel crate and the
+#                   host crates, with the kernel's settings (.rustfmt.toml)
+#   make fmt-check  fail if any of it is not formatted (scripts/rustfmt.sh;
+#                   --list there names the files)
 #   make kernel     build (or find) the cached test kernel
 #   make deps       install build and test dependencies (Debian 12)
 #   make provider   build the libibverbs provider (target/release)
@@ -55,7 +59,7 @@ INSTALL_KREL = $(shell cat $(INSTALL_KDIR)/include/config/kernel.release 2>/dev/
 MANDIR ?= /usr/share/man
 DEB_OUT ?= $(CURDIR)/build/deb
 
-.PHONY: all modules modules-checked clean deps kernel check test test-kasan test-package demo selftests provider \
+.PHONY: all modules modules-checked clean deps kernel check fmt fmt-check test test-kasan test-package demo selftests provider \
 	install uninstall deb bench bench-profile
 
 all: modules
@@ -112,7 +116,13 @@ check:
 	selftests/rig/install-check.sh
 	cargo test --workspace --quiet
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
-	cargo fmt --all --check
+	$(MAKE) fmt-check
+
+fmt:
+	scripts/rustfmt.sh
+
+fmt-check:
+	scripts/rustfmt.sh --check
 
 selftests: kernel provider
 	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)

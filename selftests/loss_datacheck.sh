@@ -48,8 +48,22 @@ rping_start() { # count
 	timeout 200 rping -c -v -V -C "$1" -a "$PEER_PLANE0_IP" -p "$port" > /tmp/ldc_rping.out 2> /tmp/ldc_rping.err &
 	client=$!
 }
+# rping_failed LABEL WHAT: the failure, with what both ends saw: the
+# client's whole stderr and run time, the server's output, the counters
+# and QP states of both hosts, and each kernel log's last lines.
+rping_failed() { # label what
+	local srv
+	log "rping client ran $(($(now_ms) - client_t0)) ms; its stderr:"
+	cat /tmp/ldc_rping.err
+	srv=$(peer_wait "$rping_job" 30 2>&1)
+	log "rping server (status $?): $(tail -8 <<< "$srv")"
+	mr0_counters
+	log "A dmesg: $(dmesg | tail -5)"
+	log "B dmesg: $(peer 'dmesg | tail -5')"
+	fail "rping $2 ($1)"
+}
 rping_check() { # count label
-	wait $client || fail "rping client failed ($2): $(tail -5 /tmp/ldc_rping.err)"
+	wait $client || rping_failed "$2" "client failed: $(tail -5 /tmp/ldc_rping.err)"
 	client_ms=$(($(now_ms) - client_t0))
 	# The client validates the data. The server's loop may wait for one
 	# more ping after the last and see the client's disconnect instead
@@ -66,7 +80,7 @@ rping_check() { # count label
 	pings=$(awk 'BEGIN { ok = 0 } /^ping data: / { n++; if ($3 == "rdma-ping-" ok ":") ok++ }
 		END { print n + 0, ok }' /tmp/ldc_rping.out)
 	[ "$pings" = "$1 $1" ] ||
-		fail "rping client shows ${pings% *} validated pings (${pings#* } numbered in order), want $1 ($2): $(tail -3 /tmp/ldc_rping.err)"
+		rping_failed "$2" "client shows ${pings% *} validated pings (${pings#* } numbered in order), want $1"
 	grep -q "mismatch" /tmp/ldc_rping.err && fail "rping data mismatch ($2)"
 	log "ok: rping -V: $1 pings, data validated, $2"
 }
@@ -152,8 +166,12 @@ for d in PLANE0_DEV PLANE1_DEV; do
 	peer "tc qdisc add dev \$$d root netem loss 1%" || fail "netem on host B"
 done
 retx0=$(mr0_stat retransmissions)
-rping_start 100
-rping_check 100 "1% loss on both planes"
+# METAROCE_REPEAT=N repeats the lossy rping run N times (a soak for rare
+# failures: run it alone, with METAROCE_TIMEOUT_SCALE to match).
+for rep in $(seq "${METAROCE_REPEAT:-1}"); do
+	rping_start 100
+	rping_check 100 "1% loss on both planes, run $rep"
+done
 uc_start 200
 uc_check 200 "1% loss on both planes"
 for d in PLANE0_DEV PLANE1_DEV; do

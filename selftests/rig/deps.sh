@@ -79,10 +79,17 @@ if ((${#missing[@]})); then
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
 fi
 
-if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
-	log "rustup: adding rust-src"
-	rustup component add rust-src
-fi
+# A toolchain installed before (by hand, or by an older deps.sh) may lack a
+# component: rust-src builds the kernel crate, rustfmt and clippy are for
+# make check (scripts/rustfmt.sh, cargo clippy). RUSTUP_TOOLCHAIN is set,
+# so rustup does not read rust-toolchain.toml's component list.
+installed=$(rustup component list --installed 2>/dev/null)
+for c in rust-src rustfmt clippy; do
+	if ! grep -q "^$c\(-\|\$\)" <<< "$installed"; then
+		log "rustup: adding $c"
+		rustup component add "$c"
+	fi
+done
 # metaroce.ko's Kbuild and the provider's build.rs both run it.
 if ! bindgen --version 2>/dev/null | grep -q " $BINDGEN_VERSION\$"; then
 	log "cargo: installing bindgen-cli $BINDGEN_VERSION"
