@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # Bad requests get a clear error (errno + a kernel log line) and no oops:
 # unknown netdev, non-Ethernet netdev, bad names, names of other drivers'
-# devices, the same netdev twice, deleting what is not there, rmmod while devices exist.
+# devices, the same netdev twice, deleting what is not there, refused verbs
+# (a queue too deep, a path MTU above the active one, an IPv6 GID for RC),
+# rmmod while devices exist.
 . "$(dirname "$0")/lib.sh"
 trap reset_rdma EXIT
 reset_rdma
@@ -35,6 +37,77 @@ expect_dmesg "cannot add rxe0: an RDMA device of that name exists"
 
 expect_err "Invalid argument" rdma link add mr5 type nosuchtype netdev "$PLANE1_DEV"
 expect_err "" rdma link delete nosuch0
+
+# A refused verb says why in the kernel log (Documentation/user-guide.md,
+# "When a verb is refused"): device, verb, QP, attribute and reason. Each
+# provocation marks the log first, so only a line it caused counts. Fewer
+# than the rate limit's 10 lines: the module was loaded above.
+if command -v ibv_rc_pingpong > /dev/null; then
+	ibv_devices | grep -qw mr0 || fail "libibverbs does not list mr0 (provider not loaded)"
+
+	# create_qp: more receives than a queue holds. (The CQ, 8193 entries,
+	# is within its limit.)
+	dmesg_mark=$(dmesg | wc -l)
+	expect_err "Couldn't create QP" timeout 20 ibv_rc_pingpong -d mr0 -r 8192
+	expect_dmesg "mr0: create_qp: max_recv_wr 8192 above the device's 4096"
+
+	# refused_rtr LABEL ARGS...: an ibv_rc_pingpong server and client, both
+	# on host A's mr0 with ARGS: the modify_qp to RTR of whichever side
+	# gets there first is refused, so neither completes (20 s each at most).
+	refused_rtr() {
+		local label=$1 srv out=""
+		shift
+		timeout 20 ibv_rc_pingpong -d mr0 -p 18601 -r 16 -n 1 "$@" > /dev/null 2>&1 &
+		srv=$!
+		for _ in $(seq 10); do
+			sleep 1
+			out=$(timeout 20 ibv_rc_pingpong -d mr0 -p 18601 -r 16 -n 1 "$@" localhost 2>&1) &&
+				fail "ibv_rc_pingpong $label: completed: $out"
+			grep -q "Couldn't connect to localhost" <<< "$out" || break
+		done
+		wait "$srv" && fail "ibv_rc_pingpong $label: the server completed"
+		log "ok: ibv_rc_pingpong $label failed: $(tail -1 <<< "$out")"
+	}
+
+	gid=""
+	for _ in $(seq 50); do
+		gid=$(gid_index mr0 "$PLANE0_IP") && break
+		sleep 0.2
+	done
+	[ -n "$gid" ] || fail "no RoCE v2 GID for $PLANE0_IP on mr0"
+
+	# modify_qp: a path MTU above the active one (the netdev's MTU less the
+	# headers), where the active MTU is below 4096.
+	active=$(ibv_devinfo -d mr0 | awk '$1 == "active_mtu:" { print $2; exit }')
+	if [ "${active:-4096}" -lt 4096 ]; then
+		dmesg_mark=$(dmesg | wc -l)
+		refused_rtr "path MTU 4096" -g "$gid" -m 4096
+		expect_dmesg_re "mr0: modify_qp QP 0x[0-9a-f]+: path MTU 4096 above the active MTU $active\$"
+	else
+		log "active MTU ${active:-unknown}: no path MTU above it to refuse"
+	fi
+
+	# modify_qp: a link-local IPv6 GID (RC runs over IPv4 only), where
+	# the netdev has that address in use (the core resolves the peer's
+	# address through the IPv6 stack before the driver sees the request).
+	v6="" ll=$(ip -6 -o addr show dev "$PLANE0_DEV" scope link | grep -v tentative)
+	for f in /sys/class/infiniband/mr0/ports/1/gids/*; do
+		g=$(cat "$f" 2>/dev/null) || continue
+		case $g in fe80:*) ;; *) continue ;; esac
+		grep -q v2 "/sys/class/infiniband/mr0/ports/1/gid_attrs/types/${f##*/}" 2>/dev/null || continue
+		g=$(/usr/bin/python3 -c 'import ipaddress, sys; print(ipaddress.ip_address(sys.argv[1]))' "$g") || continue
+		grep -qF " $g/" <<< "$ll" && { v6=${f##*/}; break; }
+	done
+	if [ -n "$v6" ]; then
+		dmesg_mark=$(dmesg | wc -l)
+		refused_rtr "IPv6 GID $v6" -g "$v6"
+		expect_dmesg_re "mr0: modify_qp QP 0x[0-9a-f]+: GID index $v6 is an IPv6 GID; this device carries RC and UC over IPv4 only\$"
+	else
+		log "no link-local IPv6 GID in use on mr0: the IPv6 refusal not checked"
+	fi
+else
+	log "ibverbs-utils not installed: the refusal messages not checked"
+fi
 
 # rmmod with devices present removes them all and leaves rxe alone.
 expect_ok rdma link add mr1 type metaroce netdev "$PLANE1_DEV"

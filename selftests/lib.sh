@@ -54,6 +54,12 @@ expect_err() {
 dmesg_mark=$(dmesg | wc -l)
 dmesg_has() { dmesg | tail -n +"$((dmesg_mark + 1))" | grep -qF -- "$1"; }
 expect_dmesg() { dmesg_has "$1" || fail "kernel log lacks '$1'"; log "ok: dmesg says '$1'"; }
+# expect_dmesg_re ERE: as expect_dmesg, a line matching the extended regular
+# expression ERE.
+expect_dmesg_re() {
+	dmesg | tail -n +"$((dmesg_mark + 1))" | grep -qE -- "$1" || fail "kernel log lacks a line matching '$1'"
+	log "ok: dmesg matches '$1'"
+}
 
 rdma_dev_exists() { rdma dev show "$1" > /dev/null 2>&1; }
 

@@ -20,6 +20,12 @@ for t in "${tests[@]}"; do
 	limit=$(sed -n "s/^timeout_${t%.sh}=//p" settings)
 	limit=$(( ${limit:-$timeout_s} * ${METAROCE_TIMEOUT_SCALE:-1} ))
 	echo "# selftests: metaroce: $t"
+	# The test's name into both hosts' kernel logs: a kernel report found
+	# after the run (dmesg-check) then names the test it came from.
+	mark="metaroce selftest: $t"
+	echo "$mark" > /dev/kmsg 2> /dev/null || true
+	[ -n "${METAROCE_RIG:-}" ] &&
+		timeout 30 /usr/bin/python3 "$METAROCE_RIG/peer.py" run -- "echo '$mark' > /dev/kmsg" > /dev/null 2>&1
 	begin=$(date +%s)
 	timeout --kill-after=10 "$limit" "./$t" 2>&1 | sed 's/^/# /'
 	rc=${PIPESTATUS[0]}

@@ -8,8 +8,9 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use kernel::prelude::*;
 
-use super::device::FIRST_PORT;
+use super::device::{MetaRoceIbDevice, FIRST_PORT};
 use super::limits::MAX_CQE;
+use super::refusal::{check_limits, refuse};
 use super::wqe::{geometry, Completion, CQE};
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::ring::SharedRing;
@@ -39,11 +40,20 @@ pub(crate) struct CqState {
 
 impl CqState {
     /// Creates the ring; a user CQ gets it mapped and learns where.
-    pub(crate) fn new(attr: &bindings::ib_cq_init_attr, udata: Option<&Udata<'_>>) -> Result<Self> {
+    pub(crate) fn new(
+        dev: &MetaRoceIbDevice,
+        attr: &bindings::ib_cq_init_attr,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<Self> {
         // Timestamps and ignored overruns are not offered.
         if attr.flags != 0 {
-            return Err(crate::ib::eopnotsupp());
+            let why = format_args!(
+                "flags {:#x} not supported (no timestamps, no ignored overrun)",
+                attr.flags
+            );
+            return Err(refuse(dev, "create_cq", None, crate::ib::eopnotsupp(), why));
         }
+        check_cqe(dev, "create_cq", attr.cqe)?;
         let mut ring = new_ring(attr.cqe)?;
         if let Some(udata) = udata {
             let mi = ring.expose_for(udata)?;
@@ -67,7 +77,13 @@ impl CqState {
     /// (the provider maps it and unmaps the old one while it holds its CQ
     /// lock, so nobody consumes meanwhile). `EINVAL` if `cqe` is out of
     /// limits or below the number of pending completions.
-    pub(crate) fn resize(&self, cqe: u32, udata: Option<&Udata<'_>>) -> Result {
+    pub(crate) fn resize(
+        &self,
+        dev: &MetaRoceIbDevice,
+        cqe: u32,
+        udata: Option<&Udata<'_>>,
+    ) -> Result {
+        check_cqe(dev, "resize_cq", cqe)?;
         // Allocation, mapping and the response may sleep: all before the
         // lock is taken. A failure below leaves the old ring in place and
         // the user ignores the response of a failed command.
@@ -82,7 +98,7 @@ impl CqState {
             let pending = cur.producer().wrapping_sub(cons);
             // More than the old ring holds: a user consumer index gone wild.
             if pending > cur.count() || pending > ring.count() {
-                Err(EINVAL)
+                Err((pending, cur.count()))
             } else {
                 let mut elem = [0u8; CQ_ELEM];
                 for i in 0..pending {
@@ -97,7 +113,22 @@ impl CqState {
         // `ring` (the old one on success) is freed here, outside the lock:
         // removing a mapping entry may sleep.
         drop(ring);
-        swapped
+        swapped.map_err(|(pending, held)| {
+            if pending > held {
+                let why = format_args!(
+                    "the consumer index is {pending} entries behind, more than the CQ's {held}"
+                );
+                refuse(dev, "resize_cq", None, EINVAL, why)
+            } else {
+                refuse(
+                    dev,
+                    "resize_cq",
+                    None,
+                    EINVAL,
+                    format_args!("cqe {cqe} below the {pending} completions not polled yet"),
+                )
+            }
+        })
     }
 
     /// Adds a completion (`qp_addr` is the `ib_qp` address for kernel
@@ -199,6 +230,20 @@ impl CqState {
         };
         i32::from(missed)
     }
+}
+
+/// Refuses (`EINVAL`, logged) a CQ size of 0 or above the limit.
+fn check_cqe(dev: &MetaRoceIbDevice, verb: &str, cqe: u32) -> Result {
+    if cqe == 0 {
+        return Err(refuse(
+            dev,
+            verb,
+            None,
+            EINVAL,
+            format_args!("cqe 0: a CQ holds at least one entry"),
+        ));
+    }
+    check_limits(dev, verb, &[("cqe", cqe, MAX_CQE)])
 }
 
 /// A zeroed ring of at least `cqe` completions.

@@ -392,19 +392,24 @@ impl IbDriver for MetaRoceDevice {
     }
 
     fn create_cq(
-        _dev: &MetaRoceIbDevice,
+        dev: &MetaRoceIbDevice,
         attr: &bindings::ib_cq_init_attr,
         udata: Option<&Udata<'_>>,
     ) -> Result<CqState> {
-        CqState::new(attr, udata)
+        CqState::new(dev, attr, udata)
     }
 
     fn cq_capacity(cq: &Cq<CqState>) -> u32 {
         cq.data().capacity()
     }
 
-    fn resize_cq(cq: &Cq<CqState>, cqe: u32, udata: Option<&Udata<'_>>) -> Result {
-        cq.data().resize(cqe, udata)
+    fn resize_cq(
+        dev: &MetaRoceIbDevice,
+        cq: &Cq<CqState>,
+        cqe: u32,
+        udata: Option<&Udata<'_>>,
+    ) -> Result {
+        cq.data().resize(dev, cqe, udata)
     }
 
     fn poll_cq(cq: &Cq<CqState>, wc: &mut [bindings::ib_wc]) -> usize {
@@ -428,12 +433,13 @@ impl IbDriver for MetaRoceDevice {
     }
 
     fn modify_srq(
+        dev: &MetaRoceIbDevice,
         srq: &Srq<SrqState>,
         attr: &bindings::ib_srq_attr,
         mask: u32,
         _udata: Option<&Udata<'_>>,
     ) -> Result {
-        srq.data().modify(attr, mask)
+        srq.data().modify(dev, attr, mask)
     }
 
     fn query_srq(srq: &Srq<SrqState>, attr: &mut bindings::ib_srq_attr) -> Result {

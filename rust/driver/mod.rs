@@ -21,6 +21,7 @@ pub(crate) mod plane;
 pub(crate) mod qp;
 pub(crate) mod qp_counters;
 pub(crate) mod qpn;
+pub(crate) mod refusal;
 pub(crate) mod srq;
 pub(crate) mod stats;
 pub(crate) mod transport;

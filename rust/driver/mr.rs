@@ -14,6 +14,7 @@ use kernel::sync::Arc;
 use super::device::MetaRoceIbDevice;
 use super::fastreg::FastRegion;
 use super::limits::{MAX_FAST_REG_PAGES, MAX_MR, MAX_MR_SIZE};
+use super::refusal::{check_limits, refuse};
 use crate::engine::wire::{Syndrome, ATOMIC_LEN};
 use crate::ib::kdma::{self, KernelConsumer};
 use crate::ib::skb::TxTail;
@@ -620,6 +621,20 @@ const SUPPORTED_ACCESS: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE
     | b::ib_access_flags_IB_ACCESS_MW_BIND
     | b::ib_access_flags_IB_ACCESS_RELAXED_ORDERING;
 
+/// Refuses (`EINVAL`, logged) access flags outside [`SUPPORTED_ACCESS`].
+fn check_access(dev: &MetaRoceIbDevice, verb: &str, access: u32) -> Result {
+    match access & !SUPPORTED_ACCESS {
+        0 => Ok(()),
+        bad => Err(refuse(
+            dev,
+            verb,
+            None,
+            EINVAL,
+            format_args!("access flags {bad:#x} not supported"),
+        )),
+    }
+}
+
 impl MrState {
     fn insert(
         dev: &MetaRoceIbDevice,
@@ -663,9 +678,20 @@ impl MrState {
         max_pages: u32,
         who: KernelConsumer,
     ) -> Result<((u32, u32), Self)> {
-        if max_pages == 0 || max_pages > MAX_FAST_REG_PAGES {
-            return Err(EINVAL);
+        if max_pages == 0 {
+            return Err(refuse(
+                dev,
+                "alloc_mr",
+                None,
+                EINVAL,
+                format_args!("max_num_sg 0: a region maps at least one page"),
+            ));
         }
+        check_limits(
+            dev,
+            "alloc_mr",
+            &[("max_num_sg", max_pages, MAX_FAST_REG_PAGES)],
+        )?;
         let (index, key) = dev.data().take_mr_key()?;
         let fast = match FastRegion::new(key, pd, max_pages, who)
             .and_then(|f| Ok(KBox::new(f, GFP_KERNEL)?))
@@ -725,10 +751,23 @@ impl MrState {
         iova: u64,
         access: u32,
     ) -> Result<((u32, u32), Self)> {
-        if length == 0 || length > MAX_MR_SIZE || access & !SUPPORTED_ACCESS != 0 {
-            return Err(EINVAL);
+        if length == 0 {
+            return Err(refuse(
+                dev,
+                "reg_mr",
+                None,
+                EINVAL,
+                format_args!("length 0"),
+            ));
         }
-        iova.checked_add(length).ok_or(EINVAL)?;
+        check_limits(dev, "reg_mr", &[("length", length, MAX_MR_SIZE)])?;
+        check_access(dev, "reg_mr", access)?;
+        if iova.checked_add(length).is_none() {
+            let why = format_args!(
+                "iova {iova:#x} plus length {length} passes the end of the address space"
+            );
+            return Err(refuse(dev, "reg_mr", None, EINVAL, why));
+        }
         let umem = Umem::get(dev, start, length, access)?;
         let pages = umem.pages()?;
         let first_offset = (start as usize) & (PAGE_SIZE - 1);
@@ -751,9 +790,7 @@ impl MrState {
         pd: usize,
         access: u32,
     ) -> Result<((u32, u32), Self)> {
-        if access & !SUPPORTED_ACCESS != 0 {
-            return Err(EINVAL);
-        }
+        check_access(dev, "get_dma_mr", access)?;
         Self::insert(dev, pd, access, None)
     }
 

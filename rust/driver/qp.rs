@@ -14,6 +14,7 @@ use super::device::{active_mtu, mtu_bytes, MetaRoceDevice, MetaRoceIbDevice, FIR
 use super::limits::{MAX_INLINE, MAX_QP_WR, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::Requester;
 use super::qp_counters::QpCounters;
+use super::refusal::{check_limits, qp_state_name, qp_type_name, refuse};
 use super::transport::{gid_ipv4, Peer, Transport, TxCtx};
 use super::wqe::{self, geometry, Remote, SendWqe, Sge};
 use crate::ib::eopnotsupp;
@@ -112,18 +113,32 @@ impl QpState {
         udata: Option<&Udata<'_>>,
     ) -> Result<(u32, Self)> {
         let attr = init.attr;
-        if !supported(attr.qp_type) || attr.create_flags != 0 {
-            return Err(eopnotsupp());
+        if !supported(attr.qp_type) {
+            let why = format_args!(
+                "QP type {} not supported (RC, UC, UD and GSI are)",
+                attr.qp_type
+            );
+            return Err(refuse(dev, "create_qp", None, eopnotsupp(), why));
+        }
+        if attr.create_flags != 0 {
+            let why = format_args!(
+                "create flags {:#x} not supported (none are)",
+                attr.create_flags
+            );
+            return Err(refuse(dev, "create_qp", None, eopnotsupp(), why));
         }
         let cap = &mut attr.cap;
-        if cap.max_send_wr > MAX_QP_WR
-            || cap.max_recv_wr > MAX_QP_WR
-            || cap.max_send_sge > MAX_SGE
-            || cap.max_recv_sge > MAX_SGE
-            || cap.max_inline_data > MAX_INLINE
-        {
-            return Err(EINVAL);
-        }
+        check_limits(
+            dev,
+            "create_qp",
+            &[
+                ("max_send_wr", cap.max_send_wr, MAX_QP_WR),
+                ("max_recv_wr", cap.max_recv_wr, MAX_QP_WR),
+                ("max_send_sge", cap.max_send_sge, MAX_SGE),
+                ("max_recv_sge", cap.max_recv_sge, MAX_SGE),
+                ("max_inline_data", cap.max_inline_data, MAX_INLINE),
+            ],
+        )?;
         let (sq_count, sq_size) = geometry(
             cap.max_send_wr,
             wqe::send_elem(cap.max_send_sge, cap.max_inline_data)?,
@@ -235,28 +250,69 @@ impl QpState {
         } else {
             cur
         };
-        if cur != a.state || !verbs::modify_qp_is_ok(cur, next, self.qp_type, mask) {
-            return Err(EINVAL);
+        if cur != a.state {
+            let (given, is) = (qp_state_name(cur), qp_state_name(a.state));
+            return Err(self.refuse(
+                dev,
+                format_args!("current state given as {given} but the QP is in {is}"),
+            ));
+        }
+        if !verbs::modify_qp_is_ok(cur, next, self.qp_type, mask) {
+            let (from, to, t) = (
+                qp_state_name(cur),
+                qp_state_name(next),
+                qp_type_name(self.qp_type),
+            );
+            let why = format_args!("{from} to {to} with attribute mask {mask:#x} is not a valid transition for QP type {t}");
+            return Err(self.refuse(dev, why));
         }
         if mask & b::ib_qp_attr_mask_IB_QP_PORT != 0 && attr.port_num != FIRST_PORT {
-            return Err(EINVAL);
+            let why = format_args!(
+                "port {} is not the device's port {}",
+                attr.port_num, FIRST_PORT
+            );
+            return Err(self.refuse(dev, why));
         }
         if mask & b::ib_qp_attr_mask_IB_QP_PKEY_INDEX != 0 && attr.pkey_index != 0 {
-            return Err(EINVAL);
+            let why = format_args!(
+                "P_Key index {} is not 0 (the P_Key table has one entry)",
+                attr.pkey_index
+            );
+            return Err(self.refuse(dev, why));
         }
         if mask & b::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC != 0
             && u32::from(attr.max_rd_atomic) > MAX_RD_ATOMIC
         {
-            return Err(EINVAL);
+            let why = format_args!(
+                "max_rd_atomic {} above the device's {}",
+                attr.max_rd_atomic, MAX_RD_ATOMIC
+            );
+            return Err(self.refuse(dev, why));
         }
         if mask & b::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC != 0
             && u32::from(attr.max_dest_rd_atomic) > MAX_RD_ATOMIC
         {
-            return Err(EINVAL);
+            let why = format_args!(
+                "max_dest_rd_atomic {} above the device's {}",
+                attr.max_dest_rd_atomic, MAX_RD_ATOMIC
+            );
+            return Err(self.refuse(dev, why));
         }
         if mask & b::ib_qp_attr_mask_IB_QP_PATH_MTU != 0 {
-            if attr.path_mtu < b::ib_mtu_IB_MTU_256 || attr.path_mtu > active_mtu(dev) {
-                return Err(EINVAL);
+            let active = active_mtu(dev);
+            if !(b::ib_mtu_IB_MTU_256..=b::ib_mtu_IB_MTU_4096).contains(&attr.path_mtu) {
+                let why = format_args!(
+                    "path MTU code {} is not an IB MTU (1 to 5: 256 to 4096)",
+                    attr.path_mtu
+                );
+                return Err(self.refuse(dev, why));
+            }
+            if attr.path_mtu > active {
+                let (path, active) = (mtu_bytes(attr.path_mtu), mtu_bytes(active));
+                return Err(self.refuse(
+                    dev,
+                    format_args!("path MTU {path} above the active MTU {active}"),
+                ));
             }
         }
         let mut n = *a;
@@ -330,9 +386,17 @@ impl QpState {
             && a.state != b::ib_qp_state_IB_QPS_RTR
             && connected(self.qp_type)
         {
-            let (Some(local), Some(remote)) = (gid_ipv4(&n.av.sgid), gid_ipv4(&n.av.dgid)) else {
-                // v1 carries RC and UC over IPv4 only.
-                return Err(EINVAL);
+            // v1 carries RC and UC over IPv4 only.
+            const V4_ONLY: &str = "this device carries RC and UC over IPv4 only";
+            let Some(local) = gid_ipv4(&n.av.sgid) else {
+                let why = format_args!("GID index {} is an IPv6 GID; {V4_ONLY}", n.av.sgid_index);
+                return Err(self.refuse(dev, why));
+            };
+            let Some(remote) = gid_ipv4(&n.av.dgid) else {
+                return Err(self.refuse(
+                    dev,
+                    format_args!("the destination GID is an IPv6 address; {V4_ONLY}"),
+                ));
             };
             let mtu = mtu_bytes(n.path_mtu);
             let planes = dev.data().planes.lock().count();
@@ -366,6 +430,11 @@ impl QpState {
         *a = n;
         self.state.store(next, Ordering::Release);
         Ok(())
+    }
+
+    /// Logs why `modify_qp` of this QP was refused; returns `EINVAL`.
+    fn refuse(&self, dev: &MetaRoceIbDevice, why: core::fmt::Arguments<'_>) -> Error {
+        refuse(dev, "modify_qp", Some(self.qpn), EINVAL, why)
     }
 
     /// Fills `query_qp`'s answers.

@@ -7,6 +7,7 @@ use kernel::sync::{new_mutex, Mutex};
 
 use super::device::MetaRoceIbDevice;
 use super::limits::{MAX_SGE, MAX_SRQ_WR};
+use super::refusal::{check_limits, refuse};
 use super::wqe::{self, geometry, RecvWqe};
 use crate::ib::eopnotsupp;
 use crate::ib::lock::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
@@ -37,11 +38,33 @@ impl SrqState {
         udata: Option<&Udata<'_>>,
     ) -> Result<Self> {
         if attr.srq_type != b::ib_srq_type_IB_SRQT_BASIC {
-            return Err(eopnotsupp());
+            let why = format_args!(
+                "SRQ type {} not supported (only basic SRQs are)",
+                attr.srq_type
+            );
+            return Err(refuse(dev, "create_srq", None, eopnotsupp(), why));
         }
         let a = &mut attr.attr;
-        if a.max_wr == 0 || a.max_wr > MAX_SRQ_WR || a.max_sge > MAX_SGE || a.srq_limit > a.max_wr {
-            return Err(EINVAL);
+        if a.max_wr == 0 {
+            return Err(refuse(
+                dev,
+                "create_srq",
+                None,
+                EINVAL,
+                format_args!("max_wr 0: an SRQ holds at least one request"),
+            ));
+        }
+        check_limits(
+            dev,
+            "create_srq",
+            &[
+                ("max_wr", a.max_wr, MAX_SRQ_WR),
+                ("max_sge", a.max_sge, MAX_SGE),
+            ],
+        )?;
+        if a.srq_limit > a.max_wr {
+            let why = format_args!("srq_limit {} above its max_wr {}", a.srq_limit, a.max_wr);
+            return Err(refuse(dev, "create_srq", None, EINVAL, why));
         }
         let (count, size) = geometry(a.max_wr, wqe::recv_elem(a.max_sge)?)?;
         let mut ring = SharedRing::new(count, size)?;
@@ -101,13 +124,21 @@ impl SrqState {
     }
 
     /// `modify_srq`: only the limit can change (no resize).
-    pub(crate) fn modify(&self, attr: &b::ib_srq_attr, mask: u32) -> Result {
+    pub(crate) fn modify(
+        &self,
+        dev: &MetaRoceIbDevice,
+        attr: &b::ib_srq_attr,
+        mask: u32,
+    ) -> Result {
         if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
-            return Err(eopnotsupp());
+            let why = format_args!("max_wr: resizing an SRQ is not supported");
+            return Err(refuse(dev, "modify_srq", None, eopnotsupp(), why));
         }
         if mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0 {
-            if attr.srq_limit > self.ring.count() {
-                return Err(EINVAL);
+            let max_wr = self.ring.count();
+            if attr.srq_limit > max_wr {
+                let why = format_args!("srq_limit {} above its max_wr {}", attr.srq_limit, max_wr);
+                return Err(refuse(dev, "modify_srq", None, EINVAL, why));
             }
             *self.limit.lock() = attr.srq_limit;
         }

@@ -84,7 +84,12 @@ pub(crate) trait IbDriver: Sized {
     fn poll_cq(cq: &Cq<Self::Cq>, wc: &mut [bindings::ib_wc]) -> usize;
     /// Changes the CQ to hold at least `cqe` completions, keeping the
     /// pending ones; [`IbDriver::cq_capacity`] reports the new size after.
-    fn resize_cq(cq: &Cq<Self::Cq>, cqe: u32, udata: Option<&Udata<'_>>) -> Result;
+    fn resize_cq(
+        dev: &Device<Self::Data>,
+        cq: &Cq<Self::Cq>,
+        cqe: u32,
+        udata: Option<&Udata<'_>>,
+    ) -> Result;
     /// Arms the CQ; returns 1 if completions were missed (as the verb does).
     fn req_notify_cq(cq: &Cq<Self::Cq>, flags: u32) -> Result<i32>;
     /// Creates a shared receive queue.
@@ -95,6 +100,7 @@ pub(crate) trait IbDriver: Sized {
     ) -> Result<Self::Srq>;
     /// Changes the limit or size of an SRQ.
     fn modify_srq(
+        dev: &Device<Self::Data>,
         srq: &Srq<Self::Srq>,
         attr: &bindings::ib_srq_attr,
         mask: u32,

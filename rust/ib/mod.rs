@@ -9,6 +9,7 @@ pub(crate) mod heap;
 pub(crate) mod kdma;
 pub(crate) mod link;
 pub(crate) mod lock;
+pub(crate) mod log;
 pub(crate) mod netdev;
 pub(crate) mod random;
 pub(crate) mod ring;

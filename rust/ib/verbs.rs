@@ -436,13 +436,14 @@ unsafe extern "C" fn resize_cq<T: IbDriver>(
 ) -> kernel::ffi::c_int {
     from_result(|| {
         let cqe = u32::try_from(cqe).map_err(|_| EINVAL)?;
-        // SAFETY: a live CQ of ours; `udata` NULL (kernel callers) or the
-        // call's. The core serialises verbs on one user CQ object, and
-        // `cqe` is a plain field consumers read after the call.
+        // SAFETY: a live CQ of ours, on one of our devices; `udata` NULL
+        // (kernel callers) or the call's. The core serialises verbs on one
+        // user CQ object, and `cqe` is a plain field consumers read after
+        // the call.
         unsafe {
             let udata = Udata::from_raw(udata);
             let obj = Cq::<T::Cq>::from_raw(cq);
-            T::resize_cq(obj, cqe, udata.as_ref())?;
+            T::resize_cq(dev_of::<T>((*cq).device), obj, cqe, udata.as_ref())?;
             (*cq).cqe = T::cq_capacity(obj) as i32;
         }
         Ok(0)
@@ -528,10 +529,17 @@ unsafe extern "C" fn modify_srq<T: IbDriver>(
     udata: *mut bindings::ib_udata,
 ) -> kernel::ffi::c_int {
     from_result(|| {
-        // SAFETY: a live SRQ of ours; `attr` valid for the call.
+        // SAFETY: a live SRQ of ours, on one of our devices; `attr` valid
+        // for the call.
         unsafe {
             let udata = Udata::from_raw(udata);
-            T::modify_srq(Srq::<T::Srq>::from_raw(srq), &*attr, mask, udata.as_ref())?;
+            T::modify_srq(
+                dev_of::<T>((*srq).device),
+                Srq::<T::Srq>::from_raw(srq),
+                &*attr,
+                mask,
+                udata.as_ref(),
+            )?;
         }
         Ok(0)
     })

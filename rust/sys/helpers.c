@@ -3,6 +3,7 @@
 #include <linux/highmem.h>
 #include <linux/vmalloc.h>
 #include <linux/inetdevice.h>
+#include <linux/ratelimit.h>
 #include "helpers.h"
 
 void metaroce_helper_dev_put(struct net_device *ndev)
@@ -220,4 +221,17 @@ unsigned long metaroce_helper_jiffies(void)
 unsigned long metaroce_helper_page_offset(void)
 {
 	return PAGE_OFFSET;
+}
+
+/*
+ * A macro: the rate limit of the lines saying why a verb was refused
+ * (rust/ib/log.rs). The kernel's default, 10 lines per 5 s, shared by all
+ * devices of the module as pr_info_ratelimited shares it by call site.
+ */
+static DEFINE_RATELIMIT_STATE(metaroce_refusal_rs, DEFAULT_RATELIMIT_INTERVAL,
+			      DEFAULT_RATELIMIT_BURST);
+
+bool metaroce_helper_refusal_ratelimit(void)
+{
+	return ___ratelimit(&metaroce_refusal_rs, "metaroce refusals");
 }

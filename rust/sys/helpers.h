@@ -63,4 +63,7 @@ bool metaroce_helper_irqs_disabled(void);
 void metaroce_helper_timer_setup(struct timer_list *timer, void (*fn)(struct timer_list *));
 unsigned long metaroce_helper_jiffies(void);
 
+/* Whether a refused verb may log why now (rust/ib/log.rs). */
+bool metaroce_helper_refusal_ratelimit(void);
+
 #endif

@@ -10,9 +10,19 @@ user_fault='\] traps: [^ ]+\[[0-9]+\] general protection fault ip:'
 bad=0
 for f in "$@"; do
 	[ -f "$f" ] || { echo "dmesg-check: $f missing"; bad=1; continue; }
-	if grep -Ev "$user_fault" "$f" | grep -E "$pattern" > /dev/null; then
+	first=$(grep -Ev "$user_fault" "$f" | grep -nE "$pattern" | head -1 | cut -d: -f1)
+	if [ -n "$first" ]; then
+		# Line numbers below are of $f without user-space faults.
 		echo "dmesg-check: kernel reported a problem in $f:"
-		grep -En -A3 "$pattern" "$f" | grep -Ev "$user_fault" | head -60
+		grep -Ev "$user_fault" "$f" | sed -n "${first},$((first + 150))p"
+		# Last, where a log shown only in part keeps it: the test that
+		# ran (run_tests.sh's marks) and the report's key lines (for
+		# lockdep the two locks and each link of the chain).
+		grep -Ev "$user_fault" "$f" | head -n "$first" | grep -E 'metaroce selftest: ' | tail -1 |
+			sed 's/^/dmesg-check: during /'
+		grep -Ev "$user_fault" "$f" | sed -n "${first},$((first + 150))p" |
+			grep -E "$pattern|trying to acquire|already holding|^\\[[^]]*\\] [0-9a-f]+ \\(|^\[[^]]*\] (-> #|  +[(&a-z])|RIP: |^\[[^]]*\]  [a-z_][a-z_0-9.]*\+0x" |
+			head -40 | sed 's/^/dmesg-check: | /'
 		bad=1
 	fi
 done

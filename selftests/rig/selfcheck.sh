@@ -27,6 +27,14 @@ for report in "WARNING: CPU: 0 PID: 1 at drivers/x.c:1 f+0x1/0x2" "BUG: KASAN: u
 	check "dmesg-check catches '$report'" 1 "$rig/dmesg-check.sh" "$tmp/bad"
 done
 check "dmesg-check fails on a missing log" 1 "$rig/dmesg-check.sh" "$tmp/none"
+# The lines a refused verb logs (Documentation/user-guide.md) are the
+# driver's answer to bad input, not kernel reports.
+{ cat "$tmp/clean"
+  echo "[    3.0] metaroce: mr0: modify_qp QP 0x11: path MTU 4096 above the active MTU 1024"
+  echo "[    3.1] metaroce: mr0: modify_qp QP 0x11: GID index 0 is an IPv6 GID; this device carries RC and UC over IPv4 only"
+  echo "[    3.2] metaroce: mr0: modify_qp QP 0x11: RESET to RTR with attribute mask 0x1 is not a valid transition for QP type RC"
+  echo "[    3.3] metaroce refusals: 12 callbacks suppressed"; } > "$tmp/refusals"
+check "dmesg-check passes the lines of refused verbs" 0 "$rig/dmesg-check.sh" "$tmp/refusals"
 { cat "$tmp/clean"; echo "[    3.0] traps: ib_write_bw[3487] general protection fault ip:7f455bc64472 sp:7ffe0ef419e0 error:0 in librdmacm.so.1.3.44.0[a472,7f455bc5e000+15000]"; } > "$tmp/user"
 check "dmesg-check leaves a user-space program's fault to its test" 0 "$rig/dmesg-check.sh" "$tmp/user"
 { cat "$tmp/user"; echo "[    4.0] general protection fault, probably for non-canonical address 0xdead000000000122: 0000 [#1] PREEMPT SMP"; } > "$tmp/bad"
