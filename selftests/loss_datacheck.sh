@@ -63,7 +63,11 @@ rping_failed() { # label what
 	fail "rping $2 ($1)"
 }
 rping_check() { # count label
-	wait $client || rping_failed "$2" "client failed: $(tail -5 /tmp/ldc_rping.err)"
+	wait $client
+	rc=$?
+	rping_exit_ok $rc "$(cat /tmp/ldc_rping.err)" ||
+		rping_failed "$2" "client failed ($rc): $(tail -5 /tmp/ldc_rping.err)"
+	[ $rc = 0 ] || log "rping client: status $rc from rping's own exit race (lib.sh rping_exit_ok)"
 	client_ms=$(($(now_ms) - client_t0))
 	# The client validates the data. The server's loop may wait for one
 	# more ping after the last and see the client's disconnect instead

@@ -60,7 +60,7 @@ sleep 3
 out=$(timeout 90 rping -c -v -V -C $count -a "$PEER_PLANE0_IP" -p 18899 2>&1)
 rc=$?
 log "$(tail -3 <<< "$out")"
-[ $rc = 0 ] || fail "rping client failed ($rc): $(tail -5 <<< "$out")"
+rping_exit_ok $rc "$out" || fail "rping client failed ($rc): $(tail -5 <<< "$out")"
 server=$(peer_wait "$job" 110) || fail "rping server failed: $(tail -5 <<< "$server")"
 pings=$(grep -c "^ping data: rdma-ping-" <<< "$out")
 [ "$pings" = "$count" ] || fail "rping client shows $pings validated pings, want $count"

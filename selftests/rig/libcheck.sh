@@ -137,5 +137,16 @@ expect "mr0_stat peer: the value" \
 	"$(PEER_OUT=$link bash -c '. "$1"; peer() { echo "$PEER_OUT"; }; mr0_stat retransmissions peer' _ "$lib")" "7"
 expect "mr0_stat: a missing counter is empty" "$(RDMA_JSON=$link bash -c '. "$1"; mr0_stat rx_no_qp; echo "status $?"' _ "$lib")" "status 1"
 
+# rping_exit_ok: rping 44's exit race after a finished run, and nothing else.
+exit_ok() { bash -c '. "$1"; rping_exit_ok "$2" "$3" && echo yes || echo no' _ "$lib" "$@"; }
+race=$'client DISCONNECT EVENT...\nrdma_get_cm_event: Bad file descriptor'
+expect "rping_exit_ok: status 0" "$(exit_ok 0 "")" yes
+expect "rping_exit_ok: the CM thread's exit race" "$(exit_ok 255 "$race")" yes
+expect "rping_exit_ok: the race among ping data" "$(exit_ok 255 $'ping data: rdma-ping-0: ABC\n'"$race")" yes
+expect "rping_exit_ok: a failed wait before the race" "$(exit_ok 255 $'wait for RDMA_WRITE_ADV state 10\n'"$race")" no
+expect "rping_exit_ok: a completion error before it" "$(exit_ok 255 $'cq completion failed status 12\n'"$race")" no
+expect "rping_exit_ok: status 255, another last line" "$(exit_ok 255 $'client DISCONNECT EVENT...')" no
+expect "rping_exit_ok: another status" "$(exit_ok 1 "$race")" no
+
 echo "lib.sh check: $pass passed, $fail failed"
 [ $fail = 0 ]
