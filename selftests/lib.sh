@@ -15,6 +15,9 @@ peer() { /usr/bin/python3 "$METAROCE_RIG/peer.py" run -- "$@"; }
 # Start a command on host B in the background; prints a job id for peer_wait.
 peer_spawn() { /usr/bin/python3 "$METAROCE_RIG/peer.py" spawn -- "$@"; }
 peer_wait() { /usr/bin/python3 "$METAROCE_RIG/peer.py" --timeout "${2:-120}" wait "$1"; }
+# peer_poll JOB SECS: as peer_wait, but a job still running after SECS is
+# left running (status 124), to be looked at and then waited for.
+peer_poll() { /usr/bin/python3 "$METAROCE_RIG/peer.py" --timeout "$2" poll "$1"; }
 # host_ctl NAME JSON TIMEOUT: a request to the rig's host-side agent
 # (selftests/rig/hostctl.py: plane link events and wire counters, on the
 # host's clock); waits up to TIMEOUT s and prints the answer's path.
@@ -177,7 +180,7 @@ mr0_on_both_hosts() {
 # bounded by SECS; fails unless both sides complete and the client prints
 # its result line (the one starting with the -s size), left in $res.
 perftest_pair() {
-	local secs=$1 srv=$2 cli=$3 target=$4 t=$5 job out server
+	local secs=$1 srv=$2 cli=$3 target=$4 t=$5 job out server rc
 	shift 5
 	# shellcheck disable=SC2086
 	job=$(peer_spawn "timeout $secs $t $srv $*") || fail "cannot start $t on host B"
@@ -187,9 +190,23 @@ perftest_pair() {
 		{ mr0_counters; fail "$t $cli $* failed on host A: $(tail -5 <<< "$out")"; }
 	# A side that hangs leaves both hosts' counters and QP states behind
 	# (a rare ib_send_bw server hang after a completed client is not
-	# explained yet).
-	server=$(peer_wait "$job" $((secs + 20))) ||
-		{ mr0_counters; fail "$t $srv $* failed on host B: $(tail -5 <<< "$server")"; }
+	# explained yet): a server not done 30 s after its client is shown
+	# while it still hangs (its QPs and CQs, counters, kernel log, where
+	# it waits), before its bound ends it and its QPs are gone.
+	server=$(peer_poll "$job" 30)
+	rc=$?
+	if [ $rc = 124 ]; then
+		log "$t: the server on host B has not finished 30 s after the client; while it waits:"
+		mr0_counters
+		log "B CQs: $(peer 'rdma -d resource show cq link mr0/1' 2>&1 | grep -v '\[')"
+		log "B: $(peer "ps -o pid,stat,wchan:32,args -C $t" 2>&1)"
+		log "B dmesg: $(peer 'dmesg | tail -5' 2>&1)"
+		server=$(peer_wait "$job" $((secs + 20))) ||
+			fail "$t $srv $* failed on host B: $(tail -5 <<< "$server")"
+	elif [ $rc != 0 ]; then
+		mr0_counters
+		fail "$t $srv $* failed on host B: $(tail -5 <<< "$server")"
+	fi
 	res=$(awk -v s="$(sed -n 's/.*-s \([0-9]*\).*/\1/p' <<< " $*")" '$1 == s { print; exit }' <<< "$out")
 	[ -n "$res" ] || fail "$t $cli $*: no result line: $(tail -5 <<< "$out")"
 }

@@ -68,6 +68,23 @@ class Handler(socketserver.StreamRequestHandler):
                 self.reply({"rc": 2, "out": f"peer: no job {req['id']}\n"})
             else:
                 self.reply(finish(proc, timeout))
+        elif op == "poll":
+            # As wait, but a job still running after the timeout is left
+            # running (rc 124): the caller may look at it, then wait.
+            with jobs_lock:
+                proc = jobs.get(int(req["id"]))
+            if proc is None:
+                self.reply({"rc": 2, "out": f"peer: no job {req['id']}\n"})
+                return
+            try:
+                # Retrying communicate after its timeout loses no output.
+                out, _ = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.reply({"rc": 124, "out": f"peer: job {req['id']} still running\n"})
+                return
+            with jobs_lock:
+                jobs.pop(int(req["id"]), None)
+            self.reply({"rc": proc.returncode, "out": out})
         elif op == "shutdown":
             self.reply({"rc": 0, "out": ""})
             threading.Thread(target=self.server.shutdown).start()
@@ -101,7 +118,7 @@ def main():
     ap.add_argument("--addr", default=DEFAULT_ADDR)
     ap.add_argument("--port", type=int, default=DEFAULT_PORT)
     ap.add_argument("--timeout", type=float, default=300)
-    ap.add_argument("op", choices=["serve", "ping", "run", "spawn", "wait", "shutdown"])
+    ap.add_argument("op", choices=["serve", "ping", "run", "spawn", "wait", "poll", "shutdown"])
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     args = a.args[1:] if a.args[:1] == ["--"] else a.args
@@ -123,7 +140,7 @@ def main():
     req = {"op": a.op, "timeout": a.timeout}
     if a.op in ("run", "spawn"):
         req["cmd"] = " ".join(args)
-    elif a.op == "wait":
+    elif a.op in ("wait", "poll"):
         req["id"] = args[0]
     resp = request(req, a.addr, a.port, a.timeout)
     sys.stdout.write(resp["out"])
