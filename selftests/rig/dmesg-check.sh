@@ -10,18 +10,20 @@ user_fault='\] traps: [^ ]+\[[0-9]+\] general protection fault ip:'
 bad=0
 for f in "$@"; do
 	[ -f "$f" ] || { echo "dmesg-check: $f missing"; bad=1; continue; }
-	first=$(grep -Ev "$user_fault" "$f" | grep -nE "$pattern" | head -1 | cut -d: -f1)
+	# The log without user-space faults, filtered once; line numbers below
+	# are of it.
+	kernel=$(grep -Ev "$user_fault" "$f")
+	first=$(grep -nE "$pattern" <<< "$kernel" | head -1 | cut -d: -f1)
 	if [ -n "$first" ]; then
-		# Line numbers below are of $f without user-space faults.
+		report=$(sed -n "${first},$((first + 150))p" <<< "$kernel")
 		echo "dmesg-check: kernel reported a problem in $f:"
-		grep -Ev "$user_fault" "$f" | sed -n "${first},$((first + 150))p"
+		echo "$report"
 		# Last, where a log shown only in part keeps it: the test that
 		# ran (run_tests.sh's marks) and the report's key lines (for
 		# lockdep the two locks and each link of the chain).
-		grep -Ev "$user_fault" "$f" | head -n "$first" | grep -E 'metaroce selftest: ' | tail -1 |
+		head -n "$first" <<< "$kernel" | grep -E 'metaroce selftest: ' | tail -1 |
 			sed 's/^/dmesg-check: during /'
-		grep -Ev "$user_fault" "$f" | sed -n "${first},$((first + 150))p" |
-			grep -E "$pattern|trying to acquire|already holding|^\\[[^]]*\\] [0-9a-f]+ \\(|^\[[^]]*\] (-> #|  +[(&a-z])|RIP: |^\[[^]]*\]  [a-z_][a-z_0-9.]*\+0x" |
+		grep -E "$pattern|trying to acquire|already holding|^\[[^]]*\] [0-9a-f]+ \(|^\[[^]]*\] (-> #|  +[(&a-z])|RIP: |^\[[^]]*\]  [a-z_][a-z_0-9.]*\+0x" <<< "$report" |
 			head -40 | sed 's/^/dmesg-check: | /'
 		bad=1
 	fi
