@@ -232,6 +232,16 @@ struct Inner {
     ack_routes: AckRoutes,
 }
 
+impl Inner {
+    /// The slot of our READ or atomic `req_msn` still waiting for its
+    /// response, if any.
+    fn read_slot(&self, req_msn: u32) -> Option<usize> {
+        self.reads
+            .iter()
+            .position(|r| r.is_some_and(|r| r.req_msn == req_msn))
+    }
+}
+
 /// What a UC QP does with a received message's completion.
 enum UcCompletion {
     /// Nothing more (a dropped message, or its receive was never posted).
@@ -1783,10 +1793,8 @@ impl Transport {
         mrs: &MrTable,
     ) -> core::result::Result<(), Syndrome> {
         let r = i
-            .reads
-            .iter()
-            .flatten()
-            .find(|r| r.req_msn == req_msn)
+            .read_slot(req_msn)
+            .and_then(|k| i.reads[k])
             .ok_or(Syndrome::InvalidRequest)?;
         let w = &i.wrs[r.wr as usize % WR_WINDOW];
         if r.len != msg_len || w.opcode != Opcode::ReadReq {
@@ -1865,10 +1873,8 @@ impl Transport {
         mrs: &MrTable,
     ) -> core::result::Result<(), Syndrome> {
         let r = i
-            .reads
-            .iter()
-            .flatten()
-            .find(|r| r.req_msn == req_msn)
+            .read_slot(req_msn)
+            .and_then(|k| i.reads[k])
             .ok_or(Syndrome::InvalidRequest)?;
         let w = &i.wrs[r.wr as usize % WR_WINDOW];
         let original: [u8; 8] = payload.try_into().map_err(|_| Syndrome::InvalidRequest)?;
@@ -1939,12 +1945,8 @@ impl Transport {
                 }
                 Opcode::ReadResp | Opcode::AtomicResp => {
                     let req_msn = c.imm.unwrap_or(0);
-                    if let Some(slot) = i
-                        .reads
-                        .iter_mut()
-                        .find(|r| r.is_some_and(|r| r.req_msn == req_msn))
-                    {
-                        if let Some(r) = slot.take() {
+                    if let Some(k) = i.read_slot(req_msn) {
+                        if let Some(r) = i.reads[k].take() {
                             let w = &mut i.wrs[r.wr as usize % WR_WINDOW];
                             w.pending = w.pending.saturating_sub(1);
                             if !ok && w.status == b::ib_wc_status_IB_WC_SUCCESS {
