@@ -30,11 +30,7 @@ reset_rdma
 [ -n "${PLANE1_DEV:-}" ] || skip "the rig has a single plane"
 command -v ibv_rc_pingpong > /dev/null || skip "ibverbs-utils not installed"
 
-expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
-expect_ok rdma link add mr0 type metaroce netdev "$PLANE1_DEV"
-peer 'rdma link add mr0 type metaroce netdev $PLANE0_DEV && rdma link add mr0 type metaroce netdev $PLANE1_DEV' > /dev/null ||
-	fail "mr0 with two planes on host B"
-plane0_gids mr0
+mr0_on_both_planes
 peer "ip addr add $third/24 dev \$PLANE0_DEV" || fail "cannot add the third address $third on host B"
 log "ok: host B also owns $third (the forger's third address)"
 

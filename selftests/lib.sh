@@ -175,6 +175,16 @@ mr0_on_both_hosts() {
 	plane0_gids mr0
 }
 
+# mr0_on_both_planes: mr0 on planes 0 and 1 of host A and host B, and their
+# plane-0 GID indexes in $gid (A) and $pgid (B).
+mr0_on_both_planes() {
+	expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
+	expect_ok rdma link add mr0 type metaroce netdev "$PLANE1_DEV"
+	peer 'rdma link add mr0 type metaroce netdev $PLANE0_DEV && rdma link add mr0 type metaroce netdev $PLANE1_DEV' > /dev/null ||
+		fail "mr0 with two planes on host B"
+	plane0_gids mr0
+}
+
 # perftest_pair SECS "SERVER_ARGS" "CLIENT_ARGS" TARGET TEST ARGS...: perftest
 # TEST with ARGS, server on host B, client on host A towards TARGET, each
 # bounded by SECS; fails unless both sides complete and the client prints

@@ -19,11 +19,7 @@ reset_rdma
 command -v ibv_uc_pingpong > /dev/null || skip "ibverbs-utils not installed"
 command -v rping > /dev/null || skip "rdmacm-utils not installed"
 
-expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
-expect_ok rdma link add mr0 type metaroce netdev "$PLANE1_DEV"
-peer 'rdma link add mr0 type metaroce netdev $PLANE0_DEV && rdma link add mr0 type metaroce netdev $PLANE1_DEV' > /dev/null ||
-	fail "mr0 with two planes on host B"
-plane0_gids mr0
+mr0_on_both_planes
 
 plane1_sent() { cat "/sys/class/net/$PLANE1_DEV/statistics/tx_packets"; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }

@@ -57,11 +57,7 @@ expect_ok rdma link add mr1 type metaroce netdev "$PLANE1_DEV"
 expect_ok rdma link delete mr1
 
 # --- Traffic over both planes ---
-expect_ok rdma link add mr0 type metaroce netdev "$PLANE0_DEV"
-expect_ok rdma link add mr0 type metaroce netdev "$PLANE1_DEV"
-peer 'rdma link add mr0 type metaroce netdev $PLANE0_DEV && rdma link add mr0 type metaroce netdev $PLANE1_DEV' > /dev/null ||
-	fail "mr0 with two planes on host B"
-plane0_gids mr0
+mr0_on_both_planes
 
 # Packets sent by host A's and host B's plane netdevs so far.
 sent() { # DEV-VARIABLE-NAME
