@@ -27,7 +27,7 @@ pub(crate) const MAX_AH: u32 = 1024;
 /// Outstanding RDMA READs per QP, each direction.
 pub(crate) const MAX_RD_ATOMIC: u32 = 16;
 /// Largest message (work request), bytes: InfiniBand's 2^31. Longer than
-/// one engine message, it goes as several (transport.rs).
+/// one engine message, it goes as several (transport/requester.rs).
 pub(crate) const MAX_MSG_SIZE: u32 = 1 << 31;
 /// Largest memory region, bytes.
 pub(crate) const MAX_MR_SIZE: u64 = 1 << 32;

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The completer: the engine's send completions and the peer's ACKs and
+//! NAKs complete send work requests in posting order; a QP in error
+//! flushes what is outstanding.
+
+use core::sync::atomic::Ordering;
+
+use super::requester::{local_op_wc, wc_opcode_for};
+use super::{Inner, OutMsg, Transport, WR_WINDOW};
+use crate::driver::limits::MAX_RD_ATOMIC;
+use crate::driver::wqe::{self, Completion};
+use crate::engine::completion::CompletionStatus;
+use crate::engine::config::MSG_WINDOW;
+use crate::engine::wire::Syndrome;
+use crate::sys::bindings as b;
+
+/// The completion opcode of any send work request (flushes included).
+fn wc_opcode_of(opcode: u32) -> u32 {
+    local_op_wc(opcode)
+        .or(wc_opcode_for(opcode).map(|(_, o)| o))
+        .unwrap_or(b::ib_wc_opcode_IB_WC_SEND)
+}
+
+/// The send completion status of a message the peer failed.
+fn remote_status(s: Syndrome) -> u32 {
+    match s {
+        Syndrome::RemoteAccess => b::ib_wc_status_IB_WC_REM_ACCESS_ERR,
+        Syndrome::RemoteOperation => b::ib_wc_status_IB_WC_REM_OP_ERR,
+        Syndrome::InvalidRequest => b::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
+    }
+}
+
+impl Transport {
+    /// Takes the engine's send completions into the work requests, then
+    /// completes the finished requests in posting order.
+    pub(super) fn complete_sends(&self, i: &mut Inner) {
+        while let Some(c) = i.sender.pop_completion() {
+            match i.out[c.msn as usize % MSG_WINDOW] {
+                OutMsg::Wr { wr, .. } => {
+                    let w = &mut i.wrs[wr as usize % WR_WINDOW];
+                    match c.status {
+                        // A delivered READ_REQ or atomic waits for its
+                        // response.
+                        CompletionStatus::Success if c.opcode.expects_response() => {}
+                        CompletionStatus::Success => w.pending = w.pending.saturating_sub(1),
+                        CompletionStatus::Failed(s) => {
+                            if w.status == b::ib_wc_status_IB_WC_SUCCESS {
+                                w.status = remote_status(s);
+                            }
+                        }
+                        // UC promises no delivery: a send is done once sent.
+                        CompletionStatus::RetryExceeded if i.uc.is_some() => {
+                            w.pending = w.pending.saturating_sub(1)
+                        }
+                        CompletionStatus::RetryExceeded => {
+                            if w.status == b::ib_wc_status_IB_WC_SUCCESS {
+                                w.status = b::ib_wc_status_IB_WC_RETRY_EXC_ERR;
+                            }
+                        }
+                    }
+                }
+                // The requester could not take our READ or atomic response.
+                OutMsg::ReadResp { .. } | OutMsg::AtomicResp { .. } => {
+                    if c.status != CompletionStatus::Success {
+                        i.failed = true;
+                    }
+                }
+            }
+        }
+        self.retire(i);
+    }
+
+    /// Completes finished work requests, oldest first; the first one in
+    /// error fails the QP.
+    fn retire(&self, i: &mut Inner) {
+        while i.sq_head != i.sq_taken && !i.failed {
+            let w = i.wrs[i.sq_head as usize % WR_WINDOW];
+            let ok = w.status == b::ib_wc_status_IB_WC_SUCCESS;
+            if ok && w.pending > 0 {
+                break;
+            }
+            if !ok {
+                // The QP is in error before the consumer can see why.
+                self.error.store(true, Ordering::Release);
+            }
+            // The slot is free before its completion is visible: a consumer
+            // that posts as soon as it polls must find room in the ring.
+            i.sq_head = i.sq_head.wrapping_add(1);
+            self.sq.set_consumer(i.sq_head);
+            if w.signaled || !ok {
+                let wc = Completion {
+                    wr_id: w.wr_id,
+                    status: w.status,
+                    opcode: w.wc_opcode,
+                    byte_len: w.len,
+                    qp_num: self.qpn,
+                    ..Default::default()
+                };
+                if self
+                    .send_cq
+                    .data()
+                    .push(&self.send_cq, &wc, self.qp_addr, false)
+                    .is_err()
+                {
+                    // CQ overrun (raised by the CQ): the QP is in error.
+                    i.failed = true;
+                }
+            }
+            if !ok {
+                i.failed = true;
+            }
+        }
+        if i.failed {
+            self.flush_locked(i);
+        }
+    }
+
+    /// The QP went to the error state: every outstanding work request
+    /// completes with `IB_WC_WR_FLUSH_ERR`, sends first, then receives
+    /// (from the QP's own receive ring; an SRQ's entries belong to others).
+    pub(crate) fn flush(&self) {
+        self.flush_quietly();
+        self.deliver_cq_events();
+    }
+
+    /// [`Transport::flush`] without running completion handlers: for
+    /// callers holding a lock of their own (the datagram path), which call
+    /// [`Transport::deliver_cq_events`] once they dropped it.
+    pub(crate) fn flush_quietly(&self) {
+        let mut i = self.inner.lock();
+        i.failed = true;
+        self.flush_locked(&mut i);
+    }
+
+    /// Runs the completion handlers that completions made due; called
+    /// after the QP's lock is dropped, so that a kernel consumer's handler
+    /// may poll and post to this QP at once.
+    pub(crate) fn deliver_cq_events(&self) {
+        self.send_cq.data().deliver_event(&self.send_cq);
+        self.recv_cq.data().deliver_event(&self.recv_cq);
+    }
+
+    pub(super) fn flush_locked(&self, i: &mut Inner) {
+        self.error.store(true, Ordering::Release);
+        let flushed = |wr_id, opcode| Completion {
+            wr_id,
+            status: b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
+            opcode,
+            qp_num: self.qpn,
+            ..Default::default()
+        };
+        if i.peer.is_none() {
+            // Never connected (a datagram QP, or RC before RTR): the ring's
+            // consumer index is where the data path stopped.
+            i.sq_head = self.sq.consumer();
+            i.sq_taken = i.sq_head;
+            i.taking = false;
+        }
+        // What the ring holds; if the process wrote its producer index more
+        // than a ring ahead, only the requests already taken.
+        let mut cons = i.sq_head;
+        let taken = i.sq_taken.wrapping_sub(i.sq_head) + u32::from(i.taking);
+        for _ in 0..self.sq.pending_from(cons).unwrap_or(taken) {
+            let (wr_id, opcode) = if cons.wrapping_sub(i.sq_head)
+                < i.sq_taken.wrapping_sub(i.sq_head)
+                || (cons == i.sq_taken && i.taking)
+            {
+                let w = &i.wrs[cons as usize % WR_WINDOW];
+                (w.wr_id, w.wc_opcode)
+            } else {
+                match wqe::get_send(&self.sq, cons) {
+                    Ok(r) => (r.wr_id, wc_opcode_of(r.opcode)),
+                    Err(_) => (0, b::ib_wc_opcode_IB_WC_SEND),
+                }
+            };
+            if self
+                .send_cq
+                .data()
+                .push(&self.send_cq, &flushed(wr_id, opcode), self.qp_addr, false)
+                .is_err()
+            {
+                break;
+            }
+            cons = cons.wrapping_add(1);
+        }
+        self.sq.set_consumer(cons);
+        i.sq_head = cons;
+        i.sq_taken = cons;
+        i.taking = false;
+        i.reads = [None; MAX_RD_ATOMIC as usize];
+        i.answers = [None; MAX_RD_ATOMIC as usize];
+        if let Some(rq) = &self.rq {
+            let mut cons = rq.consumer();
+            for _ in 0..rq.pending_from(cons).unwrap_or(0) {
+                let wr_id = wqe::get_recv(rq, cons).map_or(0, |w| w.wr_id);
+                if self
+                    .recv_cq
+                    .data()
+                    .push(
+                        &self.recv_cq,
+                        &flushed(wr_id, b::ib_wc_opcode_IB_WC_RECV),
+                        self.qp_addr,
+                        false,
+                    )
+                    .is_err()
+                {
+                    break;
+                }
+                cons = cons.wrapping_add(1);
+            }
+            rq.set_consumer(cons);
+        }
+        self.flush_srq_taken(i);
+    }
+
+    /// Receives taken from an SRQ for messages that will not complete now:
+    /// flushed in message order, they are this QP's.
+    pub(super) fn flush_srq_taken(&self, i: &mut Inner) {
+        let flushed = |wr_id| Completion {
+            wr_id,
+            status: b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
+            opcode: b::ib_wc_opcode_IB_WC_RECV,
+            qp_num: self.qpn,
+            ..Default::default()
+        };
+        for k in 0..i.srq_taken.len() {
+            let rsn = i.rx_rsn.wrapping_add(k as u16);
+            let slot = rsn as usize % MSG_WINDOW;
+            if let Some(t) = i.srq_taken[slot].take_if(|t| t.rsn == rsn) {
+                if self
+                    .recv_cq
+                    .data()
+                    .push(&self.recv_cq, &flushed(t.wqe.wr_id), self.qp_addr, false)
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }
+        i.srq_taken.fill(None);
+    }
+}

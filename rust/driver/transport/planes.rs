@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The PLANES exchange (protocol.md 1.8): telling the peer our address
+//! on every plane, learning its own, and which planes may carry packets.
+
+use kernel::prelude::*;
+
+use super::{Inner, Peer, Transport, TxCtx};
+use crate::driver::device::DeviceState;
+use crate::driver::plane::PeerPlanes;
+use crate::engine::wire::{self, Planes};
+use crate::ib::netdev::NetDevice;
+use crate::ib::skb::{Ecn, Ipv4Addr};
+use crate::ib::udp::TxV4;
+
+impl Transport {
+    /// Sends our plane list to the peer on plane 0, saying whether we hold
+    /// its list and asking for an answer until it said it holds ours.
+    pub(super) fn send_planes(&self, tx: &TxCtx<'_>, peer: Peer, pp: &PeerPlanes) {
+        let planes = tx.st.planes.lock();
+        let Some(ndev) = planes.get(0) else { return };
+        let (count, addrs) = planes.addrs(peer.local);
+        let pl = Planes {
+            dst_qpn: peer.qpn,
+            src_qpn: self.qpn,
+            known: pp.known,
+            confirm: !pp.acked,
+            count,
+            addrs,
+        };
+        let to = TxV4 {
+            src: peer.local,
+            dst: peer.remote,
+            src_port: wire::UDP_PORT,
+            ecn: Ecn::Ect0,
+        };
+        let _ = self.send(tx, ndev, &to, wire::PLANES_LEN + wire::ICRC_LEN, |buf| {
+            pl.encode(buf).map_err(|_| EINVAL)
+        });
+    }
+
+    /// Whether plane `k` can carry this QP's packets: our netdev has
+    /// carrier, the peer's address on it is known, and the peer said it
+    /// holds ours (before, it would drop what we send from there as not
+    /// from its peer, protocol.md 1.8).
+    fn plane_usable(tx: &TxCtx<'_>, pp: &PeerPlanes, k: u8) -> bool {
+        (k == 0 || (pp.known && pp.acked))
+            && pp.addr(k).is_some()
+            && tx
+                .st
+                .planes
+                .lock()
+                .get(k)
+                .is_some_and(|n| n.is_running_with_carrier())
+    }
+
+    /// Plane `plane`'s netdev gained (`up`) or lost carrier or went away:
+    /// its paths return (after a probe) or are drained onto the others.
+    pub(crate) fn plane_event(&self, tx: &TxCtx<'_>, plane: u8, up: bool) {
+        {
+            let mut i = self.inner.lock();
+            if i.peer.is_some() && !i.failed && plane < i.sender.config().planes {
+                if !up {
+                    i.sender.plane_down(plane);
+                } else if Self::plane_usable(tx, &i.peer_planes, plane) {
+                    i.sender.plane_up(plane);
+                }
+                self.pump(&mut i, tx);
+            }
+        }
+        self.deliver_cq_events();
+    }
+
+    /// The peer's PLANES packet: learn its addresses (its planes become
+    /// usable), confirm that we have them, stop repeating ours once it
+    /// confirms.
+    pub(super) fn receive_planes(&self, i: &mut Inner, tx: &TxCtx<'_>, pl: &Planes) {
+        let Some(peer) = i.peer else { return };
+        if pl.src_qpn != peer.qpn || i.failed {
+            return;
+        }
+        let confirmed = i.peer_planes.acked;
+        if pl.known {
+            i.peer_planes.acked = true;
+        }
+        if i.peer_planes.learn(pl.count, &pl.addrs) || confirmed != i.peer_planes.acked {
+            for k in 1..i.sender.config().planes {
+                if Self::plane_usable(tx, &i.peer_planes, k) {
+                    i.sender.plane_up(k);
+                }
+            }
+        }
+        if !pl.known || pl.confirm {
+            self.send_planes(tx, peer, &i.peer_planes);
+        }
+        self.pump(i, tx);
+    }
+
+    /// The connected peer QP, if `src` is the peer's address on `ndev`'s
+    /// plane (protocol.md 3): who a probe of ours may be answered for.
+    pub(crate) fn peer_qpn_from(
+        &self,
+        st: &DeviceState,
+        ndev: &NetDevice,
+        src: Ipv4Addr,
+    ) -> Option<u32> {
+        let i = self.inner.lock();
+        let peer = i.peer?;
+        let plane = st.planes.lock().index_of(ndev)?;
+        (i.peer_planes.addr(plane) == Some(src)).then_some(peer.qpn)
+    }
+}

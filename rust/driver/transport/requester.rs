@@ -1,0 +1,488 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The requester: send work requests become engine messages, whose
+//! packets are built (payload gathered from local memory) and sent on
+//! their paths.
+
+use kernel::prelude::*;
+
+use super::{
+    consumes_receive, now_ns, Inner, OutMsg, OutWr, Peer, PendingRead, Transport, TxCtx, NO_WR,
+    SEND_MORE, WR_WINDOW,
+};
+use crate::driver::limits::MAX_MSG_SIZE;
+use crate::driver::mr::{MrTable, Requester};
+use crate::driver::stats::Counter;
+use crate::driver::wqe::{self, SendReq, Sge};
+use crate::engine::config::MSG_WINDOW;
+use crate::engine::crc::crc32;
+use crate::engine::sender::{Message, PostError, TxKind};
+use crate::engine::wire::{self, DataHeader, Opcode};
+use crate::ib::lock::SpinLockBh;
+use crate::ib::skb::{Ecn, Ipv4Addr, TxTail};
+use crate::ib::udp::TxV4;
+use crate::sys::bindings as b;
+
+pub(super) fn wc_opcode_for(opcode: u32) -> Option<(Opcode, u32)> {
+    Some(match opcode {
+        b::ib_wr_opcode_IB_WR_SEND => (Opcode::Send, b::ib_wc_opcode_IB_WC_SEND),
+        b::ib_wr_opcode_IB_WR_SEND_WITH_IMM => (Opcode::SendImm, b::ib_wc_opcode_IB_WC_SEND),
+        b::ib_wr_opcode_IB_WR_SEND_WITH_INV => (Opcode::SendInv, b::ib_wc_opcode_IB_WC_SEND),
+        b::ib_wr_opcode_IB_WR_RDMA_WRITE => (Opcode::Write, b::ib_wc_opcode_IB_WC_RDMA_WRITE),
+        b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM => {
+            (Opcode::WriteImm, b::ib_wc_opcode_IB_WC_RDMA_WRITE)
+        }
+        b::ib_wr_opcode_IB_WR_RDMA_READ => (Opcode::ReadReq, b::ib_wc_opcode_IB_WC_RDMA_READ),
+        b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => {
+            (Opcode::CmpSwap, b::ib_wc_opcode_IB_WC_COMP_SWAP)
+        }
+        b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
+            (Opcode::FetchAdd, b::ib_wc_opcode_IB_WC_FETCH_ADD)
+        }
+        b::ib_wr_opcode_IB_WR_ATOMIC_WRITE => {
+            (Opcode::AtomicWrite, b::ib_wc_opcode_IB_WC_ATOMIC_WRITE)
+        }
+        _ => return None,
+    })
+}
+
+/// The completion opcode of a work request carried out locally, without
+/// messages: memory window binds and local invalidation.
+pub(super) fn local_op_wc(opcode: u32) -> Option<u32> {
+    match opcode {
+        b::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW => Some(b::ib_wc_opcode_IB_WC_BIND_MW),
+        b::ib_wr_opcode_IB_WR_LOCAL_INV => Some(b::ib_wc_opcode_IB_WC_LOCAL_INV),
+        b::ib_wr_opcode_IB_WR_REG_MR => Some(b::ib_wc_opcode_IB_WC_REG_MR),
+        _ => None,
+    }
+}
+
+/// Why a send work request cannot be carried: its error completion status.
+fn check_request(
+    req: &SendReq,
+    op: Opcode,
+    mrs: &MrTable,
+    who: &Requester,
+) -> core::result::Result<u32, u32> {
+    if op.atomic_len().is_some() {
+        return check_atomic(req, op, mrs, who);
+    }
+    let len = u32::try_from(req.len())
+        .ok()
+        .filter(|&l| l <= MAX_MSG_SIZE)
+        .ok_or(b::ib_wc_status_IB_WC_LOC_LEN_ERR)?;
+    if op == Opcode::ReadReq && req.is_inline {
+        return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
+    }
+    if !req.is_inline {
+        for s in &req.sges[..req.num_sge] {
+            mrs.check_local(s.lkey, who, s.addr, s.length, op == Opcode::ReadReq)
+                .map_err(|_| b::ib_wc_status_IB_WC_LOC_PROT_ERR)?;
+        }
+    }
+    Ok(len)
+}
+
+/// An atomic work request: CMP_SWAP and FETCH_ADD name an 8-byte local
+/// buffer the original value goes to (writable by the device); the value
+/// ATOMIC_WRITE stores is in the request itself. Returns its length, 8.
+fn check_atomic(
+    req: &SendReq,
+    op: Opcode,
+    mrs: &MrTable,
+    who: &Requester,
+) -> core::result::Result<u32, u32> {
+    if op == Opcode::AtomicWrite {
+        return Ok(wire::ATOMIC_LEN);
+    }
+    if req.is_inline {
+        return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
+    }
+    if req.len() != u64::from(wire::ATOMIC_LEN) {
+        return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+    }
+    for s in &req.sges[..req.num_sge] {
+        mrs.check_local(s.lkey, who, s.addr, s.length, true)
+            .map_err(|_| b::ib_wc_status_IB_WC_LOC_PROT_ERR)?;
+    }
+    Ok(wire::ATOMIC_LEN)
+}
+
+impl Transport {
+    /// Turns the send ring's new work requests into engine messages, as
+    /// many as the message window (and, for READs, `max_rd_atomic`) takes.
+    pub(super) fn take_requests(&self, i: &mut Inner, tx: &TxCtx<'_>) {
+        if i.peer.is_none() {
+            return;
+        }
+        let prod = self.sq.producer();
+        if self.sq.pending_from(i.sq_head).is_none() {
+            // The process wrote its producer index more than a ring ahead
+            // of what the kernel consumed: the ring is garbage, the QP in
+            // error (its taken requests complete flushed).
+            pr_warn!(
+                "metaroce: QP {}: send ring indices corrupted by the process; QP in error\n",
+                self.qpn
+            );
+            i.failed = true;
+            return;
+        }
+        let max_msg = Self::max_msg(i);
+        while i.sq_taken != prod && !i.failed {
+            let index = i.sq_taken;
+            let slot = index as usize % WR_WINDOW;
+            let prev = index.wrapping_sub(1) as usize % WR_WINDOW;
+            if index != i.sq_head && i.wrs[prev].status != b::ib_wc_status_IB_WC_SUCCESS {
+                // Nothing after a request in error is sent: it fails the QP.
+                break;
+            }
+            if !i.taking {
+                if index.wrapping_sub(i.sq_head) as usize >= WR_WINDOW {
+                    break;
+                }
+                let Ok(req) = wqe::get_send(&self.sq, index) else {
+                    i.failed = true;
+                    break;
+                };
+                let mut w = OutWr {
+                    wr_id: req.wr_id,
+                    signaled: self.sq_sig_all
+                        || req.send_flags & (b::ib_send_flags_IB_SEND_SIGNALED as u32) != 0,
+                    sges: req.sges,
+                    num_sge: req.num_sge,
+                    inline: req.inline,
+                    inline_len: req.inline_len,
+                    is_inline: req.is_inline,
+                    remote_va: req.remote_addr,
+                    rkey: req.rkey,
+                    imm: u32::from_be(req.ex),
+                    compare_add: req.compare_add,
+                    swap: req.swap,
+                    ..NO_WR
+                };
+                if let Some(wc_opcode) = local_op_wc(req.opcode) {
+                    // Carried out now, in posting order; completes in its
+                    // turn without a message (a failure fails the QP then).
+                    w.wc_opcode = wc_opcode;
+                    w.status = self.local_op(&req, index, &tx.st.mrs);
+                    i.wrs[slot] = w;
+                    i.sq_taken = index.wrapping_add(1);
+                    continue;
+                }
+                if req.opcode == b::ib_wr_opcode_IB_WR_SEND_WITH_INV {
+                    // The peer's key to invalidate rides in the SEND_INV's rkey.
+                    w.rkey = req.ex;
+                }
+                let checked = match wc_opcode_for(req.opcode) {
+                    // UC carries no READs, atomics or SEND_INV (protocol.md 5).
+                    Some((op, _))
+                        if i.uc.is_some() && (op.expects_response() || op == Opcode::SendInv) =>
+                    {
+                        Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)
+                    }
+                    Some((op, wc_opcode)) => {
+                        w.opcode = op;
+                        w.wc_opcode = wc_opcode;
+                        check_request(&req, op, &tx.st.mrs.lock(), &self.local)
+                    }
+                    None => Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
+                };
+                match checked {
+                    Ok(len) => w.len = len,
+                    Err(status) => {
+                        // Completes in error in its turn; the QP fails then.
+                        w.status = status;
+                        i.wrs[slot] = w;
+                        i.sq_taken = index.wrapping_add(1);
+                        break;
+                    }
+                }
+                i.wrs[slot] = w;
+                i.taking = true;
+            }
+            // Post the request's next message(s).
+            loop {
+                let w = i.wrs[slot];
+                let is_read = w.opcode.expects_response();
+                let free_read = i.reads.iter().position(Option::is_none);
+                if is_read
+                    && (i.reads.iter().flatten().count() >= i.max_rd_atomic || free_read.is_none())
+                {
+                    return;
+                }
+                let chunk = (w.len - w.posted).min(max_msg);
+                let last = w.posted + chunk == w.len;
+                // Only the last part of a split *_IMM carries the immediate
+                // (and, for WRITE_IMM, consumes the receive).
+                let op = match w.opcode {
+                    Opcode::WriteImm if !last => Opcode::Write,
+                    Opcode::SendImm | Opcode::SendInv if !last => Opcode::Send,
+                    op => op,
+                };
+                let rsn = if consumes_receive(op) { i.tx_rsn } else { 0 };
+                // The parts of a SEND name where they go in the one receive
+                // buffer, and whether more follow (protocol.md 1.3).
+                let remote_va = match op {
+                    Opcode::Send | Opcode::SendImm | Opcode::SendInv => {
+                        u64::from(w.posted) | if last { 0 } else { SEND_MORE }
+                    }
+                    _ => w.remote_va.wrapping_add(u64::from(w.posted)),
+                };
+                let msg = Message {
+                    opcode: op,
+                    // An atomic's message carries its operands.
+                    len: op.atomic_len().unwrap_or(chunk),
+                    remote_va,
+                    rkey: if matches!(op, Opcode::Send | Opcode::SendImm) {
+                        0
+                    } else {
+                        w.rkey
+                    },
+                    imm: w.imm,
+                    rsn,
+                };
+                let msn = match i.sender.post(&msg) {
+                    Ok(msn) => msn,
+                    // The message window is full: the rest waits for ACKs.
+                    Err(PostError::QueueFull) => return,
+                    Err(_) => {
+                        i.wrs[slot].status = b::ib_wc_status_IB_WC_LOC_LEN_ERR;
+                        i.sq_taken = index.wrapping_add(1);
+                        i.taking = false;
+                        return;
+                    }
+                };
+                if consumes_receive(op) && last {
+                    i.tx_rsn = i.tx_rsn.wrapping_add(1);
+                }
+                i.out[msn as usize % MSG_WINDOW] = OutMsg::Wr {
+                    wr: index,
+                    offset: w.posted,
+                };
+                if let (true, Some(r)) = (is_read, free_read) {
+                    i.reads[r] = Some(PendingRead {
+                        req_msn: msn,
+                        wr: index,
+                        offset: w.posted,
+                        len: chunk,
+                    });
+                }
+                let w = &mut i.wrs[slot];
+                w.posted += chunk;
+                w.pending += 1;
+                if last {
+                    break;
+                }
+            }
+            i.taking = false;
+            i.sq_taken = index.wrapping_add(1);
+        }
+    }
+
+    /// Carries out a local work request (window bind, fast registration,
+    /// local invalidation) at send ring index `index`; returns its
+    /// completion status.
+    fn local_op(&self, req: &SendReq, index: u32, mrs: &SpinLockBh<MrTable>) -> u32 {
+        if req.opcode == b::ib_wr_opcode_IB_WR_REG_MR {
+            // Kernel consumers only: a process may write any opcode into its
+            // ring.
+            let done = match self.local.kernel {
+                Some(_) => mrs
+                    .lock()
+                    .fast_register(self.local.pd, &wqe::get_bind(&self.sq, index)),
+                None => Err(EINVAL),
+            };
+            return match done {
+                Ok(()) => b::ib_wc_status_IB_WC_SUCCESS,
+                Err(_) => b::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
+            };
+        }
+        if req.opcode == b::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW {
+            let bind = wqe::get_bind(&self.sq, index);
+            match mrs.lock().bind(self.local.pd, &bind) {
+                Ok(_) => b::ib_wc_status_IB_WC_SUCCESS,
+                Err(_) => b::ib_wc_status_IB_WC_MW_BIND_ERR,
+            }
+        } else {
+            match mrs.lock().invalidate(req.ex, self.local.pd) {
+                Ok(()) => b::ib_wc_status_IB_WC_SUCCESS,
+                Err(_) => b::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
+            }
+        }
+    }
+
+    /// Sends every packet the engine has ready.
+    pub(super) fn pump(&self, i: &mut Inner, tx: &TxCtx<'_>) {
+        let Some(peer) = i.peer else { return };
+        self.pump_on(i, tx, peer);
+        self.counters
+            .sync_engine(i.sender.stats(), &tx.st.qp_counters, &tx.st.counters);
+        self.complete_sends(i);
+    }
+
+    /// Sends each packet on its path's plane: from our netdev on that plane
+    /// to the peer's address on it (plane 0: the connected GIDs; others:
+    /// the source address the route picks on that netdev).
+    fn pump_on(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer) {
+        let now = now_ns();
+        let planes = tx.st.planes.lock();
+        while let Some(pkt) = i.sender.next_packet(now) {
+            let (Some(ndev), Some(dst)) = (planes.get(pkt.plane), i.peer_planes.addr(pkt.plane))
+            else {
+                // The plane went away since the engine chose it: the packet
+                // counts as lost and is resent on another path.
+                tx.st.counters.inc(Counter::TxErrors);
+                continue;
+            };
+            let src = if pkt.plane == 0 {
+                peer.local
+            } else {
+                Ipv4Addr::default()
+            };
+            let to = TxV4 {
+                src,
+                dst,
+                src_port: pkt.src_port,
+                ecn: Ecn::Ect0,
+            };
+            match pkt.kind {
+                TxKind::Data { header, retransmit } => {
+                    if retransmit {
+                        tx.st.counters.inc(Counter::Retransmissions);
+                        self.counters
+                            .add(&tx.st.qp_counters, Counter::Retransmissions, 1);
+                    }
+                    let n = header.payload_len as usize;
+                    let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
+                    let mrs = &tx.st.mrs;
+                    let out = i.out[header.msn as usize % MSG_WINDOW];
+                    let _ = self.send_data(tx, ndev, &to, len, |buf| {
+                        put_data_packet(buf, &header, |body| {
+                            if header.opcode == Opcode::ReadReq {
+                                return Ok(());
+                            }
+                            match out {
+                                OutMsg::Wr { wr, .. } if header.opcode.atomic_len().is_some() => {
+                                    let w = &i.wrs[wr as usize % WR_WINDOW];
+                                    atomic_operands(w, n, body)
+                                }
+                                OutMsg::Wr { wr, offset } => {
+                                    let w = &i.wrs[wr as usize % WR_WINDOW];
+                                    gather(
+                                        w,
+                                        (offset + header.offset) as usize,
+                                        n,
+                                        body,
+                                        &mrs.lock(),
+                                        &self.local,
+                                    )
+                                }
+                                OutMsg::AtomicResp { original } => {
+                                    body.put(&original.to_be_bytes())
+                                }
+                                OutMsg::ReadResp { va, rkey } => {
+                                    let at = va.wrapping_add(u64::from(header.offset));
+                                    mrs.lock().read_remote(rkey, self.local.pd, at, n, body)
+                                }
+                            }
+                        })
+                    });
+                }
+                TxKind::Probe(probe) => {
+                    let _ = self.send(tx, ndev, &to, wire::PROBE_LEN + wire::ICRC_LEN, |buf| {
+                        probe.encode(false, buf).map_err(|_| EINVAL)
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The operands of an atomic work request as its packet carries them
+/// (protocol.md 5.1): compare and swap, the addend (big-endian numbers), or
+/// the 8 bytes to store.
+fn atomic_operands(w: &OutWr, len: usize, out: &mut TxTail<'_>) -> Result {
+    let mut b = [0u8; 16];
+    match w.opcode {
+        Opcode::CmpSwap => {
+            b[..8].copy_from_slice(&w.compare_add.to_be_bytes());
+            b[8..].copy_from_slice(&w.swap.to_be_bytes());
+        }
+        Opcode::FetchAdd => b[..8].copy_from_slice(&w.compare_add.to_be_bytes()),
+        // The provider put the application's 8 bytes there as they were.
+        _ => b[..8].copy_from_slice(&w.compare_add.to_ne_bytes()),
+    }
+    out.put(b.get(..len).ok_or(EINVAL)?)
+}
+
+/// Appends a data packet to `out`: `header`, then its payload, which
+/// `payload` appends (exactly `header.payload_len` bytes, else `EINVAL`),
+/// then the ICRC over both.
+pub(in crate::driver) fn put_data_packet(
+    out: &mut TxTail<'_>,
+    header: &DataHeader,
+    payload: impl FnOnce(&mut TxTail<'_>) -> Result,
+) -> Result {
+    let mut h = [0u8; wire::DATA_HEADER_LEN];
+    header.encode(&mut h).map_err(|_| EINVAL)?;
+    out.put(&h)?;
+    let room = out.left();
+    payload(out)?;
+    if room - out.left() != usize::from(header.payload_len) {
+        return Err(EINVAL);
+    }
+    let icrc = crc32(out.written());
+    out.put(&icrc.to_be_bytes())
+}
+
+/// Appends bytes `[offset, offset + len)` of a work request's data, from
+/// its local buffers, to `out`.
+fn gather(
+    m: &OutWr,
+    offset: usize,
+    len: usize,
+    out: &mut TxTail<'_>,
+    mrs: &MrTable,
+    who: &Requester,
+) -> Result {
+    if m.is_inline {
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        return out.put(m.inline[..m.inline_len].get(offset..end).ok_or(EINVAL)?);
+    }
+    gather_sges(&m.sges[..m.num_sge], offset, len, out, mrs, who)
+}
+
+/// Appends bytes `[offset, offset + want)` of the buffer made of `sges` to
+/// `out`.
+pub(in crate::driver) fn gather_sges(
+    sges: &[Sge],
+    offset: usize,
+    want: usize,
+    out: &mut TxTail<'_>,
+    mrs: &MrTable,
+    who: &Requester,
+) -> Result {
+    let mut skip = offset;
+    let mut done = 0;
+    for s in sges {
+        if done == want {
+            break;
+        }
+        let len = s.length as usize;
+        if skip >= len {
+            skip -= len;
+            continue;
+        }
+        let n = (len - skip).min(want - done);
+        // Checked: kernel consumers' SGEs reach here unvalidated.
+        let at = s.addr.checked_add(skip as u64).ok_or(EINVAL)?;
+        mrs.read_local(s.lkey, who, at, n, out)?;
+        done += n;
+        skip = 0;
+    }
+    if done == want {
+        Ok(())
+    } else {
+        Err(EINVAL)
+    }
+}
