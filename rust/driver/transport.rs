@@ -690,22 +690,8 @@ impl Transport {
             Packet::Data { header, payload } => {
                 self.receive_data(i, tx, ndev, plane, header, payload, meta)
             }
-            Packet::Ack(ack) => {
-                let stale = i.sender.stats().stale_acks;
-                i.sender.on_ack(ack, now_ns());
-                if i.sender.stats().stale_acks != stale {
-                    tx.st.counters.inc(Counter::RxStaleAcks);
-                }
-                self.after_progress(i, tx);
-            }
-            Packet::Nak(nak) => {
-                let stale = i.sender.stats().stale_naks;
-                i.sender.on_nak(nak);
-                if i.sender.stats().stale_naks != stale {
-                    tx.st.counters.inc(Counter::RxStaleNaks);
-                }
-                self.complete_sends(i);
-            }
+            Packet::Ack(ack) => self.receive_ack(i, tx, ack),
+            Packet::Nak(nak) => self.receive_nak(i, tx, nak),
             Packet::ProbeReply(probe) => {
                 i.sender.on_probe_reply(probe, now_ns());
                 self.pump(i, tx);

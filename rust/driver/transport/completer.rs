@@ -7,12 +7,13 @@
 use core::sync::atomic::Ordering;
 
 use super::requester::{local_op_wc, wc_opcode_for};
-use super::{Inner, OutMsg, Transport, WR_WINDOW};
+use super::{now_ns, Inner, OutMsg, Transport, TxCtx, WR_WINDOW};
 use crate::driver::limits::MAX_RD_ATOMIC;
+use crate::driver::stats::Counter;
 use crate::driver::wqe::{self, Completion};
 use crate::engine::completion::CompletionStatus;
 use crate::engine::config::MSG_WINDOW;
-use crate::engine::wire::Syndrome;
+use crate::engine::wire::{Ack, Nak, Syndrome};
 use crate::sys::bindings as b;
 
 /// The completion opcode of any send work request (flushes included).
@@ -32,6 +33,27 @@ fn remote_status(s: Syndrome) -> u32 {
 }
 
 impl Transport {
+    /// The peer's ACK: acknowledged messages complete, and what waited for
+    /// them may go.
+    pub(super) fn receive_ack(&self, i: &mut Inner, tx: &TxCtx<'_>, ack: &Ack) {
+        let stale = i.sender.stats().stale_acks;
+        i.sender.on_ack(ack, now_ns());
+        if i.sender.stats().stale_acks != stale {
+            tx.st.counters.inc(Counter::RxStaleAcks);
+        }
+        self.after_progress(i, tx);
+    }
+
+    /// The peer's NAK: the message it names fails.
+    pub(super) fn receive_nak(&self, i: &mut Inner, tx: &TxCtx<'_>, nak: &Nak) {
+        let stale = i.sender.stats().stale_naks;
+        i.sender.on_nak(nak);
+        if i.sender.stats().stale_naks != stale {
+            tx.st.counters.inc(Counter::RxStaleNaks);
+        }
+        self.complete_sends(i);
+    }
+
     /// Takes the engine's send completions into the work requests, then
     /// completes the finished requests in posting order.
     pub(super) fn complete_sends(&self, i: &mut Inner) {
