@@ -108,6 +108,17 @@ fn check_atomic(
     Ok(wire::ATOMIC_LEN)
 }
 
+/// What taking the send work request at `sq_taken` came to.
+enum Taken {
+    /// Read and checked: its messages are posted next.
+    Messages,
+    /// A local work request, carried out: the next one is taken.
+    Local,
+    /// Not taken (no room in `Inner::wrs`, or the ring entry unreadable),
+    /// or taken and failed its checks: no more are taken now.
+    Stop,
+}
+
 impl Transport {
     /// Turns the send ring's new work requests into engine messages, as
     /// many as the message window (and, for READs, `max_rd_atomic`) takes.
@@ -130,152 +141,176 @@ impl Transport {
         let max_msg = Self::max_msg(i);
         while i.sq_taken != prod && !i.failed {
             let index = i.sq_taken;
-            let slot = index as usize % WR_WINDOW;
             let prev = index.wrapping_sub(1) as usize % WR_WINDOW;
             if index != i.sq_head && i.wrs[prev].status != b::ib_wc_status_IB_WC_SUCCESS {
                 // Nothing after a request in error is sent: it fails the QP.
                 break;
             }
             if !i.taking {
-                if index.wrapping_sub(i.sq_head) as usize >= WR_WINDOW {
-                    break;
+                match self.take_request(i, tx, index) {
+                    Taken::Messages => {}
+                    Taken::Local => continue,
+                    Taken::Stop => break,
                 }
-                let Ok(req) = wqe::get_send(&self.sq, index) else {
-                    i.failed = true;
-                    break;
-                };
-                let mut w = OutWr {
-                    wr_id: req.wr_id,
-                    signaled: self.sq_sig_all
-                        || req.send_flags & (b::ib_send_flags_IB_SEND_SIGNALED as u32) != 0,
-                    sges: req.sges,
-                    num_sge: req.num_sge,
-                    inline: req.inline,
-                    inline_len: req.inline_len,
-                    is_inline: req.is_inline,
-                    remote_va: req.remote_addr,
-                    rkey: req.rkey,
-                    imm: u32::from_be(req.ex),
-                    compare_add: req.compare_add,
-                    swap: req.swap,
-                    ..NO_WR
-                };
-                if let Some(wc_opcode) = local_op_wc(req.opcode) {
-                    // Carried out now, in posting order; completes in its
-                    // turn without a message (a failure fails the QP then).
-                    w.wc_opcode = wc_opcode;
-                    w.status = self.local_op(&req, index, &tx.st.mrs);
-                    i.wrs[slot] = w;
-                    i.sq_taken = index.wrapping_add(1);
-                    continue;
-                }
-                if req.opcode == b::ib_wr_opcode_IB_WR_SEND_WITH_INV {
-                    // The peer's key to invalidate rides in the SEND_INV's rkey.
-                    w.rkey = req.ex;
-                }
-                let checked = match wc_opcode_for(req.opcode) {
-                    // UC carries no READs, atomics or SEND_INV (protocol.md 5).
-                    Some((op, _))
-                        if i.uc.is_some() && (op.expects_response() || op == Opcode::SendInv) =>
-                    {
-                        Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)
-                    }
-                    Some((op, wc_opcode)) => {
-                        w.opcode = op;
-                        w.wc_opcode = wc_opcode;
-                        check_request(&req, op, &tx.st.mrs.lock(), &self.local)
-                    }
-                    None => Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
-                };
-                match checked {
-                    Ok(len) => w.len = len,
-                    Err(status) => {
-                        // Completes in error in its turn; the QP fails then.
-                        w.status = status;
-                        i.wrs[slot] = w;
-                        i.sq_taken = index.wrapping_add(1);
-                        break;
-                    }
-                }
-                i.wrs[slot] = w;
-                i.taking = true;
             }
-            // Post the request's next message(s).
-            loop {
-                let w = i.wrs[slot];
-                let is_read = w.opcode.expects_response();
-                let free_read = i.reads.iter().position(Option::is_none);
-                if is_read
-                    && (i.reads.iter().flatten().count() >= i.max_rd_atomic || free_read.is_none())
-                {
-                    return;
-                }
-                let chunk = (w.len - w.posted).min(max_msg);
-                let last = w.posted + chunk == w.len;
-                // Only the last part of a split *_IMM carries the immediate
-                // (and, for WRITE_IMM, consumes the receive).
-                let op = match w.opcode {
-                    Opcode::WriteImm if !last => Opcode::Write,
-                    Opcode::SendImm | Opcode::SendInv if !last => Opcode::Send,
-                    op => op,
-                };
-                let rsn = if consumes_receive(op) { i.tx_rsn } else { 0 };
-                // The parts of a SEND name where they go in the one receive
-                // buffer, and whether more follow (protocol.md 1.3).
-                let remote_va = match op {
-                    Opcode::Send | Opcode::SendImm | Opcode::SendInv => {
-                        u64::from(w.posted) | if last { 0 } else { SEND_MORE }
-                    }
-                    _ => w.remote_va.wrapping_add(u64::from(w.posted)),
-                };
-                let msg = Message {
-                    opcode: op,
-                    // An atomic's message carries its operands.
-                    len: op.atomic_len().unwrap_or(chunk),
-                    remote_va,
-                    rkey: if matches!(op, Opcode::Send | Opcode::SendImm) {
-                        0
-                    } else {
-                        w.rkey
-                    },
-                    imm: w.imm,
-                    rsn,
-                };
-                let msn = match i.sender.post(&msg) {
-                    Ok(msn) => msn,
-                    // The message window is full: the rest waits for ACKs.
-                    Err(PostError::QueueFull) => return,
-                    Err(_) => {
-                        i.wrs[slot].status = b::ib_wc_status_IB_WC_LOC_LEN_ERR;
-                        i.sq_taken = index.wrapping_add(1);
-                        i.taking = false;
-                        return;
-                    }
-                };
-                if consumes_receive(op) && last {
-                    i.tx_rsn = i.tx_rsn.wrapping_add(1);
-                }
-                i.out[msn as usize % MSG_WINDOW] = OutMsg::Wr {
-                    wr: index,
-                    offset: w.posted,
-                };
-                if let (true, Some(r)) = (is_read, free_read) {
-                    i.reads[r] = Some(PendingRead {
-                        req_msn: msn,
-                        wr: index,
-                        offset: w.posted,
-                        len: chunk,
-                    });
-                }
-                let w = &mut i.wrs[slot];
-                w.posted += chunk;
-                w.pending += 1;
-                if last {
-                    break;
-                }
+            if !self.post_messages(i, index, max_msg) {
+                return;
             }
             i.taking = false;
             i.sq_taken = index.wrapping_add(1);
+        }
+    }
+
+    /// Reads and checks the send work request at ring index `index`
+    /// (`sq_taken`) into its slot of `Inner::wrs`.
+    fn take_request(&self, i: &mut Inner, tx: &TxCtx<'_>, index: u32) -> Taken {
+        let slot = index as usize % WR_WINDOW;
+        if index.wrapping_sub(i.sq_head) as usize >= WR_WINDOW {
+            return Taken::Stop;
+        }
+        let Ok(req) = wqe::get_send(&self.sq, index) else {
+            i.failed = true;
+            return Taken::Stop;
+        };
+        let mut w = self.out_wr(&req);
+        if let Some(wc_opcode) = local_op_wc(req.opcode) {
+            // Carried out now, in posting order; completes in its
+            // turn without a message (a failure fails the QP then).
+            w.wc_opcode = wc_opcode;
+            w.status = self.local_op(&req, index, &tx.st.mrs);
+            i.wrs[slot] = w;
+            i.sq_taken = index.wrapping_add(1);
+            return Taken::Local;
+        }
+        if req.opcode == b::ib_wr_opcode_IB_WR_SEND_WITH_INV {
+            // The peer's key to invalidate rides in the SEND_INV's rkey.
+            w.rkey = req.ex;
+        }
+        let checked = match wc_opcode_for(req.opcode) {
+            // UC carries no READs, atomics or SEND_INV (protocol.md 5).
+            Some((op, _)) if i.uc.is_some() && (op.expects_response() || op == Opcode::SendInv) => {
+                Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)
+            }
+            Some((op, wc_opcode)) => {
+                w.opcode = op;
+                w.wc_opcode = wc_opcode;
+                check_request(&req, op, &tx.st.mrs.lock(), &self.local)
+            }
+            None => Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
+        };
+        match checked {
+            Ok(len) => w.len = len,
+            Err(status) => {
+                // Completes in error in its turn; the QP fails then.
+                w.status = status;
+                i.wrs[slot] = w;
+                i.sq_taken = index.wrapping_add(1);
+                return Taken::Stop;
+            }
+        }
+        i.wrs[slot] = w;
+        i.taking = true;
+        Taken::Messages
+    }
+
+    /// A send work request as it is carried, before its opcode is known.
+    fn out_wr(&self, req: &SendReq) -> OutWr {
+        OutWr {
+            wr_id: req.wr_id,
+            signaled: self.sq_sig_all
+                || req.send_flags & (b::ib_send_flags_IB_SEND_SIGNALED as u32) != 0,
+            sges: req.sges,
+            num_sge: req.num_sge,
+            inline: req.inline,
+            inline_len: req.inline_len,
+            is_inline: req.is_inline,
+            remote_va: req.remote_addr,
+            rkey: req.rkey,
+            imm: u32::from_be(req.ex),
+            compare_add: req.compare_add,
+            swap: req.swap,
+            ..NO_WR
+        }
+    }
+
+    /// Posts the next message(s) of the work request taken at ring index
+    /// `index`, in parts of at most `max_msg` bytes. Returns whether all
+    /// of it is posted; if not, the rest waits for the message window or
+    /// a READ slot (or the request failed).
+    fn post_messages(&self, i: &mut Inner, index: u32, max_msg: u32) -> bool {
+        let slot = index as usize % WR_WINDOW;
+        loop {
+            let w = i.wrs[slot];
+            let is_read = w.opcode.expects_response();
+            let free_read = i.reads.iter().position(Option::is_none);
+            if is_read
+                && (i.reads.iter().flatten().count() >= i.max_rd_atomic || free_read.is_none())
+            {
+                return false;
+            }
+            let chunk = (w.len - w.posted).min(max_msg);
+            let last = w.posted + chunk == w.len;
+            // Only the last part of a split *_IMM carries the immediate
+            // (and, for WRITE_IMM, consumes the receive).
+            let op = match w.opcode {
+                Opcode::WriteImm if !last => Opcode::Write,
+                Opcode::SendImm | Opcode::SendInv if !last => Opcode::Send,
+                op => op,
+            };
+            let rsn = if consumes_receive(op) { i.tx_rsn } else { 0 };
+            // The parts of a SEND name where they go in the one receive
+            // buffer, and whether more follow (protocol.md 1.3).
+            let remote_va = match op {
+                Opcode::Send | Opcode::SendImm | Opcode::SendInv => {
+                    u64::from(w.posted) | if last { 0 } else { SEND_MORE }
+                }
+                _ => w.remote_va.wrapping_add(u64::from(w.posted)),
+            };
+            let msg = Message {
+                opcode: op,
+                // An atomic's message carries its operands.
+                len: op.atomic_len().unwrap_or(chunk),
+                remote_va,
+                rkey: if matches!(op, Opcode::Send | Opcode::SendImm) {
+                    0
+                } else {
+                    w.rkey
+                },
+                imm: w.imm,
+                rsn,
+            };
+            let msn = match i.sender.post(&msg) {
+                Ok(msn) => msn,
+                // The message window is full: the rest waits for ACKs.
+                Err(PostError::QueueFull) => return false,
+                Err(_) => {
+                    i.wrs[slot].status = b::ib_wc_status_IB_WC_LOC_LEN_ERR;
+                    i.sq_taken = index.wrapping_add(1);
+                    i.taking = false;
+                    return false;
+                }
+            };
+            if consumes_receive(op) && last {
+                i.tx_rsn = i.tx_rsn.wrapping_add(1);
+            }
+            i.out[msn as usize % MSG_WINDOW] = OutMsg::Wr {
+                wr: index,
+                offset: w.posted,
+            };
+            if let (true, Some(r)) = (is_read, free_read) {
+                i.reads[r] = Some(PendingRead {
+                    req_msn: msn,
+                    wr: index,
+                    offset: w.posted,
+                    len: chunk,
+                });
+            }
+            let w = &mut i.wrs[slot];
+            w.posted += chunk;
+            w.pending += 1;
+            if last {
+                return true;
+            }
         }
     }
 
