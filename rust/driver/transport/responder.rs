@@ -112,76 +112,7 @@ impl Transport {
         match i.receiver.on_data(h, meta.ecn == Ecn::Ce, now_ns()) {
             RxVerdict::Place(p) if i.uc.is_some() => self.place_uc(i, tx, &p, payload),
             RxVerdict::Place(p) => {
-                let placed = match p.opcode {
-                    Opcode::Write | Opcode::WriteImm => {
-                        if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 {
-                            Err(Syndrome::InvalidRequest)
-                        } else if p.opcode == Opcode::WriteImm && self.recv_for(i, p.rsn).is_err() {
-                            // Its receive is bound by its first packet, as a
-                            // SEND's is: with none posted the message fails
-                            // with a NAK before anything is acknowledged.
-                            Err(Syndrome::InvalidRequest)
-                        } else {
-                            tx.st.mrs.lock().write_remote(
-                                p.rkey,
-                                self.local.pd,
-                                p.remote_va,
-                                p.msg_len,
-                                u64::from(p.offset),
-                                payload,
-                            )
-                        }
-                    }
-                    Opcode::ReadReq => {
-                        // A response longer than one engine message could
-                        // not be posted (a requester splits its READs so):
-                        // refused with a NAK, not a failed QP here.
-                        if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_READ == 0
-                            || p.msg_len > Self::max_msg(i)
-                        {
-                            Err(Syndrome::InvalidRequest)
-                        } else {
-                            tx.st.mrs.lock().check_remote_read(
-                                p.rkey,
-                                self.local.pd,
-                                p.remote_va,
-                                u64::from(p.msg_len),
-                            )
-                        }
-                    }
-                    // Checked now, run when it completes (protocol.md 5.1).
-                    Opcode::CmpSwap | Opcode::FetchAdd | Opcode::AtomicWrite => self.accept_atomic(
-                        i,
-                        p.opcode,
-                        p.msn,
-                        p.remote_va,
-                        p.rkey,
-                        payload,
-                        &tx.st.mrs.lock(),
-                    ),
-                    Opcode::AtomicResp => {
-                        self.place_atomic_response(i, h.imm, payload, &tx.st.mrs.lock())
-                    }
-                    // The key must be one the QP may invalidate when the
-                    // SEND completes.
-                    Opcode::SendInv if !tx.st.mrs.lock().can_invalidate(p.rkey, self.local.pd) => {
-                        Err(Syndrome::InvalidRequest)
-                    }
-                    // The response names our READ_REQ's MSN in `imm`.
-                    Opcode::ReadResp => self.place_read_response(
-                        i,
-                        h.imm,
-                        p.msg_len,
-                        p.offset,
-                        payload,
-                        &tx.st.mrs.lock(),
-                    ),
-                    _ => {
-                        let at = (p.remote_va & !SEND_MORE).saturating_add(u64::from(p.offset));
-                        self.place_send(i, p.rsn, at as usize, payload, &tx.st.mrs.lock())
-                    }
-                };
-                if let Err(syndrome) = placed {
+                if let Err(syndrome) = self.place_rc(i, tx, h, &p, payload) {
                     i.receiver.fail_message(p.msn, syndrome, h.path_id, h.psn);
                 }
             }
@@ -191,6 +122,101 @@ impl Transport {
                 return;
             }
         }
+        self.acknowledge(i, tx, ndev, plane, h, meta, cum_msn);
+        if self.complete_receives(i, &tx.st.mrs) {
+            self.after_progress(i, tx);
+        }
+    }
+
+    /// RC: places a packet of a message the receiver engine accepted, after
+    /// the QP's and the key's checks; the error is the message's NAK.
+    fn place_rc(
+        &self,
+        i: &mut Inner,
+        tx: &TxCtx<'_>,
+        h: &DataHeader,
+        p: &Placement,
+        payload: &[u8],
+    ) -> core::result::Result<(), Syndrome> {
+        match p.opcode {
+            Opcode::Write | Opcode::WriteImm => {
+                if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 {
+                    Err(Syndrome::InvalidRequest)
+                } else if p.opcode == Opcode::WriteImm && self.recv_for(i, p.rsn).is_err() {
+                    // Its receive is bound by its first packet, as a
+                    // SEND's is: with none posted the message fails
+                    // with a NAK before anything is acknowledged.
+                    Err(Syndrome::InvalidRequest)
+                } else {
+                    tx.st.mrs.lock().write_remote(
+                        p.rkey,
+                        self.local.pd,
+                        p.remote_va,
+                        p.msg_len,
+                        u64::from(p.offset),
+                        payload,
+                    )
+                }
+            }
+            Opcode::ReadReq => {
+                // A response longer than one engine message could
+                // not be posted (a requester splits its READs so):
+                // refused with a NAK, not a failed QP here.
+                if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_READ == 0
+                    || p.msg_len > Self::max_msg(i)
+                {
+                    Err(Syndrome::InvalidRequest)
+                } else {
+                    tx.st.mrs.lock().check_remote_read(
+                        p.rkey,
+                        self.local.pd,
+                        p.remote_va,
+                        u64::from(p.msg_len),
+                    )
+                }
+            }
+            // Checked now, run when it completes (protocol.md 5.1).
+            Opcode::CmpSwap | Opcode::FetchAdd | Opcode::AtomicWrite => self.accept_atomic(
+                i,
+                p.opcode,
+                p.msn,
+                p.remote_va,
+                p.rkey,
+                payload,
+                &tx.st.mrs.lock(),
+            ),
+            Opcode::AtomicResp => self.place_atomic_response(i, h.imm, payload, &tx.st.mrs.lock()),
+            // The key must be one the QP may invalidate when the
+            // SEND completes.
+            Opcode::SendInv if !tx.st.mrs.lock().can_invalidate(p.rkey, self.local.pd) => {
+                Err(Syndrome::InvalidRequest)
+            }
+            // The response names our READ_REQ's MSN in `imm`.
+            Opcode::ReadResp => {
+                self.place_read_response(i, h.imm, p.msg_len, p.offset, payload, &tx.st.mrs.lock())
+            }
+            _ => {
+                let at = (p.remote_va & !SEND_MORE).saturating_add(u64::from(p.offset));
+                self.place_send(i, p.rsn, at as usize, payload, &tx.st.mrs.lock())
+            }
+        }
+    }
+
+    /// Sends what the receiver engine has to say after data packet `h`:
+    /// its NAKs, then the path's ACK if one is due (else it is held for
+    /// the path's route, `plane` and `meta`'s source). `cum_msn`: the
+    /// engine's before the packet.
+    #[allow(clippy::too_many_arguments)]
+    fn acknowledge(
+        &self,
+        i: &mut Inner,
+        tx: &TxCtx<'_>,
+        ndev: &NetDevice,
+        plane: Option<u8>,
+        h: &DataHeader,
+        meta: &RxMeta,
+        cum_msn: u32,
+    ) {
         let reply = meta.reply_to();
         // The NAK goes first, so the requester fails the message at once
         // (its success needs cum_msn, which the failure holds back; a lost
@@ -219,9 +245,6 @@ impl Transport {
             // Held (protocol.md 3.4): a later packet of the path or the
             // tick sends it, back where this packet came from.
             i.ack_routes.wait(h.path_id, k, reply);
-        }
-        if self.complete_receives(i, &tx.st.mrs) {
-            self.after_progress(i, tx);
         }
     }
 
