@@ -544,153 +544,186 @@ impl Transport {
                 UcCompletion::AsRc => None,
                 UcCompletion::RecvFailed(status) => Some(status),
             };
-            match c.opcode {
-                Opcode::ReadReq if ok => {
-                    let answer = ToAnswer {
-                        req_msn: c.msn,
-                        opcode: Opcode::ReadResp,
-                        len: c.len,
-                        out: OutMsg::ReadResp {
-                            va: c.remote_va,
-                            rkey: c.rkey,
-                        },
-                    };
-                    self.queue_answer(i, answer);
-                    progress = true;
-                    continue;
-                }
-                Opcode::CmpSwap | Opcode::FetchAdd | Opcode::AtomicWrite if ok => {
-                    // The one place an atomic runs: its completion is
-                    // released once, however often the request arrived.
-                    match self.run_atomic(i, c.opcode, c.msn, c.remote_va, c.rkey, &mrs.lock()) {
-                        Some(original) => {
-                            let answer = ToAnswer {
-                                req_msn: c.msn,
-                                opcode: Opcode::AtomicResp,
-                                len: wire::ATOMIC_LEN,
-                                out: OutMsg::AtomicResp { original },
-                            };
-                            self.queue_answer(i, answer);
-                        }
-                        None => i.failed = true,
-                    }
-                    progress = true;
-                    continue;
-                }
-                Opcode::ReadResp | Opcode::AtomicResp => {
-                    let req_msn = c.imm.unwrap_or(0);
-                    if let Some(k) = i.read_slot(req_msn) {
-                        if let Some(r) = i.reads[k].take() {
-                            let w = &mut i.wrs[r.wr as usize % WR_WINDOW];
-                            w.pending = w.pending.saturating_sub(1);
-                            if !ok && w.status == b::ib_wc_status_IB_WC_SUCCESS {
-                                // Its bytes could not be placed here.
-                                w.status = b::ib_wc_status_IB_WC_LOC_PROT_ERR;
-                            }
-                        }
-                    }
-                    progress = true;
-                    continue;
-                }
-                _ => {}
-            }
-            if ok && c.opcode == Opcode::Send && c.remote_va & SEND_MORE != 0 {
-                // A part of a SEND: the receive completes with its last part.
-                continue;
-            }
-            if !consumes_receive(c.opcode) {
-                // A WRITE or READ the peer was refused: fatal here too.
-                if !ok {
-                    i.failed = true;
-                    progress = true;
-                }
-                continue;
-            }
-            let wr_id = match (&self.srq, &self.rq) {
-                (Some(_), _) => {
-                    // The receive its packets took; a message with none
-                    // (WRITE_IMM, or a SEND without payload packets to
-                    // place) takes one now, unless it failed.
-                    let slot = c.rsn as usize % MSG_WINDOW;
-                    let taken = match i.srq_taken[slot] {
-                        Some(t) if t.rsn == c.rsn => Some(t.wqe),
-                        _ if ok => self.recv_for(i, c.rsn).ok(),
-                        _ => None,
-                    };
-                    i.srq_taken[slot] = None;
-                    taken.map(|w| w.wr_id)
-                }
-                // None posted (the RNR case): nothing to consume.
-                (None, Some(rq)) if rq.pending_from(rq.consumer()).unwrap_or(0) == 0 => None,
-                (None, Some(rq)) => {
-                    let cons = rq.consumer();
-                    rq.set_consumer(cons.wrapping_add(1));
-                    Some(wqe::recv_wr_id(rq, cons))
-                }
-                (None, None) => None,
-            };
-            i.rx_rsn = i.rx_rsn.wrapping_add(1);
-            let Some(wr_id) = wr_id else {
-                // No receive to complete (an SRQ with none posted): the
-                // RNR case, fatal on RC in v1.
-                i.failed = true;
-                progress = true;
-                continue;
-            };
-            let status = match recv_status {
-                Some(s) => s,
-                None if ok => b::ib_wc_status_IB_WC_SUCCESS,
-                None => b::ib_wc_status_IB_WC_LOC_PROT_ERR,
-            };
-            let (opcode, flags) = match c.opcode {
-                Opcode::WriteImm => (
-                    b::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM,
-                    b::ib_wc_flags_IB_WC_WITH_IMM,
-                ),
-                Opcode::SendImm => (b::ib_wc_opcode_IB_WC_RECV, b::ib_wc_flags_IB_WC_WITH_IMM),
-                Opcode::SendInv => (
-                    b::ib_wc_opcode_IB_WC_RECV,
-                    b::ib_wc_flags_IB_WC_WITH_INVALIDATE,
-                ),
-                _ => (b::ib_wc_opcode_IB_WC_RECV, 0),
-            };
-            if ok && c.opcode == Opcode::SendInv {
-                // Checked when placed; it may have gone since (deallocated).
-                let _ = mrs.lock().invalidate(c.rkey, self.local.pd);
-            }
-            let wc = Completion {
-                wr_id,
-                status,
-                opcode,
-                byte_len: match c.opcode {
-                    // The SEND's bytes up to and including its last part.
-                    Opcode::Send | Opcode::SendImm | Opcode::SendInv => {
-                        ((c.remote_va & !SEND_MORE) as u32).saturating_add(c.len)
-                    }
-                    _ => c.len,
-                },
-                // The invalidated key, or the immediate (network order).
-                ex: if c.opcode == Opcode::SendInv {
-                    c.rkey
-                } else {
-                    c.imm.map_or(0, u32::to_be)
-                },
-                qp_num: self.qpn,
-                wc_flags: flags,
-                ..Default::default()
-            };
-            let overrun = self
-                .recv_cq
-                .data()
-                .push(&self.recv_cq, &wc, self.qp_addr, true)
-                .is_err();
-            // CQ overrun (raised by the CQ): the QP is in error.
-            if !ok || overrun {
-                i.failed = true;
+            // Any message that is no READ or atomic (request or
+            // response) completes into a receive.
+            if self.complete_read_atomic(i, &c, ok, mrs)
+                || self.complete_recv(i, &c, ok, recv_status, mrs)
+            {
                 progress = true;
             }
         }
         progress
+    }
+
+    /// Completes received message `c` if it is a READ or atomic request of
+    /// the peer (queued to answer; an atomic runs here) or a response to
+    /// ours; returns whether it was.
+    fn complete_read_atomic(
+        &self,
+        i: &mut Inner,
+        c: &RxCompletion,
+        ok: bool,
+        mrs: &SpinLockBh<MrTable>,
+    ) -> bool {
+        match c.opcode {
+            Opcode::ReadReq if ok => {
+                let answer = ToAnswer {
+                    req_msn: c.msn,
+                    opcode: Opcode::ReadResp,
+                    len: c.len,
+                    out: OutMsg::ReadResp {
+                        va: c.remote_va,
+                        rkey: c.rkey,
+                    },
+                };
+                self.queue_answer(i, answer);
+            }
+            Opcode::CmpSwap | Opcode::FetchAdd | Opcode::AtomicWrite if ok => {
+                // The one place an atomic runs: its completion is
+                // released once, however often the request arrived.
+                match self.run_atomic(i, c.opcode, c.msn, c.remote_va, c.rkey, &mrs.lock()) {
+                    Some(original) => {
+                        let answer = ToAnswer {
+                            req_msn: c.msn,
+                            opcode: Opcode::AtomicResp,
+                            len: wire::ATOMIC_LEN,
+                            out: OutMsg::AtomicResp { original },
+                        };
+                        self.queue_answer(i, answer);
+                    }
+                    None => i.failed = true,
+                }
+            }
+            Opcode::ReadResp | Opcode::AtomicResp => {
+                let req_msn = c.imm.unwrap_or(0);
+                if let Some(k) = i.read_slot(req_msn) {
+                    if let Some(r) = i.reads[k].take() {
+                        let w = &mut i.wrs[r.wr as usize % WR_WINDOW];
+                        w.pending = w.pending.saturating_sub(1);
+                        if !ok && w.status == b::ib_wc_status_IB_WC_SUCCESS {
+                            // Its bytes could not be placed here.
+                            w.status = b::ib_wc_status_IB_WC_LOC_PROT_ERR;
+                        }
+                    }
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Completes received message `c` into its receive, if it consumes
+    /// one (`recv_status`: the status UC gave it); returns whether the QP
+    /// failed.
+    fn complete_recv(
+        &self,
+        i: &mut Inner,
+        c: &RxCompletion,
+        ok: bool,
+        recv_status: Option<u32>,
+        mrs: &SpinLockBh<MrTable>,
+    ) -> bool {
+        if ok && c.opcode == Opcode::Send && c.remote_va & SEND_MORE != 0 {
+            // A part of a SEND: the receive completes with its last part.
+            return false;
+        }
+        if !consumes_receive(c.opcode) {
+            // A WRITE or READ the peer was refused: fatal here too.
+            if !ok {
+                i.failed = true;
+                return true;
+            }
+            return false;
+        }
+        let wr_id = self.consume_recv(i, c, ok);
+        i.rx_rsn = i.rx_rsn.wrapping_add(1);
+        let Some(wr_id) = wr_id else {
+            // No receive to complete (an SRQ with none posted): the
+            // RNR case, fatal on RC in v1.
+            i.failed = true;
+            return true;
+        };
+        let status = match recv_status {
+            Some(s) => s,
+            None if ok => b::ib_wc_status_IB_WC_SUCCESS,
+            None => b::ib_wc_status_IB_WC_LOC_PROT_ERR,
+        };
+        let (opcode, flags) = match c.opcode {
+            Opcode::WriteImm => (
+                b::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM,
+                b::ib_wc_flags_IB_WC_WITH_IMM,
+            ),
+            Opcode::SendImm => (b::ib_wc_opcode_IB_WC_RECV, b::ib_wc_flags_IB_WC_WITH_IMM),
+            Opcode::SendInv => (
+                b::ib_wc_opcode_IB_WC_RECV,
+                b::ib_wc_flags_IB_WC_WITH_INVALIDATE,
+            ),
+            _ => (b::ib_wc_opcode_IB_WC_RECV, 0),
+        };
+        if ok && c.opcode == Opcode::SendInv {
+            // Checked when placed; it may have gone since (deallocated).
+            let _ = mrs.lock().invalidate(c.rkey, self.local.pd);
+        }
+        let wc = Completion {
+            wr_id,
+            status,
+            opcode,
+            byte_len: match c.opcode {
+                // The SEND's bytes up to and including its last part.
+                Opcode::Send | Opcode::SendImm | Opcode::SendInv => {
+                    ((c.remote_va & !SEND_MORE) as u32).saturating_add(c.len)
+                }
+                _ => c.len,
+            },
+            // The invalidated key, or the immediate (network order).
+            ex: if c.opcode == Opcode::SendInv {
+                c.rkey
+            } else {
+                c.imm.map_or(0, u32::to_be)
+            },
+            qp_num: self.qpn,
+            wc_flags: flags,
+            ..Default::default()
+        };
+        let overrun = self
+            .recv_cq
+            .data()
+            .push(&self.recv_cq, &wc, self.qp_addr, true)
+            .is_err();
+        // CQ overrun (raised by the CQ): the QP is in error.
+        if !ok || overrun {
+            i.failed = true;
+            return true;
+        }
+        false
+    }
+
+    /// Takes the receive received message `c` completes into: its
+    /// `wr_id`, `None` if none is posted.
+    fn consume_recv(&self, i: &mut Inner, c: &RxCompletion, ok: bool) -> Option<u64> {
+        match (&self.srq, &self.rq) {
+            (Some(_), _) => {
+                // The receive its packets took; a message with none
+                // (WRITE_IMM, or a SEND without payload packets to
+                // place) takes one now, unless it failed.
+                let slot = c.rsn as usize % MSG_WINDOW;
+                let taken = match i.srq_taken[slot] {
+                    Some(t) if t.rsn == c.rsn => Some(t.wqe),
+                    _ if ok => self.recv_for(i, c.rsn).ok(),
+                    _ => None,
+                };
+                i.srq_taken[slot] = None;
+                taken.map(|w| w.wr_id)
+            }
+            // None posted (the RNR case): nothing to consume.
+            (None, Some(rq)) if rq.pending_from(rq.consumer()).unwrap_or(0) == 0 => None,
+            (None, Some(rq)) => {
+                let cons = rq.consumer();
+                rq.set_consumer(cons.wrapping_add(1));
+                Some(wqe::recv_wr_id(rq, cons))
+            }
+            (None, None) => None,
+        }
     }
 }
 
