@@ -233,25 +233,44 @@ impl QpState {
         }
     }
 
-    /// Applies `modify_qp`.
+    /// Applies `modify_qp`: checked first, then the attributes change and
+    /// the data path follows the state change.
     pub(crate) fn modify(&self, dev: &MetaRoceIbDevice, attr: &b::ib_qp_attr, mask: u32) -> Result {
         let mut a = self.attrs.lock();
         if self.state() == b::ib_qp_state_IB_QPS_ERR {
             // The data path failed since the last modify.
             a.state = b::ib_qp_state_IB_QPS_ERR;
         }
+        let next = self.check_modify(dev, attr, mask, a.state)?;
+        let mut n = self.modified(attr, mask, &a);
+        n.state = next;
+        self.change_state(dev, &n, a.state)?;
+        *a = n;
+        self.state.store(next, Ordering::Release);
+        Ok(())
+    }
+
+    /// Checks `modify_qp` of the QP in `state`: the transition, then each
+    /// attribute it sets. Returns the state it goes to.
+    fn check_modify(
+        &self,
+        dev: &MetaRoceIbDevice,
+        attr: &b::ib_qp_attr,
+        mask: u32,
+        state: u32,
+    ) -> Result<u32> {
         let cur = if mask & b::ib_qp_attr_mask_IB_QP_CUR_STATE != 0 {
             attr.cur_qp_state
         } else {
-            a.state
+            state
         };
         let next = if mask & b::ib_qp_attr_mask_IB_QP_STATE != 0 {
             attr.qp_state
         } else {
             cur
         };
-        if cur != a.state {
-            let (given, is) = (qp_state_name(cur), qp_state_name(a.state));
+        if cur != state {
+            let (given, is) = (qp_state_name(cur), qp_state_name(state));
             return Err(self.refuse(
                 dev,
                 format_args!("current state given as {given} but the QP is in {is}"),
@@ -315,7 +334,13 @@ impl QpState {
                 ));
             }
         }
-        let mut n = *a;
+        Ok(next)
+    }
+
+    /// The attributes `modify_qp` sets in `mask` over the QP's `from` (and
+    /// a UD QP's Q_Key passed on to its data path).
+    fn modified(&self, attr: &b::ib_qp_attr, mask: u32, from: &QpAttrs) -> QpAttrs {
+        let mut n = *from;
         if mask & b::ib_qp_attr_mask_IB_QP_PATH_MTU != 0 {
             n.path_mtu = attr.path_mtu;
         }
@@ -358,14 +383,21 @@ impl QpState {
         if mask & b::ib_qp_attr_mask_IB_QP_RNR_RETRY != 0 {
             n.rnr_retry = attr.rnr_retry;
         }
-        n.state = next;
+        n
+    }
+
+    /// The data path follows the QP from state `prev` to `n.state` with
+    /// attributes `n`: limits and retry budget, flush, reset, connect,
+    /// start sending.
+    fn change_state(&self, dev: &MetaRoceIbDevice, n: &QpAttrs, prev: u32) -> Result {
+        let next = n.state;
         let t = &self.transport;
         t.set_limits(n.access, n.max_rd_atomic);
         t.set_retry(n.timeout, n.retry_cnt);
         if next == b::ib_qp_state_IB_QPS_ERR || next == b::ib_qp_state_IB_QPS_RESET {
             drop(dev.data().uds.lock().remove(self.qpn));
         }
-        if next == b::ib_qp_state_IB_QPS_ERR && a.state != b::ib_qp_state_IB_QPS_ERR {
+        if next == b::ib_qp_state_IB_QPS_ERR && prev != b::ib_qp_state_IB_QPS_ERR {
             match &self.datagram {
                 Some(d) => d.flush(),
                 None => t.flush(),
@@ -383,7 +415,7 @@ impl QpState {
             }
         }
         if next == b::ib_qp_state_IB_QPS_RTR
-            && a.state != b::ib_qp_state_IB_QPS_RTR
+            && prev != b::ib_qp_state_IB_QPS_RTR
             && connected(self.qp_type)
         {
             // v1 carries RC and UC over IPv4 only.
@@ -413,7 +445,7 @@ impl QpState {
             dev.data().qps.lock().insert(self.qpn, t.clone());
             dev.data().ticker.start(dev.data());
         }
-        if next == b::ib_qp_state_IB_QPS_RTR && a.state != b::ib_qp_state_IB_QPS_RTR {
+        if next == b::ib_qp_state_IB_QPS_RTR && prev != b::ib_qp_state_IB_QPS_RTR {
             if let Some(d) = &self.datagram {
                 let ndev = dev.netdev(FIRST_PORT).ok_or(ENODEV)?;
                 d.attach(ndev, mtu_bytes(active_mtu(dev)));
@@ -422,13 +454,11 @@ impl QpState {
             }
         }
         if next == b::ib_qp_state_IB_QPS_RTS
-            && a.state == b::ib_qp_state_IB_QPS_RTR
+            && prev == b::ib_qp_state_IB_QPS_RTR
             && connected(self.qp_type)
         {
             t.start_sending(n.sq_psn);
         }
-        *a = n;
-        self.state.store(next, Ordering::Release);
         Ok(())
     }
 
