@@ -255,6 +255,13 @@ impl Inner {
             .iter()
             .position(|r| r.is_some_and(|r| r.req_msn == req_msn))
     }
+
+    /// Our READ or atomic `req_msn` still waiting for its response, and
+    /// its work request (whose buffer the response goes to).
+    fn pending_read(&self, req_msn: u32) -> Option<(PendingRead, &OutWr)> {
+        let r = self.read_slot(req_msn).and_then(|k| self.reads[k])?;
+        Some((r, &self.wrs[r.wr as usize % WR_WINDOW]))
+    }
 }
 
 /// The data path of one RC QP.

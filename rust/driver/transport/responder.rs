@@ -25,6 +25,7 @@ use crate::ib::lock::SpinLockBh;
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
 use crate::ib::skb::Ecn;
+use crate::ib::udp::TxV4;
 use crate::sys::bindings as b;
 
 /// What a UC QP does with a received message's completion.
@@ -122,7 +123,7 @@ impl Transport {
                 return;
             }
         }
-        self.acknowledge(i, tx, ndev, plane, h, meta, cum_msn);
+        self.acknowledge(i, tx, ndev, meta.reply_to(), h.path_id, plane, cum_msn);
         if self.complete_receives(i, &tx.st.mrs) {
             self.after_progress(i, tx);
         }
@@ -148,14 +149,7 @@ impl Transport {
                     // with a NAK before anything is acknowledged.
                     Err(Syndrome::InvalidRequest)
                 } else {
-                    tx.st.mrs.lock().write_remote(
-                        p.rkey,
-                        self.local.pd,
-                        p.remote_va,
-                        p.msg_len,
-                        u64::from(p.offset),
-                        payload,
-                    )
+                    self.place_write(tx, p, payload)
                 }
             }
             Opcode::ReadReq => {
@@ -202,22 +196,39 @@ impl Transport {
         }
     }
 
-    /// Sends what the receiver engine has to say after data packet `h`:
-    /// its NAKs, then the path's ACK if one is due (else it is held for
-    /// the path's route, `plane` and `meta`'s source). `cum_msn`: the
-    /// engine's before the packet.
+    /// Writes a WRITE packet's payload into the region it names (the key,
+    /// protection domain, access and bounds checked).
+    fn place_write(
+        &self,
+        tx: &TxCtx<'_>,
+        p: &Placement,
+        payload: &[u8],
+    ) -> core::result::Result<(), Syndrome> {
+        tx.st.mrs.lock().write_remote(
+            p.rkey,
+            self.local.pd,
+            p.remote_va,
+            p.msg_len,
+            u64::from(p.offset),
+            payload,
+        )
+    }
+
+    /// Sends what the receiver engine has to say after a data packet of
+    /// path `path_id` that came on `plane` from `reply`'s destination: its
+    /// NAKs, then the path's ACK if one is due (else it is held for that
+    /// route). `cum_msn`: the engine's before the packet.
     #[allow(clippy::too_many_arguments)]
     fn acknowledge(
         &self,
         i: &mut Inner,
         tx: &TxCtx<'_>,
         ndev: &NetDevice,
+        reply: TxV4,
+        path_id: u16,
         plane: Option<u8>,
-        h: &DataHeader,
-        meta: &RxMeta,
         cum_msn: u32,
     ) {
-        let reply = meta.reply_to();
         // The NAK goes first, so the requester fails the message at once
         // (its success needs cum_msn, which the failure holds back; a lost
         // NAK is drawn out again by the requester's verdict probe).
@@ -226,7 +237,7 @@ impl Transport {
                 nak.encode(buf).map_err(|_| EINVAL)
             });
         }
-        if let Some(ack) = i.receiver.ack_now(h.path_id) {
+        if let Some(ack) = i.receiver.ack_now(path_id) {
             // An ACK that moves cum_msn goes twice: it alone completes the
             // peer's message, and when it is the peer's last one and this
             // QP is destroyed right after (a pingpong server's exit), a
@@ -244,7 +255,7 @@ impl Transport {
         } else if let Some(k) = plane {
             // Held (protocol.md 3.4): a later packet of the path or the
             // tick sends it, back where this packet came from.
-            i.ack_routes.wait(h.path_id, k, reply);
+            i.ack_routes.wait(path_id, k, reply);
         }
     }
 
@@ -320,19 +331,9 @@ impl Transport {
             {
                 Err(refused)
             }
-            Opcode::Write | Opcode::WriteImm => tx
-                .st
-                .mrs
-                .lock()
-                .write_remote(
-                    p.rkey,
-                    self.local.pd,
-                    p.remote_va,
-                    p.msg_len,
-                    u64::from(p.offset),
-                    payload,
-                )
-                .map_err(|_| refused),
+            Opcode::Write | Opcode::WriteImm => {
+                self.place_write(tx, p, payload).map_err(|_| refused)
+            }
             Opcode::Send | Opcode::SendImm => {
                 let at = (p.remote_va & !SEND_MORE).saturating_add(u64::from(p.offset));
                 self.place_send(i, p.rsn, at as usize, payload, &tx.st.mrs.lock())
@@ -426,11 +427,7 @@ impl Transport {
         payload: &[u8],
         mrs: &MrTable,
     ) -> core::result::Result<(), Syndrome> {
-        let r = i
-            .read_slot(req_msn)
-            .and_then(|k| i.reads[k])
-            .ok_or(Syndrome::InvalidRequest)?;
-        let w = &i.wrs[r.wr as usize % WR_WINDOW];
+        let (r, w) = i.pending_read(req_msn).ok_or(Syndrome::InvalidRequest)?;
         if r.len != msg_len || w.opcode != Opcode::ReadReq {
             return Err(Syndrome::InvalidRequest);
         }
@@ -506,11 +503,7 @@ impl Transport {
         payload: &[u8],
         mrs: &MrTable,
     ) -> core::result::Result<(), Syndrome> {
-        let r = i
-            .read_slot(req_msn)
-            .and_then(|k| i.reads[k])
-            .ok_or(Syndrome::InvalidRequest)?;
-        let w = &i.wrs[r.wr as usize % WR_WINDOW];
+        let (_, w) = i.pending_read(req_msn).ok_or(Syndrome::InvalidRequest)?;
         let original: [u8; 8] = payload.try_into().map_err(|_| Syndrome::InvalidRequest)?;
         match w.opcode {
             Opcode::CmpSwap | Opcode::FetchAdd => {
