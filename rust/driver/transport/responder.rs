@@ -260,7 +260,7 @@ impl Transport {
     }
 
     /// The ring receives come from: the SRQ's or the QP's own.
-    pub(super) fn recv_ring(&self) -> Option<&SharedRing> {
+    fn recv_ring(&self) -> Option<&SharedRing> {
         match &self.srq {
             Some(srq) => Some(srq.data().ring()),
             None => self.rq.as_ref(),
