@@ -36,6 +36,22 @@ pub mod engine {
     pub mod wire;
 }
 
+/// The shared-ring format (WQE and CQE codecs, ring index arithmetic):
+/// pure safe `no_std` code, compiled here from the same files as the host
+/// crate `rust/abi`, which the provider builds on too.
+#[path = "abi/src"]
+pub mod abi {
+    pub mod cqe;
+    pub mod field;
+    pub mod layout;
+    pub mod opcode;
+    pub mod recv;
+    pub mod reject;
+    pub mod ring;
+    pub mod send;
+    pub mod sge;
+}
+
 use driver::events::NetdevEvents;
 use driver::link::MetaRoceLink;
 use ib::link::LinkRegistration;

@@ -20,6 +20,17 @@ pub(crate) const ENOMEM: Errno = Errno(12);
 pub(crate) const EINVAL: Errno = Errno(22);
 pub(crate) const EOPNOTSUPP: Errno = Errno(95);
 
+/// A ring element or header the ring format refused: EIO for indices a
+/// peer set more than a ring apart (the ring is corrupt), else EINVAL.
+impl From<metaroce_abi::reject::Reject> for Errno {
+    fn from(r: metaroce_abi::reject::Reject) -> Self {
+        match r {
+            metaroce_abi::reject::Reject::IndicesApart => EIO,
+            _ => EINVAL,
+        }
+    }
+}
+
 impl Errno {
     /// Interprets the return value of an `ibv_cmd_*` helper, which is 0 or a
     /// positive errno; a negative value (not expected) is taken as its

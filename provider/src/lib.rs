@@ -12,8 +12,10 @@
 //! Layers: `sys` (bindgen) and `abi` (mirrored private rdma-core ABI,
 //! foreign functions) are the declarations; `queue` and `lock` hold the
 //! unsafe code for shared memory and cross-call locks, `creating` the
-//! ownership of a CQ, QP or SRQ until its create verb succeeds; `ring`,
-//! `wqe`, `wq`, `matching` and `errno` are safe logic with host tests;
+//! ownership of a CQ, QP or SRQ until its create verb succeeds; `wqe`
+//! (this side of the ring format, whose layout, codecs and index
+//! arithmetic are the `metaroce_abi` crate's, shared with the kernel),
+//! `wq`, `matching` and `errno` are safe logic with host tests;
 //! `provider`, `verbs`, `cq`, `qp` and `srq` are the `extern "C"` entry
 //! points.
 //!
@@ -38,7 +40,6 @@ mod matching;
 mod provider;
 mod qp;
 mod queue;
-mod ring;
 mod srq;
 mod sys;
 mod verbs;

@@ -8,9 +8,13 @@ use core::ffi::{c_int, c_void};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use metaroce_abi::layout::queue_buf::{
+    CONSUMER_INDEX, DATA, INDEX_MASK, LOG2_ELEM_SIZE, PRODUCER_INDEX,
+};
+use metaroce_abi::ring::Geometry;
+
 use crate::abi;
 use crate::errno::Errno;
-use crate::ring::{Geometry, CONSUMER_OFFSET, PRODUCER_OFFSET};
 use crate::sys;
 
 enum Backing {
@@ -35,7 +39,7 @@ impl Mapping {
     pub(crate) fn map(cmd_fd: c_int, mi: &sys::metaroce_mmap_info) -> Result<Self, Errno> {
         let len = mi.size as usize;
         let offset = i64::try_from(mi.offset).map_err(|_| crate::errno::EINVAL)?;
-        if len < crate::ring::DATA_OFFSET {
+        if len < DATA {
             return Err(crate::errno::EINVAL);
         }
         // SAFETY: a fresh shared mapping chosen by the kernel (addr NULL);
@@ -105,9 +109,9 @@ impl SharedQueue {
     /// Reads and checks the header; `min_elem` is the smallest element size
     /// the queue's user can work with.
     pub(crate) fn new(map: Mapping, min_elem: usize) -> Result<Self, Errno> {
-        let log2 = map.header_u32(0).load(Ordering::Relaxed);
-        let mask = map.header_u32(4).load(Ordering::Relaxed);
-        let geo = Geometry::new(log2, mask, map.len, min_elem)?;
+        let log2 = map.header_u32(LOG2_ELEM_SIZE).load(Ordering::Relaxed);
+        let mask = map.header_u32(INDEX_MASK).load(Ordering::Relaxed);
+        let geo = Geometry::from_header(log2, mask, map.len, min_elem)?;
         Ok(SharedQueue { map, geo })
     }
 
@@ -116,11 +120,11 @@ impl SharedQueue {
     }
 
     pub(crate) fn producer(&self) -> &AtomicU32 {
-        self.map.header_u32(PRODUCER_OFFSET)
+        self.map.header_u32(PRODUCER_INDEX)
     }
 
     pub(crate) fn consumer(&self) -> &AtomicU32 {
-        self.map.header_u32(CONSUMER_OFFSET)
+        self.map.header_u32(CONSUMER_INDEX)
     }
 
     /// The element at index `idx`, for the side that owns it now (the
@@ -149,10 +153,12 @@ impl SharedQueue {
     /// `1 << log2_elem` bytes.
     #[cfg(test)]
     pub(crate) fn for_test(elems: u32, log2_elem: u32) -> Self {
-        let len = crate::ring::DATA_OFFSET + ((elems as usize) << log2_elem);
+        let len = DATA + ((elems as usize) << log2_elem);
         let map = Mapping::heap(len);
-        map.header_u32(0).store(log2_elem, Ordering::Relaxed);
-        map.header_u32(4).store(elems - 1, Ordering::Relaxed);
+        map.header_u32(LOG2_ELEM_SIZE)
+            .store(log2_elem, Ordering::Relaxed);
+        map.header_u32(INDEX_MASK)
+            .store(elems - 1, Ordering::Relaxed);
         SharedQueue::new(map, 16).unwrap()
     }
 }

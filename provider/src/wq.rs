@@ -154,13 +154,13 @@ impl SendQueue {
                 if matches!(payload, Payload::Sges(_)) => {}
             (OP_CMP_SWP | OP_FETCH_ADD, _) => return Err(EINVAL),
             // The 8 bytes to store travel in the request itself.
-            (OP_ATOMIC_WRITE, Remote::Atomic { .. }) if payload.len() == 0 => {}
+            (OP_ATOMIC_WRITE, Remote::Atomic { .. }) if payload.is_empty() => {}
             (OP_ATOMIC_WRITE, _) => return Err(EINVAL),
             (OP_RDMA_WRITE | OP_RDMA_WRITE_IMM | OP_RDMA_READ, Remote::Rdma { .. }) => {}
             (OP_RDMA_WRITE | OP_RDMA_WRITE_IMM | OP_RDMA_READ, _) => return Err(EINVAL),
             // Local operations move no data.
             (OP_BIND_MW, Remote::Mw { .. }) | (OP_LOCAL_INV, Remote::None)
-                if payload.len() == 0 => {}
+                if payload.is_empty() => {}
             (OP_BIND_MW | OP_LOCAL_INV, _) => return Err(EINVAL),
             _ => {}
         }

@@ -148,7 +148,7 @@ impl CqState {
         {
             let ring = self.ring.lock();
             let prod = ring.producer();
-            if prod.wrapping_sub(ring.consumer()) >= ring.count() {
+            if ring.geometry().is_full(prod, ring.consumer()) {
                 drop(ring);
                 if !self.overrun.swap(true, Ordering::AcqRel) {
                     pr_warn!("metaroce: CQ overrun: a completion found the CQ full; CQ and QP in error\n");
@@ -157,7 +157,11 @@ impl CqState {
                 return Err(ENOSPC);
             }
             let mut elem = [0u8; CQ_ELEM];
-            elem[..CQE].copy_from_slice(&c.encode(FIRST_PORT as u8));
+            let c = Completion {
+                port_num: FIRST_PORT as u8,
+                ..*c
+            };
+            elem[..CQE].copy_from_slice(&c.encode());
             elem[CQE..CQE + 8].copy_from_slice(&qp_addr.to_ne_bytes());
             ring.write(prod, &elem);
             ring.set_producer(prod.wrapping_add(1));

@@ -16,7 +16,7 @@ use super::mr::Requester;
 use super::qp_counters::QpCounters;
 use super::refusal::{check_limits, qp_state_name, qp_type_name, refuse};
 use super::transport::{gid_ipv4, Peer, Transport, TxCtx};
-use super::wqe::{self, geometry, Remote, SendWqe, Sge};
+use super::wqe::{self, geometry, Remote, SendWr, Sge};
 use crate::ib::eopnotsupp;
 use crate::ib::lock::{irqs_disabled, new_spinlock_irq, SpinLockIrq};
 use crate::ib::ring::SharedRing;
@@ -561,17 +561,19 @@ impl QpState {
             return Err(EINVAL);
         }
         let remote = match (w.reg, w.rdma, w.atomic, w.ud) {
-            (Some(r), _, _, _) => Remote::Reg {
-                region_key: r.region_key,
-                new_key: r.new_key,
-                access: r.access,
-                iova: r.iova,
+            // REG_MR travels in the `wr.mw` layout, without a window.
+            (Some(r), _, _, _) => Remote::Mw {
+                addr: r.iova,
                 length: r.length,
+                mr_lkey: r.region_key,
+                mw_rkey: 0,
+                rkey: r.new_key,
+                access: r.access,
             },
             (None, _, _, Some((ah, qpn, qkey))) => Remote::Ud {
                 qpn,
                 qkey,
-                ah: ah.data().ah_num(),
+                ah_num: ah.data().ah_num(),
             },
             (None, _, Some(a), None) => Remote::Atomic {
                 addr: a.remote_addr,
@@ -590,22 +592,21 @@ impl QpState {
                 lkey: g.lkey,
             };
         }
-        let wqe = SendWqe {
+        let req = SendWr {
             wr_id: w.wr_id,
             opcode: w.opcode,
             send_flags: w.send_flags,
             ex: w.ex,
             remote,
-            sges: &s[..w.sges.len()],
         };
         {
             let sq = self.transport.sq();
             let _guard = self.sq_lock.lock();
             let prod = sq.producer();
-            if prod.wrapping_sub(sq.consumer()) >= sq.count() {
+            if sq.geometry().is_full(prod, sq.consumer()) {
                 return Err(ENOMEM);
             }
-            wqe::put_send(sq, prod, &wqe)?;
+            wqe::put_send(sq, prod, &req, &s[..w.sges.len()])?;
             sq.set_producer(prod.wrapping_add(1));
         }
         self.kick(dev)

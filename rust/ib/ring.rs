@@ -16,10 +16,10 @@ use kernel::error::to_result;
 use kernel::prelude::*;
 
 use super::udata::Udata;
+use crate::abi::ring::Geometry;
 use crate::sys::bindings;
 
 const PAGE_SIZE: usize = 1 << bindings::PAGE_SHIFT;
-const HEADER: usize = core::mem::size_of::<bindings::metaroce_queue_buf>();
 
 /// Where user space maps an exposed ring (the uapi `metaroce_mmap_info`).
 pub(crate) type MmapInfo = bindings::metaroce_mmap_info;
@@ -31,18 +31,17 @@ struct RingMmapEntry {
     buf: *mut u8,
 }
 
-/// A ring of `count` elements of `1 << elem_shift` bytes after the header.
+/// A ring of the shape `geo` (the ring format's index arithmetic).
 ///
 /// # Invariants
 ///
-/// `buf` is a live `vmalloc_user` block of `size` bytes holding the header
-/// and `count` elements; `count` is a power of two. If `entry` is set, it
+/// `buf` is a live `vmalloc_user` block of `size` bytes, at least
+/// `geo.bytes()`: the header and every element. If `entry` is set, it
 /// owns `buf` (freed in [`mmap_free`]), else the ring does.
 pub(crate) struct SharedRing {
     buf: NonNull<u8>,
     size: usize,
-    count: u32,
-    elem_shift: u32,
+    geo: Geometry,
     entry: Option<NonNull<RingMmapEntry>>,
 }
 
@@ -56,15 +55,10 @@ unsafe impl Sync for SharedRing {}
 impl SharedRing {
     /// Allocates a zeroed ring; `count` and `elem_size` are powers of two.
     pub(crate) fn new(count: u32, elem_size: u32) -> Result<Self> {
-        if !count.is_power_of_two() || !elem_size.is_power_of_two() {
-            return Err(EINVAL);
-        }
-        let bytes = (count as usize)
-            .checked_mul(elem_size as usize)
-            .ok_or(EINVAL)?;
-        let size = HEADER
-            .checked_add(bytes)
-            .and_then(|s| s.checked_next_multiple_of(PAGE_SIZE))
+        let geo = Geometry::new(count, elem_size).ok_or(EINVAL)?;
+        let size = geo
+            .bytes()
+            .checked_next_multiple_of(PAGE_SIZE)
             .ok_or(EINVAL)?;
         // SAFETY: plain allocation; NULL on failure.
         let buf = unsafe { bindings::metaroce_helper_vmalloc_user(size as _) };
@@ -72,27 +66,31 @@ impl SharedRing {
         let ring = Self {
             buf,
             size,
-            count,
-            elem_shift: elem_size.trailing_zeros(),
+            geo,
             entry: None,
         };
         let hdr = buf.as_ptr().cast::<bindings::metaroce_queue_buf>();
-        // SAFETY: the block is ours, zeroed and at least HEADER bytes.
+        // SAFETY: the block is ours, zeroed and holds the header.
         unsafe {
-            (*hdr).log2_elem_size = ring.elem_shift;
-            (*hdr).index_mask = count - 1;
+            (*hdr).log2_elem_size = geo.log2_elem_size();
+            (*hdr).index_mask = geo.index_mask();
         }
         Ok(ring)
     }
 
+    /// The ring's shape and index arithmetic.
+    pub(crate) fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
     /// Number of elements.
     pub(crate) fn count(&self) -> u32 {
-        self.count
+        self.geo.capacity()
     }
 
     /// Bytes per element.
     pub(crate) fn elem_size(&self) -> usize {
-        1 << self.elem_shift
+        self.geo.elem_size()
     }
 
     /// Makes the ring mappable by the process making the call `udata`
@@ -160,8 +158,7 @@ impl SharedRing {
     /// index a process writes makes the kernel do more than a ring's worth
     /// of work per call.
     pub(crate) fn pending_from(&self, consumer: u32) -> Option<u32> {
-        let n = self.producer().wrapping_sub(consumer);
-        (n <= self.count).then_some(n)
+        self.geo.used(self.producer(), consumer).ok()
     }
 
     /// Publishes the producer index (release: written elements first).
@@ -177,10 +174,10 @@ impl SharedRing {
     }
 
     fn slot(&self, index: u32) -> *mut u8 {
-        let at = ((index & (self.count - 1)) as usize) << self.elem_shift;
-        // SAFETY: the masked index is below `count`, so the element lies
-        // inside the block (invariant).
-        unsafe { self.buf.as_ptr().add(HEADER + at) }
+        let at = self.geo.slot_range(index).start;
+        // SAFETY: `slot_range` masks the index, so the element lies inside
+        // `geo.bytes()`, inside the block (invariant).
+        unsafe { self.buf.as_ptr().add(at) }
     }
 
     /// Copies element `index` (masked) into `out`, up to the element size.
