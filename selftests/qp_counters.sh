@@ -74,8 +74,47 @@ check_counter() {
 	log "ok: $1: QP $qpn counted $tx2 packets out, $rx2 in, $txb2 bytes out (port: $ptx out)"
 }
 
+# check_details: the transport's per-path state of $qpn in `rdma resource
+# show qp -dd` (rust/driver/qp_details.rs) describes the running ping-pong:
+# its paths are on plane 0 with source ports from the dynamic range, every
+# active path carried data (spraying), and what they sent grew with the
+# traffic; the unprivileged view without -dd has none of it.
+check_details() {
+	local d1 d2
+	d1=$(rdma -j -dd resource show qp link mr0/1 lqpn "$qpn" 2>&1)
+	sleep 2
+	d2=$(rdma -j -dd resource show qp link mr0/1 lqpn "$qpn" 2>&1)
+	log "$d2"
+	python3 - "$d1" "$d2" <<'PY' || fail "per-path details of QP $qpn"
+import json, sys
+
+def details(text):
+    (qp,) = json.loads(text)
+    # iproute2 prints driver attributes with a drv_ prefix.
+    return {k.removeprefix("drv_"): v for k, v in qp.items()}
+
+before, after = (details(t) for t in sys.argv[1:])
+paths = [int(k[1:-len("_state")]) for k in after if k.startswith("p") and k.endswith("_state")]
+assert after["paths"] >= 1 and len(paths) == after["paths"], f"paths {after.get('paths')}, listed {paths}"
+active = [k for k in paths if after[f"p{k}_state"] == "active"]
+assert len(active) == after["active_paths"] >= 1, f"active {active} vs {after['active_paths']}"
+for k in paths:
+    assert after[f"p{k}_plane"] == 0, f"path {k} on plane {after[f'p{k}_plane']}"
+    assert 49152 <= after[f"p{k}_sport"] <= 65535, f"path {k} source port {after[f'p{k}_sport']}"
+    assert after[f"p{k}_retx"] <= after[f"p{k}_sent"]
+for k in active:
+    assert after[f"p{k}_sent"] > before.get(f"p{k}_sent", 0), f"path {k} sent nothing in 2 s"
+    assert after[f"p{k}_srtt_us"] > 0, f"path {k} has no RTT sample"
+print("paths", len(paths), "sent", [after[f"p{k}_sent"] for k in paths])
+PY
+	rdma -j resource show qp link mr0/1 lqpn "$qpn" | grep -q '"drv_\|p0_sent' &&
+		fail "driver details shown without -dd"
+	log "ok: per-path details of QP $qpn"
+}
+
 # Manual binding.
 start_pingpong
+check_details
 expect_err "" rdma statistic qp bind link mr0/1 lqpn 999999
 expect_ok rdma statistic qp bind link mr0/1 lqpn "$qpn"
 expect_err "" rdma statistic qp bind link mr0/1 lqpn "$qpn"

@@ -25,6 +25,7 @@ use crate::ib::kdma::KernelConsumer;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::NetDevice;
 use crate::ib::random::random_u32;
+use crate::ib::restrack::Details;
 use crate::ib::stats::StatDesc;
 use crate::ib::timer::{Tick, Ticker};
 use crate::ib::udata::Udata;
@@ -590,5 +591,9 @@ impl IbDriver for MetaRoceDevice {
 
     fn counter_stats(dev: &MetaRoceIbDevice, id: u32, values: &mut [u64]) {
         dev.data().qp_counters.read(id, values);
+    }
+
+    fn qp_details(qp: &Qp<QpState>, out: &mut Details<'_>) -> Result {
+        qp.data().details(out)
     }
 }

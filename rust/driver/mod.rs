@@ -20,6 +20,7 @@ pub(crate) mod net;
 pub(crate) mod plane;
 pub(crate) mod qp;
 pub(crate) mod qp_counters;
+pub(crate) mod qp_details;
 pub(crate) mod qpn;
 pub(crate) mod refusal;
 pub(crate) mod srq;

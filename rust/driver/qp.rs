@@ -19,6 +19,7 @@ use super::transport::{gid_ipv4, Peer, Transport, TxCtx};
 use super::wqe::{self, geometry, Remote, SendWr, Sge};
 use crate::ib::eopnotsupp;
 use crate::ib::lock::{irqs_disabled, new_spinlock_irq, SpinLockIrq};
+use crate::ib::restrack::Details;
 use crate::ib::ring::SharedRing;
 use crate::ib::udata::Udata;
 use crate::ib::verbs::{self, AddressVector, KernelRecvWr, KernelSendWr, Qp, QpInit};
@@ -104,6 +105,16 @@ impl QpState {
     /// The QP's counting state (`rdma statistic qp`).
     pub(crate) fn counters(&self) -> &QpCounters {
         &self.transport.counters
+    }
+
+    /// Writes the transport's state for `rdma resource show qp -dd`: RC
+    /// and UC QPs (the engine's paths); a datagram QP has none.
+    pub(crate) fn details(&self, out: &mut Details<'_>) -> Result {
+        if !connected(self.qp_type) {
+            return Ok(());
+        }
+        self.transport
+            .with_sender(|sender| super::qp_details::write(sender, out))
     }
 
     /// Creates a QP; returns its number and state.

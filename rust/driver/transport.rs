@@ -564,6 +564,13 @@ impl Transport {
         self.deliver_cq_events();
     }
 
+    /// Runs `f` on the QP's sender engine (its paths and counters) under
+    /// the transport's lock: for reports (`qp_details`), not the data path.
+    pub(crate) fn with_sender<R>(&self, f: impl FnOnce(&Sender) -> R) -> R {
+        let i = self.inner.lock();
+        f(&i.sender)
+    }
+
     /// The data path failed (a work request completed in error): the QP
     /// is in the error state.
     pub(crate) fn failed(&self) -> bool {

@@ -205,6 +205,12 @@ pub(crate) trait IbDriver: Sized {
     fn counter_dealloc(_dev: &Device<Self::Data>, _id: u32) {}
     /// Fills `values`, one per per-QP counter, for counter object `id`.
     fn counter_stats(_dev: &Device<Self::Data>, _id: u32, _values: &mut [u64]) {}
+
+    /// Writes `qp`'s driver details for `rdma resource show qp -dd` (none
+    /// by default). Process context, no driver lock held.
+    fn qp_details(_qp: &Qp<Self::Qp>, _out: &mut super::restrack::Details<'_>) -> Result {
+        Ok(())
+    }
 }
 
 /// The allocation behind every device of this driver: the core's

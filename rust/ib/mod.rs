@@ -12,6 +12,7 @@ pub(crate) mod lock;
 pub(crate) mod log;
 pub(crate) mod netdev;
 pub(crate) mod random;
+pub(crate) mod restrack;
 pub(crate) mod ring;
 pub(crate) mod skb;
 pub(crate) mod stats;
@@ -27,4 +28,10 @@ use kernel::error::Error;
 /// expects for an operation a device does not implement.
 pub(crate) fn eopnotsupp() -> Error {
     Error::from_errno(-(kernel::bindings::EOPNOTSUPP as i32))
+}
+
+/// `EMSGSIZE`, which the kernel crate does not name: a netlink message has
+/// no room for an attribute.
+pub(crate) fn emsgsize() -> Error {
+    Error::from_errno(-(kernel::bindings::EMSGSIZE as i32))
 }

@@ -231,6 +231,7 @@ pub(crate) fn fill_ops<T: IbDriver>(ops: &mut bindings::ib_device_ops) {
     ops.map_mr_sg = Some(map_mr_sg::<T>);
     ops.alloc_mw = Some(alloc_mw::<T>);
     ops.dealloc_mw = Some(dealloc_mw::<T>);
+    ops.fill_res_qp_entry = Some(super::restrack::fill_res_qp_entry::<T>);
 }
 
 /// Writes `data` into the container behind `raw`.

@@ -235,3 +235,28 @@ bool metaroce_helper_refusal_ratelimit(void)
 {
 	return ___ratelimit(&metaroce_refusal_rs, "metaroce refusals");
 }
+
+struct nlattr *metaroce_helper_nla_nest_start(struct sk_buff *msg, int type)
+{
+	return nla_nest_start(msg, type);
+}
+
+void metaroce_helper_nla_nest_end(struct sk_buff *msg, struct nlattr *nest)
+{
+	nla_nest_end(msg, nest);
+}
+
+void metaroce_helper_nla_nest_cancel(struct sk_buff *msg, struct nlattr *nest)
+{
+	nla_nest_cancel(msg, nest);
+}
+
+unsigned char *metaroce_helper_skb_tail(struct sk_buff *skb)
+{
+	return skb_tail_pointer(skb);
+}
+
+void metaroce_helper_nlmsg_trim(struct sk_buff *skb, const void *mark)
+{
+	nlmsg_trim(skb, mark);
+}

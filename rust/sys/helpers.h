@@ -13,6 +13,7 @@
 #include <linux/skbuff.h>
 #include <linux/spinlock.h>
 #include <net/route.h>
+#include <net/netlink.h>
 
 void metaroce_helper_dev_put(struct net_device *ndev);
 void metaroce_helper_dev_hold(struct net_device *ndev);
@@ -65,5 +66,12 @@ unsigned long metaroce_helper_jiffies(void);
 
 /* Whether a refused verb may log why now (rust/ib/log.rs). */
 bool metaroce_helper_refusal_ratelimit(void);
+
+/* Netlink attributes of restrack driver details (rust/ib/restrack.rs). */
+struct nlattr *metaroce_helper_nla_nest_start(struct sk_buff *msg, int type);
+void metaroce_helper_nla_nest_end(struct sk_buff *msg, struct nlattr *nest);
+void metaroce_helper_nla_nest_cancel(struct sk_buff *msg, struct nlattr *nest);
+unsigned char *metaroce_helper_skb_tail(struct sk_buff *skb);
+void metaroce_helper_nlmsg_trim(struct sk_buff *skb, const void *mark);
 
 #endif

@@ -177,6 +177,15 @@ pub struct TxPath {
     pub last_ack: Option<u64>,
     /// The last retransmission timeout, while a late ACK may still undo it.
     pub undo: Option<RtoUndo>,
+    /// Data packets sent on this path since it opened, retransmissions
+    /// included (what it carried: the share of its plane).
+    pub sent: u64,
+    /// Of `sent`, retransmissions (of packets lost on any path).
+    pub retransmitted: u64,
+    /// Packets of this path declared lost from SACK holes.
+    pub sack_lost: u64,
+    /// Retransmission timeouts of this path.
+    pub rtos: u64,
 }
 
 impl TxPath {
@@ -212,6 +221,10 @@ impl TxPath {
         probe_sent: 0,
         last_ack: None,
         undo: None,
+        sent: 0,
+        retransmitted: 0,
+        sack_lost: 0,
+        rtos: 0,
     };
 
     /// Slot part of the id.

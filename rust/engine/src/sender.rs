@@ -801,6 +801,7 @@ impl<C: CongestionControl> Sender<C> {
                                 en.state = EntryState::Lost;
                             }
                             p.inflight = p.inflight.saturating_sub(1);
+                            p.sack_lost += 1;
                         }
                         lost += 1;
                     }
@@ -1122,6 +1123,9 @@ impl<C: CongestionControl> Sender<C> {
             if let Some(t) = p.timer {
                 if now >= t {
                     self.stats.timeouts += 1;
+                    if let Some(p) = self.paths.get_mut(slot) {
+                        p.rtos += 1;
+                    }
                     let undo = self.paths.get(slot).map(|p| RtoUndo {
                         at: now,
                         lo: p.una,
@@ -1420,6 +1424,10 @@ impl<C: CongestionControl> Sender<C> {
         }
         p.next_psn = psn.wrapping_add(1);
         p.inflight += 1;
+        p.sent += 1;
+        if is_retx {
+            p.retransmitted += 1;
+        }
         if p.timer.is_none() {
             p.timer = Some(now.saturating_add(rto));
         }
@@ -1770,6 +1778,28 @@ mod tests {
         );
         assert_eq!(tx.stats().retransmits, 1);
         assert_eq!(rx.stats().duplicates, 0);
+    }
+
+    #[test]
+    fn each_path_counts_what_it_sent_and_lost() {
+        let mut tx = Sender::new(cfg(2, 1), 0).unwrap();
+        let mut rx = receiver();
+        tx.post(&write(6 * MTU)).unwrap();
+        let pkts: [DataHeader; 6] = core::array::from_fn(|_| data(&tx.next_packet(0).unwrap()));
+        // The first packet is lost; the other five arrive.
+        for h in &pkts[1..] {
+            deliver(&mut rx, &mut tx, h, 100);
+        }
+        let r = data(&tx.next_packet(200).unwrap());
+        let lossy = usize::from(pkts[0].path_id & 63);
+        let other = usize::from(r.path_id & 63);
+        let (a, b) = (tx.path(lossy).unwrap(), tx.path(other).unwrap());
+        assert_ne!(lossy, other);
+        // Three originals each; the retransmission went out on the other.
+        assert_eq!((a.sent, a.retransmitted, a.sack_lost), (3, 0, 1));
+        assert_eq!((b.sent, b.retransmitted, b.sack_lost), (4, 1, 0));
+        assert_eq!(a.sent + b.sent, tx.stats().data_packets);
+        assert_eq!((a.rtos, b.rtos), (0, 0));
     }
 
     #[test]
@@ -2331,6 +2361,7 @@ mod tests {
         tx.on_timer(2_000);
         let p = tx.path(0).unwrap();
         assert_eq!((tx.stats().timeouts, p.state), (1, PathState::Probing));
+        assert_eq!(p.rtos, 1, "the path counts its own timeout");
         assert!(
             p.cc.window() < before.window(),
             "the timeout cut the window"

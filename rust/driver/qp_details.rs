@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What `rdma resource show qp -dd` (or `-j -dd`) shows of an RC or UC QP
+//! beyond the core's fields: the sender's window over all its paths and
+//! each path's own state (protocol.md 2 and 4), so that the share a plane
+//! carries, a path's window and RTT, and where losses and timeouts fall can
+//! be read off a running QP.
+//!
+//! Names: `paths`, `active_paths`, `qwnd` (packets), `inflight`,
+//! `outstanding` (messages), `rate_hint_mbps`, then for each path in use,
+//! by slot `K`: `pK_plane`, `pK_sport`, `pK_state`, `pK_cwnd` (packets),
+//! `pK_srtt_us`, `pK_min_rtt_us`, `pK_inflight`, and since the path opened
+//! `pK_sent` (data packets, retransmissions included), `pK_retx` (of them
+//! retransmissions), `pK_lost` (declared lost from SACK holes), `pK_rtos`
+//! (retransmission timeouts). The core's message for one QP has room for
+//! about ten paths: the paths that do not fit are left out whole, and
+//! `paths` still counts them.
+
+use kernel::c_str;
+use kernel::prelude::*;
+
+use crate::engine::config::MAX_PATHS;
+use crate::engine::path::{PathState, TxPath};
+use crate::engine::sender::Sender;
+use crate::ib::restrack::Details;
+
+/// Writes the details of a QP whose sender engine is `sender`.
+pub(crate) fn write(sender: &Sender, out: &mut Details<'_>) -> Result {
+    out.u32(format_args!("paths"), count(sender.path_count()))?;
+    out.u32(format_args!("active_paths"), count(sender.active_paths()))?;
+    out.u32(format_args!("qwnd"), sender.qwnd())?;
+    out.u32(format_args!("inflight"), sender.inflight())?;
+    out.u32(format_args!("outstanding"), sender.outstanding())?;
+    out.u32(format_args!("rate_hint_mbps"), sender.rate_hint_mbps())?;
+    for p in (0..MAX_PATHS).filter_map(|slot| sender.path(slot)) {
+        if p.state == PathState::Unused {
+            continue;
+        }
+        if out.group(|g| write_path(g, p)).is_err() {
+            // No room for this path: it and the rest are left out.
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn write_path(g: &mut Details<'_>, p: &TxPath) -> Result {
+    let k = p.slot();
+    g.u32(format_args!("p{k}_plane"), p.plane.into())?;
+    g.u32(format_args!("p{k}_sport"), p.src_port.into())?;
+    g.str(format_args!("p{k}_state"), state_name(p.state))?;
+    g.u32(format_args!("p{k}_cwnd"), p.cc.window())?;
+    g.u64(format_args!("p{k}_srtt_us"), p.rtt.srtt / 1000)?;
+    g.u64(format_args!("p{k}_min_rtt_us"), p.rtt.min_rtt / 1000)?;
+    g.u32(format_args!("p{k}_inflight"), p.inflight)?;
+    g.u64(format_args!("p{k}_sent"), p.sent)?;
+    g.u64(format_args!("p{k}_retx"), p.retransmitted)?;
+    g.u64(format_args!("p{k}_lost"), p.sack_lost)?;
+    g.u64(format_args!("p{k}_rtos"), p.rtos)
+}
+
+fn state_name(s: PathState) -> &'static CStr {
+    match s {
+        PathState::Unused => c_str!("unused"),
+        PathState::Active => c_str!("active"),
+        PathState::Probing => c_str!("probing"),
+        PathState::Suspended => c_str!("suspended"),
+    }
+}
+
+/// A path count as the u32 netlink carries (at most `MAX_PATHS`).
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
