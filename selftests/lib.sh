@@ -211,6 +211,15 @@ perftest_pair() {
 		log "B CQs: $(peer 'rdma -d resource show cq link mr0/1' 2>&1 | grep -v '\[')"
 		log "B: $(peer "ps -o pid,stat,wchan:32,args -C $t" 2>&1)"
 		log "B dmesg: $(peer 'dmesg | tail -5' 2>&1)"
+		# Where each server thread is: "running" (its measurement loop
+		# polls the CQ) or the system call it sleeps in (202, futex on
+		# x86_64: libibverbs' destroy waiting for unacknowledged events),
+		# and its kernel stack.
+		log "B server threads: $(peer "for d in \$(pgrep -x $t | sed 's|^|/proc/|; s|$|/task/*|'); do echo \"\$d: \$(cat \$d/syscall)\"; cat \$d/stack; done" 2>&1)"
+		# perftest's last TCP exchange (ctx_close_connection) waits for the
+		# server to finish its loop and report; a client that exits 0 with
+		# the server still in its loop had that exchange fail (its stderr).
+		log "A client's last lines: $(tail -3 <<< "$out")"
 		server=$(peer_wait "$job" $((secs + 20))) ||
 			fail "$t $srv $* failed on host B: $(tail -5 <<< "$server")"
 	elif [ $rc != 0 ]; then
