@@ -10,9 +10,10 @@
 #   make bench-profile  perf on both hosts during ib_write_bw, MetaRoCE and
 #                   rxe: where the CPU time goes (profile.md, ~3 minutes)
 #   make test-kasan the selftests on a second test kernel with generic KASAN
-#                   (its own ~20 min cold build; the suite runs ~2-3x
-#                   slower; METAROCE_TESTS="a.sh b.sh" picks tests). Leaves
-#                   metaroce.ko built for that kernel: `make` rebuilds.
+#                   and without lockdep (its own ~30 min cold build; lockdep
+#                   is `make test`'s; METAROCE_TESTS="a.sh b.sh" picks
+#                   tests). Leaves metaroce.ko built for that kernel: `make`
+#                   rebuilds.
 #   make test-package  the Debian packages installed, used and purged on
 #                   both rig hosts (selftests/package.sh; slow under TCG)
 #   make check      host-side checks (rig self-check, Wireshark dissector, cargo
