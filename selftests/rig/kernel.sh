@@ -79,16 +79,21 @@ virtme-configkernel --defconfig --custom "$here/trim.config" "${custom[@]}" LLVM
 cat "${fragments[@]}" >> .config
 make -s LLVM=1 olddefconfig >&2
 
-# merge_config-style check: every option the fragment asks for must have
+# merge_config-style check: every option the fragments ask for (a later
+# fragment's setting of an option replaces an earlier one's) must have
 # survived olddefconfig, or the kernel is not the one the tests expect.
 bad=0
+declare -A want=()
 while IFS= read -r line; do
-	case "$line" in
-	CONFIG_*=n) opt=${line%%=*}
-		grep -q "^$opt=" .config && { log "wanted $line, got $(grep "^$opt=" .config)"; bad=1; } ;;
-	CONFIG_*=*) grep -qx "$line" .config || { log "wanted $line, got $(grep "^${line%%=*}=" .config || echo unset)"; bad=1; } ;;
-	esac
+	case "$line" in CONFIG_*=*) want[${line%%=*}]=$line ;; esac
 done < <(cat "${fragments[@]}")
+for opt in "${!want[@]}"; do
+	line=${want[$opt]}
+	case "$line" in
+	CONFIG_*=n) grep -q "^$opt=" .config && { log "wanted $line, got $(grep "^$opt=" .config)"; bad=1; } ;;
+	*) grep -qx "$line" .config || { log "wanted $line, got $(grep "^$opt=" .config || echo unset)"; bad=1; } ;;
+	esac
+done
 [ $bad = 0 ] || { log "config fragment not satisfied"; exit 1; }
 
 # progress: reads Kbuild's step lines ("  CC      kernel/fork.o") and
