@@ -461,12 +461,13 @@ impl IbDriver for MetaRoceDevice {
     }
 
     fn modify_qp(
+        dev: &MetaRoceIbDevice,
         qp: &Qp<QpState>,
         attr: &bindings::ib_qp_attr,
         mask: u32,
         _udata: Option<&Udata<'_>>,
     ) -> Result {
-        qp.data().modify(qp.device::<DeviceState>(), attr, mask)
+        qp.data().modify(dev, attr, mask)
     }
 
     fn query_qp(
@@ -483,8 +484,11 @@ impl IbDriver for MetaRoceDevice {
         QpState::release(dev, qp);
     }
 
-    fn post_send(qp: &Qp<QpState>, wr: Option<KernelSendWr<'_, AhState>>) -> Result {
-        let dev = qp.device::<DeviceState>();
+    fn post_send(
+        dev: &MetaRoceIbDevice,
+        qp: &Qp<QpState>,
+        wr: Option<KernelSendWr<'_, AhState>>,
+    ) -> Result {
         match wr {
             Some(wr) => qp.data().post_send(dev, &wr),
             None if qp.is_user() => qp.data().doorbell(dev),

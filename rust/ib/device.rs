@@ -120,6 +120,7 @@ pub(crate) trait IbDriver: Sized {
     ) -> Result<(u32, Self::Qp)>;
     /// Moves a QP through its state machine and sets attributes.
     fn modify_qp(
+        dev: &Device<Self::Data>,
         qp: &Qp<Self::Qp>,
         attr: &bindings::ib_qp_attr,
         mask: u32,
@@ -137,7 +138,11 @@ pub(crate) trait IbDriver: Sized {
     fn destroy_qp(dev: &Device<Self::Data>, qp: &Qp<Self::Qp>);
     /// Posts one send work request (kernel consumers), or, with `None`,
     /// rings the doorbell of a user QP whose send ring has new entries.
-    fn post_send(qp: &Qp<Self::Qp>, wr: Option<KernelSendWr<'_, Self::Ah>>) -> Result;
+    fn post_send(
+        dev: &Device<Self::Data>,
+        qp: &Qp<Self::Qp>,
+        wr: Option<KernelSendWr<'_, Self::Ah>>,
+    ) -> Result;
     /// Posts one receive work request (kernel consumers).
     fn post_recv(qp: &Qp<Self::Qp>, wr: KernelRecvWr<'_>) -> Result;
     /// A region covering all memory, for kernel consumers; returns
@@ -242,23 +247,9 @@ impl<D> Device<D> {
         unsafe { &*ptr.cast() }
     }
 
-    /// [`Self::from_raw`] for the other wrappers of this layer.
-    ///
-    /// # Safety
-    ///
-    /// As for `from_raw`.
-    pub(crate) unsafe fn from_raw_pub<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
-        // SAFETY: same contract.
-        unsafe { Self::from_raw(ptr) }
-    }
-
-    fn as_raw(&self) -> *mut bindings::ib_device {
-        self.0.get()
-    }
-
     /// The raw device, for the other wrappers of this layer.
-    pub(crate) fn as_raw_pub(&self) -> *mut bindings::ib_device {
-        self.as_raw()
+    pub(super) fn as_raw(&self) -> *mut bindings::ib_device {
+        self.0.get()
     }
 
     /// The driver data of this device.

@@ -121,7 +121,7 @@ impl Umem {
         // SAFETY: the device is live; the core checks the range and access
         // and returns an ERR_PTR on failure.
         let ptr = from_err_ptr(unsafe {
-            bindings::ib_umem_get(dev.as_raw_pub(), addr as _, len, access as i32)
+            bindings::ib_umem_get(dev.as_raw(), addr as _, len, access as i32)
         })?;
         Ok(Self {
             ptr: NonNull::new(ptr).ok_or(ENOMEM)?,

@@ -157,13 +157,6 @@ impl<D> Qp<D> {
         unsafe { (*self.as_raw()).qp_type }
     }
 
-    /// The device the QP lives on (`DD`: the driver's device data type).
-    pub(crate) fn device<DD>(&self) -> &Device<DD> {
-        // SAFETY: a live QP's device outlives it; the core only creates our
-        // QPs on our devices, whose data type the driver names.
-        unsafe { Device::<DD>::from_raw_pub((*self.as_raw()).device) }
-    }
-
     /// Whether the QP belongs to a user process (its rings are mapped).
     pub(crate) fn is_user(&self) -> bool {
         // SAFETY: plain field of a live QP (invariant).
@@ -265,7 +258,7 @@ unsafe fn drop_data<R, D>(raw: *mut R) {
 /// `dev` is a device of driver `T` (its data is a `T::Data`).
 unsafe fn dev_of<'a, T: IbDriver>(dev: *mut bindings::ib_device) -> &'a Device<T::Data> {
     // SAFETY: the core only calls our ops on our devices (caller).
-    unsafe { Device::<T::Data>::from_raw_pub(dev) }
+    unsafe { Device::<T::Data>::from_raw(dev) }
 }
 
 /// The `alloc_ucontext` op of `ib_device_ops`.
@@ -667,6 +660,7 @@ unsafe extern "C" fn modify_qp<T: IbDriver>(
         unsafe {
             let udata = Udata::from_raw(udata);
             T::modify_qp(
+                dev_of::<T>((*qp).device),
                 Qp::<T::Qp>::from_raw(qp),
                 &*attr,
                 mask as u32,
@@ -735,15 +729,16 @@ unsafe extern "C" fn post_send<T: IbDriver>(
     // SAFETY: a live QP of ours; `wr` is NULL (a user doorbell) or a
     // NULL-terminated list valid for the call; `bad` a valid out-pointer.
     unsafe {
+        let dev = dev_of::<T>((*qp).device);
         let qp = Qp::<T::Qp>::from_raw(qp);
         if wr.is_null() {
-            return match T::post_send(qp, None) {
+            return match T::post_send(dev, qp, None) {
                 Ok(()) => 0,
                 Err(e) => e.to_errno(),
             };
         }
         while let Some(w) = wr.as_ref() {
-            if let Err(e) = T::post_send(qp, Some(KernelSendWr::from_raw(w))) {
+            if let Err(e) = T::post_send(dev, qp, Some(KernelSendWr::from_raw(w))) {
                 *bad = wr;
                 return e.to_errno();
             }
