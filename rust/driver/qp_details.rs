@@ -19,7 +19,6 @@
 use kernel::c_str;
 use kernel::prelude::*;
 
-use crate::engine::config::MAX_PATHS;
 use crate::engine::path::{PathState, TxPath};
 use crate::engine::sender::Sender;
 use crate::ib::restrack::Details;
@@ -32,10 +31,7 @@ pub(crate) fn write(sender: &Sender, out: &mut Details<'_>) -> Result {
     out.u32(format_args!("inflight"), sender.inflight())?;
     out.u32(format_args!("outstanding"), sender.outstanding())?;
     out.u32(format_args!("rate_hint_mbps"), sender.rate_hint_mbps())?;
-    for p in (0..MAX_PATHS).filter_map(|slot| sender.path(slot)) {
-        if p.state == PathState::Unused {
-            continue;
-        }
+    for p in sender.used_paths() {
         if out.group(|g| write_path(g, p)).is_err() {
             // No room for this path: it and the rest are left out.
             break;

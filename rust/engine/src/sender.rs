@@ -435,7 +435,7 @@ impl<C: CongestionControl> Sender<C> {
     }
 
     /// The paths in use (not `Unused`), by slot.
-    fn used_paths(&self) -> impl Iterator<Item = &TxPath> + '_ {
+    pub fn used_paths(&self) -> impl Iterator<Item = &TxPath> + '_ {
         Slots(self.used).filter_map(|s| self.paths.get(s))
     }
 
