@@ -19,6 +19,7 @@ use super::qpn::{self, QpnPool};
 use super::srq::SrqState;
 use super::stats::{Counters, NAMES, QP_COUNTERS};
 use super::transport::{Transport, TxCtx};
+use super::tx_worker::TxPending;
 use crate::engine::ratelimit::TokenBucket;
 use crate::ib::device::{Device, DeviceAttr, IbDriver, PortAttr, PortImmutable};
 use crate::ib::kdma::KernelConsumer;
@@ -31,6 +32,7 @@ use crate::ib::timer::{Tick, Ticker};
 use crate::ib::udata::Udata;
 use crate::ib::udp::TunnelRef;
 use crate::ib::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, Srq};
+use crate::ib::worker::Worker;
 use crate::sys::bindings;
 use kernel::sync::Arc;
 
@@ -59,6 +61,12 @@ pub(crate) struct DeviceState {
     /// before everything its callback uses.
     #[pin]
     pub(crate) ticker: Ticker<DeviceState>,
+    /// Sends what the softirqs make ready (`tx_worker.rs`). Second field:
+    /// disabled after the ticker and before everything its turns use.
+    #[pin]
+    pub(crate) tx_worker: Worker<DeviceState>,
+    /// The QPs with work for `tx_worker`.
+    pub(crate) tx_pending: TxPending,
     #[pin]
     qpns: SpinLock<QpnPool>,
     #[pin]
@@ -103,10 +111,7 @@ const TICK_JIFFIES: u64 = 1;
 
 impl Tick for DeviceState {
     fn tick(&self) {
-        let tx = TxCtx {
-            st: self,
-            sock: &self.tunnel,
-        };
+        let tx = TxCtx::deferring(self);
         let qps = self.qps.lock();
         for t in qps.iter() {
             t.tick(&tx);
@@ -139,6 +144,11 @@ impl QpTable {
             .filter(|t| t.qpn == qpn)
     }
 
+    /// The data path in table slot `index`, whichever QP holds it.
+    pub(crate) fn at(&self, index: usize) -> Option<&Arc<Transport>> {
+        self.slots.get(index)?.as_ref()
+    }
+
     /// Makes QP `qpn` reachable by the receive path.
     pub(crate) fn insert(&mut self, qpn: u32, t: Arc<Transport>) {
         if let Some(slot) = qpn::index(qpn).and_then(|i| self.slots.get_mut(i)) {
@@ -165,6 +175,8 @@ impl DeviceState {
         let planes = PlaneTable::new(first_plane);
         try_pin_init!(Self {
             ticker <- Ticker::new(TICK_JIFFIES),
+            tx_worker <- Worker::new(),
+            tx_pending: TxPending::new(),
             qpns <- new_spinlock!(QpnPool::new()?),
             mr_keys <- new_spinlock!(IdPool::new(MAX_MR)?),
             srq_nums <- new_spinlock!(IdPool::new(MAX_SRQ)?),
@@ -180,6 +192,13 @@ impl DeviceState {
             uds <- new_spinlock_bh!(DatagramTable::new()?, "metaroce_uds"),
             ahs: AhTable::new()?,
         })
+    }
+
+    /// A QP is connected: the tick and the transmit worker start working
+    /// for this (pinned) state, if they have not already.
+    pub(crate) fn start_data_path(&self) {
+        self.ticker.start(self);
+        self.tx_worker.start(self);
     }
 
     /// A free QP number (index and random tag, `qpn.rs`).

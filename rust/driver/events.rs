@@ -45,10 +45,7 @@ impl NetdevHandler for NetdevEvents {
             // The active MTU is derived from the netdev MTU at query time.
             NetdevEvent::ChangeMtu => return,
         };
-        let tx = TxCtx {
-            st,
-            sock: &st.tunnel,
-        };
+        let tx = TxCtx::deferring(st);
         for t in st.qps.lock().iter() {
             t.plane_event(&tx, plane, up);
         }

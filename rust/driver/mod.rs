@@ -26,5 +26,6 @@ pub(crate) mod refusal;
 pub(crate) mod srq;
 pub(crate) mod stats;
 pub(crate) mod transport;
+pub(crate) mod tx_worker;
 pub(crate) mod uc;
 pub(crate) mod wqe;

@@ -139,7 +139,7 @@ fn receive_on(
                 RxFate::Dropped
             }
         }
-        Ok(pkt) => deliver(dev, st, sock, ndev, &pkt, &meta).unwrap_or_else(|| {
+        Ok(pkt) => deliver(dev, st, ndev, &pkt, &meta).unwrap_or_else(|| {
             st.counters.inc(Counter::RxNoQp);
             RxFate::Dropped
         }),
@@ -152,12 +152,11 @@ fn receive_on(
 fn deliver(
     dev: &MetaRoceIbDevice,
     st: &DeviceState,
-    sock: &TunnelSock,
     ndev: &NetDevice,
     pkt: &Packet<'_>,
     meta: &RxMeta,
 ) -> Option<RxFate> {
-    let tx = super::transport::TxCtx { st, sock };
+    let tx = super::transport::TxCtx::deferring(st);
     super::transport::deliver(dev, &tx, ndev, pkt, meta)
 }
 

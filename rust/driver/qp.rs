@@ -16,6 +16,7 @@ use super::mr::Requester;
 use super::qp_counters::QpCounters;
 use super::refusal::{check_limits, qp_state_name, qp_type_name, refuse};
 use super::transport::{gid_ipv4, Peer, Transport, TxCtx};
+use super::tx_worker::DOORBELL_BUDGET;
 use super::wqe::{self, geometry, Remote, SendWr, Sge};
 use crate::ib::eopnotsupp;
 use crate::ib::lock::{irqs_disabled, new_spinlock_irq, SpinLockIrq};
@@ -23,6 +24,7 @@ use crate::ib::restrack::Details;
 use crate::ib::ring::SharedRing;
 use crate::ib::udata::Udata;
 use crate::ib::verbs::{self, AddressVector, KernelRecvWr, KernelSendWr, Qp, QpInit};
+use crate::ib::worker::in_task;
 use crate::sys::bindings as b;
 
 /// Attributes set through `modify_qp`.
@@ -454,14 +456,14 @@ impl QpState {
                 n.rq_psn,
             )?;
             dev.data().qps.lock().insert(self.qpn, t.clone());
-            dev.data().ticker.start(dev.data());
+            dev.data().start_data_path();
         }
         if next == b::ib_qp_state_IB_QPS_RTR && prev != b::ib_qp_state_IB_QPS_RTR {
             if let Some(d) = &self.datagram {
                 let ndev = dev.netdev(FIRST_PORT).ok_or(ENODEV)?;
                 d.attach(ndev, mtu_bytes(active_mtu(dev)));
                 dev.data().uds.lock().insert(self.qpn, d.clone());
-                dev.data().ticker.start(dev.data());
+                dev.data().start_data_path();
             }
         }
         if next == b::ib_qp_state_IB_QPS_RTS
@@ -639,11 +641,12 @@ impl QpState {
 
     fn kick(&self, dev: &MetaRoceIbDevice) -> Result {
         let st = dev.data();
-        if irqs_disabled() {
-            // The data path's locks are bh-safe, not irq-safe: a kernel
-            // consumer posting with interrupts off is served by the next
-            // device tick (datagrams always are, below).
-            self.transport.defer_kick();
+        if irqs_disabled() || !in_task() {
+            // A kernel consumer posting from an interrupt or a softirq (a
+            // completion handler), or with interrupts off (the data path's
+            // locks are bh-safe, not irq-safe), is served by the transmit
+            // worker (datagrams by the device tick, below).
+            self.transport.defer_kick(st);
             return Ok(());
         }
         if let Some(d) = &self.datagram {
@@ -654,11 +657,8 @@ impl QpState {
             }
             return Ok(());
         }
-        let tx = TxCtx {
-            st,
-            sock: &st.tunnel,
-        };
-        self.transport.kick(&tx);
+        self.transport
+            .kick(&TxCtx::with_budget(st, DOORBELL_BUDGET));
         Ok(())
     }
 }

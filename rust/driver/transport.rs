@@ -19,6 +19,7 @@
 //! requests from ACKs and NAKs and flushes; `planes` is the PLANES
 //! exchange.
 
+use core::cell::Cell;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::prelude::*;
@@ -281,18 +282,61 @@ pub(crate) struct Transport {
     /// The data path failed: `Inner::failed`, readable without the lock
     /// (the QP state is read from atomic context, possibly under it).
     error: AtomicBool,
-    /// A kernel consumer posted with interrupts off: the next tick takes
-    /// the new requests (`kick` needs the bh-safe lock).
+    /// New send work requests wait for the transmit worker: a kernel
+    /// consumer posted from an interrupt or a softirq, or with interrupts
+    /// off (`kick` needs the bh-safe lock and sends).
     kick_deferred: AtomicBool,
+    /// Packets may be ready that the caller who made them ready left to
+    /// the transmit worker (a softirq, or a spent budget).
+    tx_deferred: AtomicBool,
+    /// An engine timer is due: the transmit worker fires it (see
+    /// `tick_locked`).
+    timers_deferred: AtomicBool,
     pub(super) sq_sig_all: bool,
     /// Per-QP counting (`rdma statistic qp`).
     pub(crate) counters: QpCounters,
 }
 
-/// The device pieces a packet is sent with.
+/// The device pieces a packet is sent with, and how much data the caller
+/// may send now.
 pub(crate) struct TxCtx<'a> {
     pub(crate) st: &'a DeviceState,
     pub(crate) sock: &'a TunnelSock,
+    /// Data and probe packets this caller may still send; what is left
+    /// when it runs out goes to the device's transmit worker
+    /// (`tx_worker.rs`). Zero in a softirq: the receive path and the tick
+    /// send only replies (ACKs, NAKs, PLANES) themselves.
+    budget: Cell<u32>,
+}
+
+impl<'a> TxCtx<'a> {
+    /// A softirq's context (receive, tick), or one that holds the QP table
+    /// while it visits every QP: data packets are left to the transmit
+    /// worker, which the scheduler shares the CPU with like any task.
+    pub(crate) fn deferring(st: &'a DeviceState) -> Self {
+        Self {
+            st,
+            sock: &st.tunnel,
+            budget: Cell::new(0),
+        }
+    }
+
+    /// A task's context (a doorbell, the transmit worker): up to `budget`
+    /// packets now, the rest deferred.
+    pub(crate) fn with_budget(st: &'a DeviceState, budget: u32) -> Self {
+        Self {
+            st,
+            sock: &st.tunnel,
+            budget: Cell::new(budget),
+        }
+    }
+
+    /// Takes one packet from the budget; false when it is spent.
+    fn spend(&self) -> bool {
+        let left = self.budget.get();
+        self.budget.set(left.saturating_sub(1));
+        left > 0
+    }
 }
 
 /// The monotonic clock the engines and rate limits run on (ns).
@@ -405,6 +449,8 @@ impl Transport {
                 local,
                 error: AtomicBool::new(false),
                 kick_deferred: AtomicBool::new(false),
+                tx_deferred: AtomicBool::new(false),
+                timers_deferred: AtomicBool::new(false),
                 sq_sig_all,
                 counters: QpCounters::new(),
             },
@@ -580,9 +626,6 @@ impl Transport {
     /// The periodic tick: fires the engine's timers (retransmission
     /// timeouts, probes) that are due, and sends what they release.
     pub(crate) fn tick(&self, tx: &TxCtx<'_>) {
-        if self.kick_deferred.swap(false, Ordering::AcqRel) {
-            self.kick(tx);
-        }
         self.tick_locked(&mut self.inner.lock(), tx);
         self.deliver_cq_events();
     }
@@ -622,8 +665,13 @@ impl Transport {
             self.send_planes(tx, peer, &i.peer_planes);
         }
         if i.sender.next_deadline().is_some_and(|d| d <= now) {
-            i.sender.on_timer(now);
-            self.pump(i, tx);
+            // The engine's timers are judged by the transmit worker: this
+            // timer softirq runs before the receive softirq, so ACKs that
+            // a stalled host has not read yet (a TCG vCPU descheduled for
+            // milliseconds) would otherwise count as lost, and each such
+            // spurious timeout cuts a window and resends a path's packets.
+            self.timers_deferred.store(true, Ordering::Release);
+            tx.st.tx_pending.defer(tx.st, self.qpn);
         }
     }
 
@@ -643,9 +691,44 @@ impl Transport {
         self.deliver_cq_events();
     }
 
-    /// Leaves the next [`Transport::kick`] to the device tick.
-    pub(crate) fn defer_kick(&self) {
+    /// Leaves the next [`Transport::kick`] to the transmit worker.
+    pub(crate) fn defer_kick(&self, st: &DeviceState) {
         self.kick_deferred.store(true, Ordering::Release);
+        st.tx_pending.defer(st, self.qpn);
+    }
+
+    /// Leaves sending the packets the engine has ready to the transmit
+    /// worker.
+    fn defer_tx(&self, st: &DeviceState) {
+        self.tx_deferred.store(true, Ordering::Release);
+        st.tx_pending.defer(st, self.qpn);
+    }
+
+    /// The transmit worker's turn (`tx`: with a budget): takes what was
+    /// posted and sends what is ready, as far as the budget goes (the
+    /// rest is deferred again).
+    pub(crate) fn run_deferred(&self, tx: &TxCtx<'_>) {
+        let kick = self.kick_deferred.swap(false, Ordering::AcqRel);
+        let timers = self.timers_deferred.swap(false, Ordering::AcqRel);
+        let send = self.tx_deferred.swap(false, Ordering::AcqRel);
+        if timers {
+            let mut i = self.inner.lock();
+            let now = now_ns();
+            if i.peer.is_some() && !i.failed && i.sender.next_deadline().is_some_and(|d| d <= now) {
+                i.sender.on_timer(now);
+            }
+        }
+        if kick {
+            self.kick(tx);
+        } else if send || timers {
+            {
+                let mut i = self.inner.lock();
+                if !i.failed {
+                    self.pump(&mut i, tx);
+                }
+            }
+            self.deliver_cq_events();
+        }
     }
 
     /// The largest engine message at the QP's MTU.

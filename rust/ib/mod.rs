@@ -21,6 +21,7 @@ pub(crate) mod udata;
 pub(crate) mod udp;
 pub(crate) mod umem;
 pub(crate) mod verbs;
+pub(crate) mod worker;
 
 use kernel::error::Error;
 

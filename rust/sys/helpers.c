@@ -218,6 +218,23 @@ unsigned long metaroce_helper_jiffies(void)
 	return READ_ONCE(jiffies);
 }
 
+/* A macro (it names a lock class per call site). */
+void metaroce_helper_init_work(struct work_struct *work, void (*fn)(struct work_struct *))
+{
+	INIT_WORK(work, fn);
+}
+
+/* queue_work() is a static inline over the exported queue_work_on(). */
+bool metaroce_helper_queue_work(struct work_struct *work)
+{
+	return queue_work(system_wq, work);
+}
+
+bool metaroce_helper_in_task(void)
+{
+	return in_task();
+}
+
 unsigned long metaroce_helper_page_offset(void)
 {
 	return PAGE_OFFSET;

@@ -8,6 +8,7 @@
 
 #include <linux/netdevice.h>
 #include <linux/timer.h>
+#include <linux/workqueue.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 #include <linux/skbuff.h>
@@ -63,6 +64,12 @@ bool metaroce_helper_irqs_disabled(void);
 
 void metaroce_helper_timer_setup(struct timer_list *timer, void (*fn)(struct timer_list *));
 unsigned long metaroce_helper_jiffies(void);
+
+/* Deferred transmit work (rust/ib/worker.rs), and whether the caller runs
+ * in task context (not in an interrupt or a softirq). */
+void metaroce_helper_init_work(struct work_struct *work, void (*fn)(struct work_struct *));
+bool metaroce_helper_queue_work(struct work_struct *work);
+bool metaroce_helper_in_task(void);
 
 /* Whether a refused verb may log why now (rust/ib/log.rs). */
 bool metaroce_helper_refusal_ratelimit(void);

@@ -346,10 +346,13 @@ impl Transport {
         }
     }
 
-    /// Sends every packet the engine has ready.
+    /// Sends the packets the engine has ready, as many as the caller's
+    /// budget allows; the rest are left to the transmit worker.
     pub(super) fn pump(&self, i: &mut Inner, tx: &TxCtx<'_>) {
         let Some(peer) = i.peer else { return };
-        self.pump_on(i, tx, peer);
+        if !self.pump_on(i, tx, peer) {
+            self.defer_tx(tx.st);
+        }
         self.counters
             .sync_engine(i.sender.stats(), &tx.st.qp_counters, &tx.st.counters);
         self.complete_sends(i);
@@ -357,11 +360,21 @@ impl Transport {
 
     /// Sends each packet on its path's plane: from our netdev on that plane
     /// to the peer's address on it (plane 0: the connected GIDs; others:
-    /// the source address the route picks on that netdev).
-    fn pump_on(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer) {
+    /// the source address the route picks on that netdev). False if the
+    /// budget ran out while the engine may have more.
+    fn pump_on(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer) -> bool {
+        if !i.sender.has_ready() {
+            return true;
+        }
         let now = now_ns();
         let planes = tx.st.planes.lock();
-        while let Some(pkt) = i.sender.next_packet(now) {
+        loop {
+            if !tx.spend() {
+                return false;
+            }
+            let Some(pkt) = i.sender.next_packet(now) else {
+                return true;
+            };
             let (Some(ndev), Some(dst)) = (planes.get(pkt.plane), i.peer_planes.addr(pkt.plane))
             else {
                 // The plane went away since the engine chose it: the packet

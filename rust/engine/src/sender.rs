@@ -1272,6 +1272,18 @@ impl<C: CongestionControl> Sender<C> {
             && (p.span() as usize) < PATH_RING
     }
 
+    /// Whether [`Sender::next_packet`] may have a packet: a probe due, a
+    /// lost packet to resend, or a message not wholly sent (whether a
+    /// window is open is not asked). False means it has none, so a caller
+    /// that sends elsewhere (a deferred transmit) need not be woken.
+    pub fn has_ready(&self) -> bool {
+        self.lost_total > 0
+            || self.cursor != self.tail
+            || self
+                .used_paths()
+                .any(|p| p.state == PathState::Probing && p.probe_due)
+    }
+
     /// Next packet to send on any plane.
     pub fn next_packet(&mut self, now: u64) -> Option<TxPacket> {
         self.next_packet_inner(now, None)
@@ -1562,6 +1574,55 @@ mod tests {
                 _ => {}
             }
         }
+    }
+
+    /// `has_ready` is never false while `next_packet` has a packet (a
+    /// deferred transmit that trusted it would stall the QP), through
+    /// loss, timeouts and probes, and is false once everything is
+    /// delivered.
+    #[test]
+    fn has_ready_never_hides_a_packet() {
+        let mut tx = Sender::new(cfg(4, 2), 0).unwrap();
+        let mut rx = receiver();
+        assert!(!tx.has_ready());
+        for k in 0..20 {
+            tx.post(&write(5 * MTU + k)).unwrap();
+        }
+        assert!(tx.has_ready());
+        let (mut now, mut sent, mut done, mut probes) = (0u64, 0u32, 0, 0);
+        for _ in 0..20_000 {
+            now += 2_000;
+            tx.on_timer(now);
+            let ready = tx.has_ready();
+            // Path slot 0 is black-holed for the first half (its packets
+            // are resent elsewhere, then it is probed until it answers);
+            // elsewhere every 7th packet is lost.
+            let dead = |path_id: u16| path_id & 63 == 0 && now < 20_000_000;
+            match tx.next_packet(now).map(|p| p.kind) {
+                Some(TxKind::Data { header, .. }) => {
+                    assert!(ready);
+                    sent += 1;
+                    if sent % 7 != 0 && !dead(header.path_id) {
+                        deliver(&mut rx, &mut tx, &header, now);
+                    }
+                }
+                Some(TxKind::Probe(pr)) => {
+                    assert!(ready);
+                    probes += 1;
+                    if !dead(pr.path_id) {
+                        tx.on_probe_reply(&rx.on_probe(&pr), now + 10);
+                    }
+                }
+                None => {}
+            }
+            while tx.pop_completion().is_some() {
+                done += 1;
+            }
+        }
+        assert_eq!(done, 20);
+        assert!(probes > 0);
+        assert!(!tx.has_ready());
+        assert!(tx.next_packet(now).is_none());
     }
 
     #[test]

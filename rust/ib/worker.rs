@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Work deferred to process context: a `work_struct` on the system
+//! workqueue that calls its owner's [`Job`], and is disabled (waiting for
+//! a running call, refusing later queueing) when dropped.
+//!
+//! Why the driver wants it: work done in a softirq preempts every task on
+//! the CPU, while a kworker is scheduled like any other thread. Transmit
+//! work that the receive softirq would otherwise do without bound (every
+//! ACK opening a window) runs here instead, so the applications on the
+//! same CPU keep their share of it.
+
+use core::marker::PhantomPinned;
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use kernel::prelude::*;
+use kernel::types::Opaque;
+
+use crate::sys::bindings;
+
+/// What a [`Worker`] calls, in process context (a kworker): may not sleep
+/// while it holds the driver's spinlocks, like any other caller.
+pub(crate) trait Job: Sync {
+    /// The work was queued at least once since the last call.
+    fn run(&self);
+}
+
+/// A work item owned by (a field of) a pinned `T`.
+///
+/// # Invariants
+///
+/// `work` was set up with [`callback::<T>`] and never moves (pinned); once
+/// `owner` is set it points to the pinned `T` that contains this worker,
+/// which outlives it (the work is disabled in `drop`, before the fields
+/// after it are dropped; the owner's fields that can queue it must be
+/// dropped or quiet by then).
+#[pin_data(PinnedDrop)]
+#[repr(C)]
+pub(crate) struct Worker<T: Job> {
+    #[pin]
+    work: Opaque<bindings::work_struct>,
+    owner: AtomicPtr<T>,
+    #[pin]
+    _pin: PhantomPinned,
+}
+
+// SAFETY: the work item is only touched through the workqueue core's own
+// locking (`queue_work`, `disable_work_sync`), from any context; the owner
+// pointer is atomic and refers to a `Sync` owner.
+unsafe impl<T: Job> Send for Worker<T> {}
+// SAFETY: as above.
+unsafe impl<T: Job> Sync for Worker<T> {}
+
+impl<T: Job> Worker<T> {
+    /// A worker that does nothing until [`Worker::start`].
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            // SAFETY: `INIT_WORK` initialises the work item in place.
+            work <- Opaque::ffi_init(|w| unsafe { bindings::metaroce_helper_init_work(w, Some(callback::<T>)) }),
+            owner: AtomicPtr::new(core::ptr::null_mut()),
+            _pin: PhantomPinned,
+        })
+    }
+
+    /// Names `owner`, the pinned value this worker is a field of, as the
+    /// one to call. Later calls do nothing.
+    pub(crate) fn start(&self, owner: &T) {
+        let _ = self.owner.compare_exchange(
+            core::ptr::null_mut(),
+            (owner as *const T).cast_mut(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    /// Queues the work unless it is queued already (then the queued call
+    /// will see whatever the caller made due). Any context, hard irq and
+    /// interrupts off included. Before [`Worker::start`], nothing.
+    pub(crate) fn schedule(&self) {
+        if self.owner.load(Ordering::Acquire).is_null() {
+            return;
+        }
+        // SAFETY: the work item is set up and pinned (invariant); the
+        // workqueue core serialises queueing against `disable_work_sync`.
+        unsafe { bindings::metaroce_helper_queue_work(self.work.get()) };
+    }
+}
+
+/// Whether the caller runs in task context: not in a hard or soft
+/// interrupt (bottom halves may be disabled by a lock it holds).
+pub(crate) fn in_task() -> bool {
+    // SAFETY: reads the preempt count of the current task; no state.
+    unsafe { bindings::metaroce_helper_in_task() }
+}
+
+/// # Safety
+///
+/// Called by the workqueue core with the `work` field of a live
+/// `Worker<T>`.
+unsafe extern "C" fn callback<T: Job>(work: *mut bindings::work_struct) {
+    // `work` is the first field of the `repr(C)` worker.
+    let worker = work.cast::<Worker<T>>();
+    // SAFETY: the worker is alive while its work can run (it is disabled,
+    // waiting for a running call, before being dropped); `owner` was set
+    // before the work could be queued and outlives the worker (invariant).
+    unsafe {
+        if let Some(owner) = (*worker).owner.load(Ordering::Acquire).as_ref() {
+            owner.run();
+        }
+    }
+}
+
+#[pinned_drop]
+impl<T: Job> PinnedDrop for Worker<T> {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: set up in `new`; disabling waits for a running call and
+        // makes later `queue_work` calls fail, so the work never runs again.
+        unsafe { bindings::disable_work_sync(self.work.get()) };
+    }
+}
