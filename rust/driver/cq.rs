@@ -8,8 +8,9 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use kernel::prelude::*;
 
-use super::device::{MetaRoceIbDevice, FIRST_PORT};
+use super::device::MetaRoceIbDevice;
 use super::limits::MAX_CQE;
+use super::port::FIRST_PORT;
 use super::refusal::{check_limits, refuse};
 use super::wqe::{geometry, Completion, CQE};
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};

@@ -13,6 +13,9 @@ use super::limits::*;
 use super::mr::{MrState, MrTable, MwState};
 use super::net::{log_last_drop, DropRecord, NetRx};
 use super::plane::PlaneTable;
+use super::port::{
+    ib_mtu_for_payload, node_guid_from_mac, FIRST_PORT, GID_TABLE_LEN, MAX_HEADER_BYTES,
+};
 use super::qp::QpState;
 use super::qp_counters::CounterTable;
 use super::qpn::{self, QpnPool};
@@ -36,18 +39,6 @@ use kernel::sync::Arc;
 
 /// The uverbs ABI version of `include/uapi/rdma/metaroce-abi.h`.
 pub(crate) const UVERBS_ABI_VERSION: u32 = 1;
-
-/// The device's only port: its first plane (further planes are not RDMA
-/// ports, see `plane.rs`).
-pub(crate) const FIRST_PORT: u32 = 1;
-
-/// GID table entries per port: one per IPv4/IPv6 address of the netdev.
-const GID_TABLE_LEN: u32 = 64;
-
-/// Bytes of every packet that are not payload: IPv4 (20) or IPv6 (40), UDP
-/// (8), the MetaRoCE base and extension headers and the integrity check.
-/// The IB MTU offered is the largest that fits the netdev MTU after these.
-const MAX_HEADER_BYTES: u32 = 40 + 8 + 80;
 
 /// The driver type the `ib` adapter builds the ops table from.
 pub(crate) struct MetaRoceDevice;
@@ -227,46 +218,8 @@ impl DeviceState {
     }
 }
 
-/// The IB MTU currently usable on the device's first port.
-pub(crate) fn active_mtu(dev: &MetaRoceIbDevice) -> u32 {
-    dev.netdev(FIRST_PORT)
-        .map(|n| ib_mtu_for_payload(n.mtu().saturating_sub(MAX_HEADER_BYTES)))
-        .unwrap_or(bindings::ib_mtu_IB_MTU_256)
-}
-
 /// A MetaRoCE device as the driver sees it.
 pub(crate) type MetaRoceIbDevice = Device<DeviceState>;
-
-/// The payload size of IB MTU `mtu` (`IB_MTU_*`).
-pub(crate) fn mtu_bytes(mtu: u32) -> u32 {
-    256u32 << mtu.saturating_sub(bindings::ib_mtu_IB_MTU_256).min(4)
-}
-
-/// Maps a payload size to the largest IB MTU enum value that fits in it.
-fn ib_mtu_for_payload(payload: u32) -> u32 {
-    match payload {
-        4096.. => bindings::ib_mtu_IB_MTU_4096,
-        2048.. => bindings::ib_mtu_IB_MTU_2048,
-        1024.. => bindings::ib_mtu_IB_MTU_1024,
-        512.. => bindings::ib_mtu_IB_MTU_512,
-        _ => bindings::ib_mtu_IB_MTU_256,
-    }
-}
-
-/// The node GUID: the EUI-64 of the netdev's MAC address (as RoCE does), so
-/// it is stable across reboots and unique per port.
-pub(crate) fn node_guid_from_mac(mac: [u8; 6]) -> u64 {
-    u64::from_be_bytes([
-        mac[0] ^ 2,
-        mac[1],
-        mac[2],
-        0xff,
-        0xfe,
-        mac[3],
-        mac[4],
-        mac[5],
-    ])
-}
 
 impl IbDriver for MetaRoceDevice {
     type Data = DeviceState;

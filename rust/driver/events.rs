@@ -7,8 +7,8 @@
 
 use kernel::prelude::*;
 
-use super::device::FIRST_PORT;
 use super::plane::device_of_plane;
+use super::port::FIRST_PORT;
 use super::transport::TxCtx;
 use crate::ib::netdev::{NetDevice, NetdevEvent, NetdevHandler};
 

@@ -18,6 +18,7 @@ pub(crate) mod link;
 pub(crate) mod mr;
 pub(crate) mod net;
 pub(crate) mod plane;
+pub(crate) mod port;
 pub(crate) mod qp;
 pub(crate) mod qp_counters;
 pub(crate) mod qp_details;

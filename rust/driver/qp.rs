@@ -10,9 +10,10 @@ use kernel::sync::{new_mutex, Arc, Mutex};
 
 use super::ah::AhState;
 use super::datagram::Datagram;
-use super::device::{active_mtu, mtu_bytes, MetaRoceDevice, MetaRoceIbDevice, FIRST_PORT};
+use super::device::{MetaRoceDevice, MetaRoceIbDevice};
 use super::limits::{MAX_INLINE, MAX_QP_WR, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::Requester;
+use super::port::{active_mtu, mtu_bytes, FIRST_PORT};
 use super::qp_counters::QpCounters;
 use super::refusal::{check_limits, qp_state_name, qp_type_name, refuse};
 use super::transport::{gid_ipv4, Peer, Transport, TxCtx};
