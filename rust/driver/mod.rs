@@ -28,5 +28,6 @@ pub(crate) mod refusal;
 pub(crate) mod srq;
 pub(crate) mod stats;
 pub(crate) mod transport;
+pub(crate) mod tx;
 pub(crate) mod uc;
 pub(crate) mod wqe;

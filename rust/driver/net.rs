@@ -12,10 +12,11 @@ use super::device::{DeviceState, MetaRoceIbDevice};
 use super::plane::device_of_plane;
 use super::stats::Counter;
 use super::transport::now_ns;
+use super::tx::send;
 use crate::engine::wire::{self, Opcode, Packet, Probe, WireError};
 use crate::ib::netdev::NetDevice;
-use crate::ib::skb::{Ecn, Ipv4Addr, SkBuff, TxTail};
-use crate::ib::udp::{RxHandler, TunnelSock, TxSkb, TxV4};
+use crate::ib::skb::{Ecn, Ipv4Addr, SkBuff};
+use crate::ib::udp::{RxHandler, TunnelSock, TxV4};
 
 /// Where a received packet came from, for the QP layer and for replies.
 #[derive(Clone, Copy, Debug)]
@@ -210,63 +211,6 @@ fn answer_probe(
     }
     st.counters.inc(Counter::ProbesAnswered);
     RxFate::Consumed
-}
-
-/// Sends one MetaRoCE packet of at most `len` bytes on plane `ndev` to `to`:
-/// `fill` encodes it into the buffer and returns the length used. Counts
-/// `tx_packets`/`tx_bytes` or `tx_errors`. Any context (softirq included).
-pub(crate) fn send(
-    st: &DeviceState,
-    sock: &TunnelSock,
-    ndev: &NetDevice,
-    to: &TxV4,
-    len: usize,
-    fill: impl FnOnce(&mut [u8]) -> Result<usize>,
-) -> Result {
-    let res = (|| {
-        let mut skb = TxSkb::alloc(ndev, len)?;
-        let n = fill(skb.put(len)?)?;
-        if n != len {
-            return Err(EINVAL);
-        }
-        sock.xmit_v4(ndev, skb, to)?;
-        Ok(n)
-    })();
-    count_tx(st, res)
-}
-
-/// Sends one data packet of exactly `len` bytes on plane `ndev` to `to`:
-/// `fill` appends them front to back (header, payload, ICRC) into a buffer
-/// that is not zeroed first (`TxSkb::put_with`: a byte left unwritten
-/// fails the send instead). Counts like [`send`].
-pub(crate) fn send_data(
-    st: &DeviceState,
-    sock: &TunnelSock,
-    ndev: &NetDevice,
-    to: &TxV4,
-    len: usize,
-    fill: impl FnOnce(&mut TxTail<'_>) -> Result,
-) -> Result {
-    let res = (|| {
-        let mut skb = TxSkb::alloc(ndev, len)?;
-        skb.put_with(len, fill)?;
-        sock.xmit_v4(ndev, skb, to)
-    })();
-    count_tx(st, res.map(|()| len))
-}
-
-fn count_tx(st: &DeviceState, res: Result<usize>) -> Result {
-    match res {
-        Ok(n) => {
-            st.counters.inc(Counter::TxPackets);
-            st.counters.add(Counter::TxBytes, n as u64);
-            Ok(())
-        }
-        Err(e) => {
-            st.counters.inc(Counter::TxErrors);
-            Err(e)
-        }
-    }
 }
 
 /// Logs the last malformed packet once (called from process context when
