@@ -355,7 +355,7 @@ impl Datagram {
         let n = h.payload_len as usize;
         let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
         let mut unreadable = false;
-        let sent = send_data(st, &st.tunnel, ndev, to, len, |buf| {
+        let sent = send_data(&st.counters, &st.tunnel, ndev, to, len, |buf| {
             put_data_packet(buf, h, |body| {
                 let read = if req.is_inline {
                     body.put(req.inline.get(..n).ok_or(EINVAL)?)

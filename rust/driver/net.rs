@@ -198,7 +198,7 @@ fn answer_probe(
     };
     let reply = Probe { dst_qpn, ..*probe };
     let sent = send(
-        st,
+        &st.counters,
         sock,
         ndev,
         &meta.reply_to(),

@@ -422,7 +422,7 @@ impl Transport {
         len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> Result {
-        let sent = send(tx.st, tx.sock, ndev, to, len, fill);
+        let sent = send(&tx.st.counters, tx.sock, ndev, to, len, fill);
         self.counters.on_send(&tx.st.qp_counters, &sent, len);
         sent
     }
@@ -437,7 +437,7 @@ impl Transport {
         len: usize,
         fill: impl FnOnce(&mut TxTail<'_>) -> Result,
     ) -> Result {
-        let sent = send_data(tx.st, tx.sock, ndev, to, len, fill);
+        let sent = send_data(&tx.st.counters, tx.sock, ndev, to, len, fill);
         self.counters.on_send(&tx.st.qp_counters, &sent, len);
         sent
     }

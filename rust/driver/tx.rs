@@ -7,8 +7,7 @@
 
 use kernel::prelude::*;
 
-use super::device::DeviceState;
-use super::stats::Counter;
+use super::stats::{Counter, Counters};
 use crate::ib::netdev::NetDevice;
 use crate::ib::skb::TxTail;
 use crate::ib::udp::{TunnelSock, TxSkb, TxV4};
@@ -17,7 +16,7 @@ use crate::ib::udp::{TunnelSock, TxSkb, TxV4};
 /// `fill` encodes it into the buffer and returns the length used. Counts
 /// `tx_packets`/`tx_bytes` or `tx_errors`. Any context (softirq included).
 pub(crate) fn send(
-    st: &DeviceState,
+    counters: &Counters,
     sock: &TunnelSock,
     ndev: &NetDevice,
     to: &TxV4,
@@ -33,7 +32,7 @@ pub(crate) fn send(
         sock.xmit_v4(ndev, skb, to)?;
         Ok(n)
     })();
-    count_tx(st, res)
+    count_tx(counters, res)
 }
 
 /// Sends one data packet of exactly `len` bytes on plane `ndev` to `to`:
@@ -41,7 +40,7 @@ pub(crate) fn send(
 /// that is not zeroed first (`TxSkb::put_with`: a byte left unwritten
 /// fails the send instead). Counts like [`send`].
 pub(crate) fn send_data(
-    st: &DeviceState,
+    counters: &Counters,
     sock: &TunnelSock,
     ndev: &NetDevice,
     to: &TxV4,
@@ -53,18 +52,18 @@ pub(crate) fn send_data(
         skb.put_with(len, fill)?;
         sock.xmit_v4(ndev, skb, to)
     })();
-    count_tx(st, res.map(|()| len))
+    count_tx(counters, res.map(|()| len))
 }
 
-fn count_tx(st: &DeviceState, res: Result<usize>) -> Result {
+fn count_tx(counters: &Counters, res: Result<usize>) -> Result {
     match res {
         Ok(n) => {
-            st.counters.inc(Counter::TxPackets);
-            st.counters.add(Counter::TxBytes, n as u64);
+            counters.inc(Counter::TxPackets);
+            counters.add(Counter::TxBytes, n as u64);
             Ok(())
         }
         Err(e) => {
-            st.counters.inc(Counter::TxErrors);
+            counters.inc(Counter::TxErrors);
             Err(e)
         }
     }
