@@ -25,6 +25,7 @@ pub(crate) mod qp_counters;
 pub(crate) mod qp_details;
 pub(crate) mod qpn;
 pub(crate) mod refusal;
+pub(crate) mod rx;
 pub(crate) mod srq;
 pub(crate) mod stats;
 pub(crate) mod transport;

@@ -10,61 +10,14 @@ use kernel::prelude::*;
 
 use super::device::{DeviceState, MetaRoceIbDevice};
 use super::plane::device_of_plane;
+use super::rx::{DropRecord, RxFate, RxMeta};
 use super::stats::Counter;
 use super::transport::now_ns;
 use super::tx::send;
-use crate::engine::wire::{self, Opcode, Packet, Probe, WireError};
+use crate::engine::wire::{self, Opcode, Packet, Probe};
 use crate::ib::netdev::NetDevice;
 use crate::ib::skb::{Ecn, Ipv4Addr, SkBuff};
-use crate::ib::udp::{RxHandler, TunnelSock, TxV4};
-
-/// Where a received packet came from, for the QP layer and for replies.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RxMeta {
-    /// The peer's address.
-    pub(crate) src: Ipv4Addr,
-    /// Our address the packet was sent to (the source of replies).
-    pub(crate) dst: Ipv4Addr,
-    /// The peer's UDP source port: the path entropy, reused by ACKs and
-    /// probe replies as their source port.
-    pub(crate) src_port: u16,
-    /// The IP ECN field as received (`Ecn::Ce`: marked by a switch).
-    pub(crate) ecn: Ecn,
-}
-
-impl RxMeta {
-    /// The destination of a reply on the same path (section 3.4): back to
-    /// the sender, from the packet's source port, ECT(0).
-    pub(crate) fn reply_to(&self) -> TxV4 {
-        TxV4 {
-            src: self.dst,
-            dst: self.src,
-            src_port: self.src_port,
-            ecn: Ecn::Ect0,
-        }
-    }
-}
-
-/// The last malformed packet of a device, logged when counters are read.
-#[derive(Clone, Copy)]
-pub(crate) struct DropRecord {
-    reason: WireError,
-    from: Ipv4Addr,
-    port: u16,
-    len: usize,
-}
-
-/// What became of a received packet; decides how its skb is freed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum RxFate {
-    /// Processed by the protocol (placed, answered, acknowledged, or read
-    /// and found stale or duplicate by the engine): `consume_skb`.
-    Consumed,
-    /// Dropped before the protocol took it (malformed, not ours, no QP,
-    /// not from the peer, a QP in error, over a rate limit): `kfree_skb`,
-    /// so drop monitors see it. Each such path counts its own reason.
-    Dropped,
-}
+use crate::ib::udp::{RxHandler, TunnelSock};
 
 /// The tunnel's receive handler.
 pub(crate) struct NetRx;

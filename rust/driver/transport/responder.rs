@@ -12,7 +12,7 @@ use super::{
     WR_WINDOW,
 };
 use crate::driver::mr::{MrTable, Requester};
-use crate::driver::net::RxMeta;
+use crate::driver::rx::RxMeta;
 use crate::driver::stats::Counter;
 use crate::driver::uc::RecvFate;
 use crate::driver::wqe::{self, Completion, RecvWqe, Sge};
