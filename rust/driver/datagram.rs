@@ -21,10 +21,11 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use super::device::DeviceState;
+use super::gid::gid_ipv4;
 use super::limits::{MAX_AH, MAX_QP};
 use super::mr::MrTable;
 use super::stats::Counter;
-use super::transport::{gather_sges, gid_ipv4, now_ns, put_data_packet, scatter, Transport};
+use super::transport::{gather_sges, now_ns, put_data_packet, scatter, Transport};
 use super::tx::send_data;
 use super::wqe::{self, Completion};
 use crate::engine::wire::{self, DataHeader, Opcode, Syndrome};

@@ -12,6 +12,7 @@ pub(crate) mod datagram;
 pub(crate) mod device;
 pub(crate) mod events;
 pub(crate) mod fastreg;
+pub(crate) mod gid;
 pub(crate) mod ids;
 pub(crate) mod limits;
 pub(crate) mod link;

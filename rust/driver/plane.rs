@@ -20,7 +20,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
 use super::device::{DeviceState, MetaRoceDevice};
-use super::transport::gid_ipv4;
+use super::gid::{gid_ipv4, ipv4_gid};
 use crate::engine::wire::MAX_PLANES as WIRE_MAX_PLANES;
 use crate::ib::device::{device_by_netdev, DeviceRef};
 use crate::ib::netdev::{netdev_by_index, NetDevice, NetDeviceRef};
@@ -169,15 +169,6 @@ impl Drop for PlaneTable {
             self.remove(k);
         }
     }
-}
-
-/// `::ffff:a.b.c.d`.
-fn ipv4_gid(ip: Ipv4Addr) -> [u8; 16] {
-    let mut g = [0u8; 16];
-    g[10] = 0xff;
-    g[11] = 0xff;
-    g[12..].copy_from_slice(&ip.0);
-    g
 }
 
 /// First and longest interval between repeated PLANES packets.

@@ -769,12 +769,3 @@ pub(crate) fn deliver(
     );
     Some(t.receive(tx, ndev, pkt, meta))
 }
-
-/// The IPv4 address inside an IPv4-mapped GID (`::ffff:a.b.c.d`).
-pub(crate) fn gid_ipv4(gid: &[u8; 16]) -> Option<Ipv4Addr> {
-    if gid[..10].iter().all(|&b| b == 0) && gid[10] == 0xff && gid[11] == 0xff {
-        Some(Ipv4Addr([gid[12], gid[13], gid[14], gid[15]]))
-    } else {
-        None
-    }
-}
