@@ -14,16 +14,16 @@ use super::ids::IdPool;
 use super::limits::*;
 use super::mr::MrTable;
 use super::net::NetRx;
-use super::plane::PlaneTable;
+use super::plane::{owner_of, PlaneTable};
 use super::qp_counters::CounterTable;
 use super::qpn::{self, QpnPool};
 use super::rx::DropRecord;
 use super::stats::Counters;
 use super::transport::{Transport, TxCtx};
 use crate::engine::ratelimit::TokenBucket;
-use crate::ib::device::Device;
+use crate::ib::device::{device_by_netdev, Device, DeviceRef};
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
-use crate::ib::netdev::NetDevice;
+use crate::ib::netdev::{netdev_by_index, NetDevice};
 use crate::ib::random::random_u32;
 use crate::ib::timer::{Tick, Ticker};
 use crate::ib::udp::TunnelRef;
@@ -209,6 +209,15 @@ impl DeviceState {
     pub(crate) fn give_back_ah_num(&self, n: u32) {
         self.ah_nums.lock().give_back(n);
     }
+}
+
+/// The MetaRoCE device `ndev` is a plane of, if any. Any context.
+pub(crate) fn device_of_plane(ndev: &NetDevice) -> Option<DeviceRef<DeviceState>> {
+    if let Some(dev) = device_by_netdev::<MetaRoceDevice>(ndev) {
+        return Some(dev);
+    }
+    let first = netdev_by_index(owner_of(ndev.ifindex())?)?;
+    device_by_netdev::<MetaRoceDevice>(&first)
 }
 
 /// A MetaRoCE device as the driver sees it.

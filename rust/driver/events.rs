@@ -7,7 +7,7 @@
 
 use kernel::prelude::*;
 
-use super::plane::device_of_plane;
+use super::device::device_of_plane;
 use super::port::FIRST_PORT;
 use super::transport::TxCtx;
 use crate::ib::netdev::{NetDevice, NetdevEvent, NetdevHandler};

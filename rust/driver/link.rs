@@ -14,8 +14,9 @@
 use kernel::c_str;
 use kernel::prelude::*;
 
-use super::device::{DeviceState, MetaRoceDevice, MetaRoceIbDevice, UVERBS_ABI_VERSION};
-use super::plane::device_of_plane;
+use super::device::{
+    device_of_plane, DeviceState, MetaRoceDevice, MetaRoceIbDevice, UVERBS_ABI_VERSION,
+};
 use super::port::{node_guid_from_mac, FIRST_PORT};
 use crate::ib::device::{device_by_name, name_in_use, DeviceConfig, NewDevice};
 use crate::ib::link::LinkType;

@@ -8,8 +8,7 @@
 
 use kernel::prelude::*;
 
-use super::device::{DeviceState, MetaRoceIbDevice};
-use super::plane::device_of_plane;
+use super::device::{device_of_plane, DeviceState, MetaRoceIbDevice};
 use super::rx::{DropRecord, RxFate, RxMeta};
 use super::stats::Counter;
 use super::transport::now_ns;
