@@ -517,7 +517,7 @@ pub(crate) fn receive(
 ) -> bool {
     let delivered = match ip {
         // The table's lock is held through the QP's work: see
-        // `transport::deliver`.
+        // `deliver` in net.rs.
         Some(ip) => st
             .uds
             .lock()

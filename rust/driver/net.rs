@@ -13,7 +13,7 @@ use super::rx::{DropRecord, RxFate, RxMeta};
 use super::stats::Counter;
 use super::transport::now_ns;
 use super::tx::send;
-use crate::engine::wire::{self, Opcode, Packet, Probe};
+use crate::engine::wire::{self, Ack, Nak, Opcode, Packet, Probe};
 use crate::ib::netdev::NetDevice;
 use crate::ib::skb::{Ecn, Ipv4Addr, SkBuff};
 use crate::ib::udp::{RxHandler, TunnelSock};
@@ -99,9 +99,10 @@ fn receive_on(
     }
 }
 
-/// Hands a valid data, ACK, NAK or PROBE_REPLY packet to its QP; `None`
-/// if no QP has its number. Softirq context; `pkt` borrows the skb (data
-/// payloads are placed from it before it is freed).
+/// Looks up the QP of a valid data, ACK, NAK, PROBE_REPLY or PLANES packet
+/// on `dev` and hands the packet to it: what became of it, `None` if no QP
+/// has its number. Softirq context; `pkt` borrows the skb (data payloads
+/// are placed from it before it is freed).
 fn deliver(
     dev: &MetaRoceIbDevice,
     st: &DeviceState,
@@ -111,7 +112,24 @@ fn deliver(
     meta: &RxMeta,
 ) -> Option<RxFate> {
     let tx = super::transport::TxCtx { st, sock };
-    super::transport::deliver(dev, &tx, ndev, pkt, meta)
+    let qpn = match pkt {
+        Packet::Data { header, .. } => header.dst_qpn,
+        Packet::Ack(Ack { dst_qpn, .. }) | Packet::Nak(Nak { dst_qpn, .. }) => *dst_qpn,
+        Packet::ProbeReply(p) => p.dst_qpn,
+        Packet::Planes(p) => p.dst_qpn,
+        Packet::Probe(_) => return None,
+    };
+    // The table's lock is held through the QP's work: `destroy_qp` takes
+    // the QP out under it, and the CQs the QP completes to may go once it
+    // is out.
+    let qps = dev.data().qps.lock();
+    let t = qps.get(qpn)?;
+    t.counters.on_receive(
+        &tx.st.qp_counters,
+        super::qp_counters::wire_len(pkt),
+        meta.ecn == Ecn::Ce,
+    );
+    Some(t.receive(&tx, ndev, pkt, meta))
 }
 
 /// The QPN to put in the reply to a probe for local QP `qpn` that came

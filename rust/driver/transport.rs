@@ -27,7 +27,7 @@ use kernel::time::Ktime;
 
 use super::ack_routes::AckRoutes;
 use super::cq::CqState;
-use super::device::{DeviceState, MetaRoceIbDevice};
+use super::device::DeviceState;
 use super::limits::{MAX_INLINE, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::Requester;
 use super::plane::PeerPlanes;
@@ -43,12 +43,12 @@ use crate::engine::cc::Aimd;
 use crate::engine::config::{ReceiverConfig, SenderConfig, MSG_WINDOW};
 use crate::engine::receiver::Receiver;
 use crate::engine::sender::Sender;
-use crate::engine::wire::{self, Ack, Nak, Opcode, Packet};
+use crate::engine::wire::{self, Opcode, Packet};
 use crate::ib::heap::kvbox_copy;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
-use crate::ib::skb::{Ecn, Ipv4Addr, TxTail};
+use crate::ib::skb::{Ipv4Addr, TxTail};
 use crate::ib::udp::{TunnelSock, TxV4};
 use crate::ib::verbs::ObjRef;
 use crate::sys::bindings as b;
@@ -738,34 +738,4 @@ impl Transport {
         }
         self.pump(i, tx);
     }
-}
-
-/// Looks up the QP of a data, ACK or NAK packet on `dev` and hands the
-/// packet to it: what became of it, `None` if no QP has its number. Receive
-/// softirq.
-pub(crate) fn deliver(
-    dev: &MetaRoceIbDevice,
-    tx: &TxCtx<'_>,
-    ndev: &NetDevice,
-    pkt: &Packet<'_>,
-    meta: &RxMeta,
-) -> Option<RxFate> {
-    let qpn = match pkt {
-        Packet::Data { header, .. } => header.dst_qpn,
-        Packet::Ack(Ack { dst_qpn, .. }) | Packet::Nak(Nak { dst_qpn, .. }) => *dst_qpn,
-        Packet::ProbeReply(p) => p.dst_qpn,
-        Packet::Planes(p) => p.dst_qpn,
-        Packet::Probe(_) => return None,
-    };
-    // The table's lock is held through the QP's work: `destroy_qp` takes
-    // the QP out under it, and the CQs the QP completes to may go once it
-    // is out.
-    let qps = dev.data().qps.lock();
-    let t = qps.get(qpn)?;
-    t.counters.on_receive(
-        &tx.st.qp_counters,
-        super::qp_counters::wire_len(pkt),
-        meta.ecn == Ecn::Ce,
-    );
-    Some(t.receive(tx, ndev, pkt, meta))
 }
