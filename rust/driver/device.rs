@@ -26,7 +26,7 @@ use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::{netdev_by_index, NetDevice};
 use crate::ib::random::random_u32;
 use crate::ib::timer::{Tick, Ticker};
-use crate::ib::udp::TunnelRef;
+use crate::ib::udp::{TunnelRef, TunnelSock};
 use kernel::sync::Arc;
 
 /// The uverbs ABI version of `include/uapi/rdma/metaroce-abi.h`.
@@ -87,16 +87,13 @@ const TICK_JIFFIES: u64 = 1;
 
 impl Tick for DeviceState {
     fn tick(&self) {
-        let tx = TxCtx {
-            st: self,
-            sock: &self.tunnel,
-        };
+        let tx = self.tx(&self.tunnel);
         let qps = self.qps.lock();
         for t in qps.iter() {
             t.tick(&tx);
         }
         drop(qps);
-        datagram::tick(self);
+        datagram::tick(&self.uds, &tx, &self.ahs);
     }
 }
 
@@ -164,6 +161,18 @@ impl DeviceState {
             uds <- new_spinlock_bh!(DatagramTable::new()?, "metaroce_uds"),
             ahs: AhTable::new()?,
         })
+    }
+
+    /// What the data path sends and receives with (the counters, the
+    /// memory and plane tables), sending on `sock`.
+    pub(crate) fn tx<'a>(&'a self, sock: &'a TunnelSock) -> TxCtx<'a> {
+        TxCtx {
+            counters: &self.counters,
+            qp_counters: &self.qp_counters,
+            mrs: &self.mrs,
+            planes: &self.planes,
+            sock,
+        }
     }
 
     /// A free QP number (index and random tag, `qpn.rs`).

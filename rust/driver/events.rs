@@ -9,7 +9,6 @@ use kernel::prelude::*;
 
 use super::device::device_of_plane;
 use super::port::FIRST_PORT;
-use super::transport::TxCtx;
 use crate::ib::netdev::{NetDevice, NetdevEvent, NetdevHandler};
 
 /// The driver's netdevice notifier handler.
@@ -45,10 +44,7 @@ impl NetdevHandler for NetdevEvents {
             // The active MTU is derived from the netdev MTU at query time.
             NetdevEvent::ChangeMtu => return,
         };
-        let tx = TxCtx {
-            st,
-            sock: &st.tunnel,
-        };
+        let tx = st.tx(&st.tunnel);
         for t in st.qps.lock().iter() {
             t.plane_event(&tx, plane, up);
         }

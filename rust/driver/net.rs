@@ -86,7 +86,8 @@ fn receive_on(
             RxFate::Dropped
         }
         Ok(Packet::Data { header, payload }) if header.opcode == Opcode::UdSend => {
-            if super::datagram::receive(st, &header, payload, ip_header.as_ref()) {
+            let tx = st.tx(sock);
+            if super::datagram::receive(&st.uds, &tx, &header, payload, ip_header.as_ref()) {
                 RxFate::Consumed
             } else {
                 RxFate::Dropped
@@ -111,7 +112,7 @@ fn deliver(
     pkt: &Packet<'_>,
     meta: &RxMeta,
 ) -> Option<RxFate> {
-    let tx = super::transport::TxCtx { st, sock };
+    let tx = st.tx(sock);
     let qpn = match pkt {
         Packet::Data { header, .. } => header.dst_qpn,
         Packet::Ack(Ack { dst_qpn, .. }) | Packet::Nak(Nak { dst_qpn, .. }) => *dst_qpn,
@@ -125,7 +126,7 @@ fn deliver(
     let qps = dev.data().qps.lock();
     let t = qps.get(qpn)?;
     t.counters.on_receive(
-        &tx.st.qp_counters,
+        tx.qp_counters,
         super::qp_counters::wire_len(pkt),
         meta.ecn == Ecn::Ce,
     );
@@ -147,7 +148,7 @@ fn probe_reply_qpn(
     st.qps
         .lock()
         .get(qpn)
-        .and_then(|t| t.peer_qpn_from(st, ndev, src))
+        .and_then(|t| t.peer_qpn_from(&st.planes, ndev, src))
 }
 
 fn answer_probe(

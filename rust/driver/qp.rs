@@ -17,7 +17,7 @@ use super::mr::Requester;
 use super::port::{active_mtu, mtu_bytes, FIRST_PORT};
 use super::qp_counters::QpCounters;
 use super::refusal::{check_limits, qp_state_name, qp_type_name, refuse};
-use super::transport::{Peer, Transport, TxCtx};
+use super::transport::{Peer, Transport};
 use super::wqe::{self, geometry, Remote, SendWr, Sge};
 use crate::ib::eopnotsupp;
 use crate::ib::lock::{irqs_disabled, new_spinlock_irq, SpinLockIrq};
@@ -652,14 +652,11 @@ impl QpState {
             // Kernel consumers may post with interrupts disabled: the device
             // tick sends their datagrams.
             if self.user {
-                d.send_queued(st)?;
+                d.send_queued(&st.tx(&st.tunnel), &st.ahs)?;
             }
             return Ok(());
         }
-        let tx = TxCtx {
-            st,
-            sock: &st.tunnel,
-        };
+        let tx = st.tx(&st.tunnel);
         self.transport.kick(&tx);
         Ok(())
     }

@@ -27,14 +27,13 @@ use kernel::time::Ktime;
 
 use super::ack_routes::AckRoutes;
 use super::cq::CqState;
-use super::device::DeviceState;
 use super::limits::{MAX_INLINE, MAX_RD_ATOMIC, MAX_SGE};
-use super::mr::Requester;
-use super::plane::PeerPlanes;
-use super::qp_counters::QpCounters;
+use super::mr::{MrTable, Requester};
+use super::plane::{PeerPlanes, PlaneTable};
+use super::qp_counters::{CounterTable, QpCounters};
 use super::rx::{RxFate, RxMeta};
 use super::srq::SrqState;
-use super::stats::Counter;
+use super::stats::{Counter, Counters};
 use super::tx::{send, send_data};
 use super::uc::UcDrops;
 use super::wqe::{RecvWqe, Sge};
@@ -290,9 +289,19 @@ pub(crate) struct Transport {
     pub(crate) counters: QpCounters,
 }
 
-/// The device pieces a packet is sent with.
+/// The device pieces a packet is sent with: what the data path reaches of
+/// the device from any QP (`DeviceState::tx` lends them), and the tunnel
+/// socket.
 pub(crate) struct TxCtx<'a> {
-    pub(crate) st: &'a DeviceState,
+    /// The device's packet counters.
+    pub(crate) counters: &'a Counters,
+    /// The counter objects QPs are bound to (`rdma statistic qp`).
+    pub(crate) qp_counters: &'a CounterTable,
+    /// Registered memory by key.
+    pub(crate) mrs: &'a SpinLockBh<MrTable>,
+    /// The netdevs the device sends on and receives from, by plane.
+    pub(crate) planes: &'a SpinLockBh<PlaneTable>,
+    /// The tunnel socket packets go out through.
     pub(crate) sock: &'a TunnelSock,
 }
 
@@ -422,8 +431,8 @@ impl Transport {
         len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> Result {
-        let sent = send(&tx.st.counters, tx.sock, ndev, to, len, fill);
-        self.counters.on_send(&tx.st.qp_counters, &sent, len);
+        let sent = send(tx.counters, tx.sock, ndev, to, len, fill);
+        self.counters.on_send(tx.qp_counters, &sent, len);
         sent
     }
 
@@ -437,8 +446,8 @@ impl Transport {
         len: usize,
         fill: impl FnOnce(&mut TxTail<'_>) -> Result,
     ) -> Result {
-        let sent = send_data(&tx.st.counters, tx.sock, ndev, to, len, fill);
-        self.counters.on_send(&tx.st.qp_counters, &sent, len);
+        let sent = send_data(tx.counters, tx.sock, ndev, to, len, fill);
+        self.counters.on_send(tx.qp_counters, &sent, len);
         sent
     }
 
@@ -606,7 +615,7 @@ impl Transport {
         // Every ACK the receiver engine held goes now: the next tick would
         // be later than protocol.md 3.4 lets a packet wait.
         while let Some(ack) = i.receiver.flush(u64::MAX) {
-            let planes = tx.st.planes.lock();
+            let planes = tx.planes.lock();
             if let Some((ndev, to)) = i
                 .ack_routes
                 .of(ack.path_id)
@@ -677,13 +686,13 @@ impl Transport {
     ) -> RxFate {
         // The plane the packet came in on: who may send on it, and where a
         // held ACK goes back.
-        let plane = tx.st.planes.lock().index_of(ndev);
+        let plane = tx.planes.lock().index_of(ndev);
         if i.failed {
             // In error the QP places, answers and acknowledges nothing; its
             // peer's requests end in its retry budget. Only a packet of the
             // message that failed here gets that message's NAK again: the
             // requester whose NAK was lost learns why (protocol.md 3.2).
-            tx.st.counters.inc(Counter::RxQpInError);
+            tx.counters.inc(Counter::RxQpInError);
             if let Packet::Data { header, .. } = pkt {
                 if self.from_peer(i, plane, pkt, meta) {
                     if let Some(nak) = i.receiver.nak_again(header) {
@@ -698,7 +707,7 @@ impl Transport {
             return RxFate::Dropped;
         }
         if !self.from_peer(i, plane, pkt, meta) {
-            tx.st.counters.inc(Counter::RxNotPeer);
+            tx.counters.inc(Counter::RxNotPeer);
             return RxFate::Dropped;
         }
         match pkt {

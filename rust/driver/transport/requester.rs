@@ -177,7 +177,7 @@ impl Transport {
             // Carried out now, in posting order; completes in its
             // turn without a message (a failure fails the QP then).
             w.wc_opcode = wc_opcode;
-            w.status = self.local_op(&req, index, &tx.st.mrs);
+            w.status = self.local_op(&req, index, tx.mrs);
             i.wrs[slot] = w;
             i.sq_taken = index.wrapping_add(1);
             return Taken::Local;
@@ -194,7 +194,7 @@ impl Transport {
             Some((op, wc_opcode)) => {
                 w.opcode = op;
                 w.wc_opcode = wc_opcode;
-                check_request(&req, op, &tx.st.mrs.lock(), &self.local)
+                check_request(&req, op, &tx.mrs.lock(), &self.local)
             }
             None => Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
         };
@@ -351,7 +351,7 @@ impl Transport {
         let Some(peer) = i.peer else { return };
         self.pump_on(i, tx, peer);
         self.counters
-            .sync_engine(i.sender.stats(), &tx.st.qp_counters, &tx.st.counters);
+            .sync_engine(i.sender.stats(), tx.qp_counters, tx.counters);
         self.complete_sends(i);
     }
 
@@ -360,13 +360,13 @@ impl Transport {
     /// the source address the route picks on that netdev).
     fn pump_on(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer) {
         let now = now_ns();
-        let planes = tx.st.planes.lock();
+        let planes = tx.planes.lock();
         while let Some(pkt) = i.sender.next_packet(now) {
             let (Some(ndev), Some(dst)) = (planes.get(pkt.plane), i.peer_planes.addr(pkt.plane))
             else {
                 // The plane went away since the engine chose it: the packet
                 // counts as lost and is resent on another path.
-                tx.st.counters.inc(Counter::TxErrors);
+                tx.counters.inc(Counter::TxErrors);
                 continue;
             };
             let src = if pkt.plane == 0 {
@@ -383,13 +383,13 @@ impl Transport {
             match pkt.kind {
                 TxKind::Data { header, retransmit } => {
                     if retransmit {
-                        tx.st.counters.inc(Counter::Retransmissions);
+                        tx.counters.inc(Counter::Retransmissions);
                         self.counters
-                            .add(&tx.st.qp_counters, Counter::Retransmissions, 1);
+                            .add(tx.qp_counters, Counter::Retransmissions, 1);
                     }
                     let n = header.payload_len as usize;
                     let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
-                    let mrs = &tx.st.mrs;
+                    let mrs = tx.mrs;
                     let out = i.out[header.msn as usize % MSG_WINDOW];
                     let _ = self.send_data(tx, ndev, &to, len, |buf| {
                         put_data_packet(buf, &header, |body| {
