@@ -13,7 +13,6 @@ use super::datagram::{self, AhTable, DatagramTable};
 use super::ids::IdPool;
 use super::limits::*;
 use super::mr::MrTable;
-use super::net::NetRx;
 use super::plane::{owner_of, PlaneTable};
 use super::qp_counters::CounterTable;
 use super::qpn::{self, QpnPool};
@@ -26,7 +25,7 @@ use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::{netdev_by_index, NetDevice};
 use crate::ib::random::random_u32;
 use crate::ib::timer::{Tick, Ticker};
-use crate::ib::udp::{TunnelRef, TunnelSock};
+use crate::ib::udp::{RxHandler, TunnelRef, TunnelSock};
 use kernel::sync::Arc;
 
 /// The uverbs ABI version of `include/uapi/rdma/metaroce-abi.h`.
@@ -140,9 +139,10 @@ impl QpTable {
 }
 
 impl DeviceState {
-    /// The initialiser for a new device's state. Process context (it may
-    /// open the UDP socket).
-    pub(crate) fn new(first_plane: &NetDevice) -> impl PinInit<Self, Error> {
+    /// The initialiser for a new device's state, whose share of the UDP
+    /// tunnel hands received packets to `R` (the receive dispatch,
+    /// `net::NetRx`). Process context (it may open the UDP socket).
+    pub(crate) fn new<R: RxHandler>(first_plane: &NetDevice) -> impl PinInit<Self, Error> {
         let planes = PlaneTable::new(first_plane);
         try_pin_init!(Self {
             ticker <- Ticker::new(TICK_JIFFIES),
@@ -154,7 +154,7 @@ impl DeviceState {
             counters: Counters::new(),
             qp_counters: CounterTable::new()?,
             last_drop <- new_spinlock_bh!(None, "metaroce_last_drop"),
-            tunnel: TunnelRef::get::<NetRx>()?,
+            tunnel: TunnelRef::get::<R>()?,
             mrs <- new_spinlock_bh!(MrTable::new()?, "metaroce_mrs"),
             qps <- new_spinlock_bh!(QpTable::new()?, "metaroce_qps"),
             planes <- new_spinlock_bh!(planes, "metaroce_planes"),

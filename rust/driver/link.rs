@@ -17,6 +17,7 @@ use kernel::prelude::*;
 use super::device::{
     device_of_plane, DeviceState, MetaRoceDevice, MetaRoceIbDevice, UVERBS_ABI_VERSION,
 };
+use super::net::NetRx;
 use super::port::{node_guid_from_mac, FIRST_PORT};
 use crate::ib::device::{device_by_name, name_in_use, DeviceConfig, NewDevice};
 use crate::ib::link::LinkType;
@@ -64,8 +65,11 @@ impl LinkType for MetaRoceLink {
             num_comp_vectors: 1,
             uverbs_abi_ver: UVERBS_ABI_VERSION,
         };
-        let mut dev =
-            NewDevice::<MetaRoceDevice>::new(&crate::THIS_MODULE, &cfg, DeviceState::new(ndev))?;
+        let mut dev = NewDevice::<MetaRoceDevice>::new(
+            &crate::THIS_MODULE,
+            &cfg,
+            DeviceState::new::<NetRx>(ndev),
+        )?;
         dev.set_netdev(ndev, FIRST_PORT)?;
         dev.register(name).inspect_err(|e| {
             pr_err!(
