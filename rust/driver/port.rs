@@ -3,7 +3,7 @@
 //! The device's one RDMA port: its number, the size of its GID table, its
 //! MTU (from the netdev MTU of the first plane) and the node GUID.
 
-use super::device::MetaRoceIbDevice;
+use crate::ib::device::Device;
 use crate::sys::bindings;
 
 /// The device's only port: its first plane (further planes are not RDMA
@@ -18,8 +18,9 @@ pub(crate) const GID_TABLE_LEN: u32 = 64;
 /// The IB MTU offered is the largest that fits the netdev MTU after these.
 pub(crate) const MAX_HEADER_BYTES: u32 = 40 + 8 + 80;
 
-/// The IB MTU currently usable on the device's first port.
-pub(crate) fn active_mtu(dev: &MetaRoceIbDevice) -> u32 {
+/// The IB MTU currently usable on the device's first port (only the
+/// `ib_device`'s netdev is read: any driver data).
+pub(crate) fn active_mtu<D>(dev: &Device<D>) -> u32 {
     dev.netdev(FIRST_PORT)
         .map(|n| ib_mtu_for_payload(n.mtu().saturating_sub(MAX_HEADER_BYTES)))
         .unwrap_or(bindings::ib_mtu_IB_MTU_256)
