@@ -17,6 +17,7 @@ use super::plane::{owner_of, PlaneTable};
 use super::qp_counters::CounterTable;
 use super::qpn::{self, QpnPool};
 use super::rx::DropRecord;
+use super::srq::SrqNumbers;
 use super::stats::Counters;
 use super::transport::{Transport, TxCtx};
 use crate::engine::ratelimit::TokenBucket;
@@ -199,16 +200,6 @@ impl DeviceState {
         self.mr_keys.lock().give_back(index);
     }
 
-    /// A free SRQ number.
-    pub(crate) fn take_srq_num(&self) -> Result<u32> {
-        self.srq_nums.lock().take()
-    }
-
-    /// Frees an SRQ number.
-    pub(crate) fn give_back_srq_num(&self, n: u32) {
-        self.srq_nums.lock().give_back(n);
-    }
-
     /// A free AH number.
     pub(crate) fn take_ah_num(&self) -> Result<u32> {
         self.ah_nums.lock().take()
@@ -217,6 +208,18 @@ impl DeviceState {
     /// Frees an AH number.
     pub(crate) fn give_back_ah_num(&self, n: u32) {
         self.ah_nums.lock().give_back(n);
+    }
+}
+
+impl SrqNumbers for DeviceState {
+    /// A free SRQ number.
+    fn take_srq_num(&self) -> Result<u32> {
+        self.srq_nums.lock().take()
+    }
+
+    /// Frees an SRQ number.
+    fn give_back_srq_num(&self, n: u32) {
+        self.srq_nums.lock().give_back(n);
     }
 }
 
