@@ -12,7 +12,7 @@ use kernel::sync::{new_spinlock, SpinLock};
 use super::datagram::{self, AhTable, DatagramTable};
 use super::ids::IdPool;
 use super::limits::*;
-use super::mr::MrTable;
+use super::mr::{MrKeys, MrTable};
 use super::plane::{owner_of, PlaneTable};
 use super::qp_counters::CounterTable;
 use super::qpn::{self, QpnPool};
@@ -186,20 +186,6 @@ impl DeviceState {
         self.qpns.lock().give_back(qpn);
     }
 
-    /// A free memory key: `(index, key)` with key = index << 8 | a random
-    /// byte, so that a key is not guessed from the last one seen, and a
-    /// stale key of a freed region names the next one to reuse its index
-    /// only 1 time in 256 (as InfiniBand's 8-bit key does).
-    pub(crate) fn take_mr_key(&self) -> Result<(u32, u32)> {
-        let index = self.mr_keys.lock().take()?;
-        Ok((index, (index << 8) | (random_u32() & 0xff)))
-    }
-
-    /// Frees a memory key's index.
-    pub(crate) fn give_back_mr_key(&self, index: u32) {
-        self.mr_keys.lock().give_back(index);
-    }
-
     /// A free AH number.
     pub(crate) fn take_ah_num(&self) -> Result<u32> {
         self.ah_nums.lock().take()
@@ -208,6 +194,27 @@ impl DeviceState {
     /// Frees an AH number.
     pub(crate) fn give_back_ah_num(&self, n: u32) {
         self.ah_nums.lock().give_back(n);
+    }
+}
+
+impl MrKeys for DeviceState {
+    /// A free memory key: `(index, key)` with key = index << 8 | a random
+    /// byte, so that a key is not guessed from the last one seen, and a
+    /// stale key of a freed region names the next one to reuse its index
+    /// only 1 time in 256 (as InfiniBand's 8-bit key does).
+    fn take_mr_key(&self) -> Result<(u32, u32)> {
+        let index = self.mr_keys.lock().take()?;
+        Ok((index, (index << 8) | (random_u32() & 0xff)))
+    }
+
+    /// Frees a memory key's index.
+    fn give_back_mr_key(&self, index: u32) {
+        self.mr_keys.lock().give_back(index);
+    }
+
+    /// The table of regions and windows, by key index.
+    fn mrs(&self) -> &SpinLockBh<MrTable> {
+        &self.mrs
     }
 }
 
