@@ -31,6 +31,7 @@ written through a macro's own syntax (`$crate`) or `include!` is not seen.
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -437,6 +438,8 @@ def self_test():
 
 
 def main(argv):
+    # Piped into head: stop quietly, as other tools do.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     graph = "--graph" in argv
     args = [a for a in argv if a != "--graph"]
     if args == ["--self-test"]:
