@@ -17,8 +17,10 @@
 #   make test-package  the Debian packages installed, used and purged on
 #                   both rig hosts (selftests/package.sh; slow under TCG)
 #   make check      host-side checks (rig self-check, Wireshark dissector, cargo
-#                   test, clippy, fmt-check); cargo test includes the golden
-#                   captures (tools/golden, rust/sim/tests/golden.rs)
+#                   test, clippy, fmt-check, no import cycle among the files of
+#                   rust/driver: scripts/check-imports.py and its self-test);
+#                   cargo test includes the golden captures (tools/golden,
+#                   rust/sim/tests/golden.rs)
 #   make fmt        rustfmt all the Rust in place, the kernel crate and the
 #                   host crates, with the kernel's settings (.rustfmt.toml)
 #   make fmt-check  fail if any of it is not formatted (scripts/rustfmt.sh;
@@ -118,6 +120,8 @@ check:
 	cargo test --workspace --quiet
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
 	$(MAKE) fmt-check
+	scripts/check-imports.py --self-test
+	scripts/check-imports.py
 
 fmt:
 	scripts/rustfmt.sh

@@ -8,10 +8,11 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use kernel::prelude::*;
 
-use super::device::{MetaRoceIbDevice, FIRST_PORT};
 use super::limits::MAX_CQE;
+use super::port::FIRST_PORT;
 use super::refusal::{check_limits, refuse};
 use super::wqe::{geometry, Completion, CQE};
+use crate::ib::device::Device;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::ring::SharedRing;
 use crate::ib::udata::Udata;
@@ -39,9 +40,11 @@ pub(crate) struct CqState {
 }
 
 impl CqState {
-    /// Creates the ring; a user CQ gets it mapped and learns where.
-    pub(crate) fn new(
-        dev: &MetaRoceIbDevice,
+    /// Creates the ring; a user CQ gets it mapped and learns where. `dev`
+    /// is only named in refusals (`refusal.rs`): a CQ needs nothing of the
+    /// device state, which holds the QPs that complete to it.
+    pub(crate) fn new<D>(
+        dev: &Device<D>,
         attr: &bindings::ib_cq_init_attr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self> {
@@ -77,12 +80,7 @@ impl CqState {
     /// (the provider maps it and unmaps the old one while it holds its CQ
     /// lock, so nobody consumes meanwhile). `EINVAL` if `cqe` is out of
     /// limits or below the number of pending completions.
-    pub(crate) fn resize(
-        &self,
-        dev: &MetaRoceIbDevice,
-        cqe: u32,
-        udata: Option<&Udata<'_>>,
-    ) -> Result {
+    pub(crate) fn resize<D>(&self, dev: &Device<D>, cqe: u32, udata: Option<&Udata<'_>>) -> Result {
         check_cqe(dev, "resize_cq", cqe)?;
         // Allocation, mapping and the response may sleep: all before the
         // lock is taken. A failure below leaves the old ring in place and
@@ -237,7 +235,7 @@ impl CqState {
 }
 
 /// Refuses (`EINVAL`, logged) a CQ size of 0 or above the limit.
-fn check_cqe(dev: &MetaRoceIbDevice, verb: &str, cqe: u32) -> Result {
+fn check_cqe<D>(dev: &Device<D>, verb: &str, cqe: u32) -> Result {
     if cqe == 0 {
         return Err(refuse(
             dev,

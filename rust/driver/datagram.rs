@@ -20,12 +20,12 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use super::device::DeviceState;
+use super::gid::gid_ipv4;
 use super::limits::{MAX_AH, MAX_QP};
 use super::mr::MrTable;
-use super::net::send_data;
 use super::stats::Counter;
-use super::transport::{gather_sges, gid_ipv4, now_ns, put_data_packet, scatter, Transport};
+use super::transport::{gather_sges, now_ns, put_data_packet, scatter, Transport, TxCtx};
+use super::tx::send_data;
 use super::wqe::{self, Completion};
 use crate::engine::wire::{self, DataHeader, Opcode, Syndrome};
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
@@ -230,13 +230,13 @@ impl Datagram {
     ///
     /// At most one ring's worth per call; indices more than a ring apart
     /// (written by the process) put the QP in the error state: `EIO`.
-    pub(crate) fn send_queued(&self, st: &DeviceState) -> Result {
-        let sent = self.send_queued_locked(st, &mut self.inner.lock());
+    pub(crate) fn send_queued(&self, tx: &TxCtx<'_>, ahs: &AhTable) -> Result {
+        let sent = self.send_queued_locked(tx, ahs, &mut self.inner.lock());
         self.t.deliver_cq_events();
         sent
     }
 
-    fn send_queued_locked(&self, st: &DeviceState, i: &mut Inner) -> Result {
+    fn send_queued_locked(&self, tx: &TxCtx<'_>, ahs: &AhTable, i: &mut Inner) -> Result {
         let Some(ndev) = i.ndev.take() else {
             return Ok(());
         };
@@ -252,7 +252,7 @@ impl Datagram {
             return Err(EIO);
         };
         for _ in 0..pending {
-            let status = self.send_one(st, &ndev, i, cons);
+            let status = self.send_one(tx, ahs, &ndev, i, cons);
             cons = cons.wrapping_add(1);
             sq.set_consumer(cons);
             if status.is_err() {
@@ -267,7 +267,14 @@ impl Datagram {
 
     /// Sends request `index` of the send ring and completes it; `Err` when
     /// the completion queue overflowed.
-    fn send_one(&self, st: &DeviceState, ndev: &NetDeviceRef, i: &mut Inner, index: u32) -> Result {
+    fn send_one(
+        &self,
+        tx: &TxCtx<'_>,
+        ahs: &AhTable,
+        ndev: &NetDeviceRef,
+        i: &mut Inner,
+        index: u32,
+    ) -> Result {
         let t = &*self.t;
         let (status, wr_id, len, signaled) = match wqe::get_send(&t.sq, index) {
             Err(_) => (b::ib_wc_status_IB_WC_LOC_QP_OP_ERR, 0, 0, true),
@@ -289,7 +296,7 @@ impl Datagram {
                 } else if len > i.mtu || len as usize > wire::MAX_PAYLOAD {
                     b::ib_wc_status_IB_WC_LOC_LEN_ERR
                 } else {
-                    match st.ahs.get(req.rkey, t.local.pd) {
+                    match ahs.get(req.rkey, t.local.pd) {
                         None => b::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
                         Some((src, dst)) => {
                             let psn = i.next_psn;
@@ -322,7 +329,7 @@ impl Datagram {
                                 src_port,
                                 ecn: Ecn::Ect0,
                             };
-                            self.transmit(st, ndev, &to, &h, &req)
+                            self.transmit(tx, ndev, &to, &h, &req)
                         }
                     }
                 };
@@ -346,7 +353,7 @@ impl Datagram {
     /// Puts one datagram on the wire; the work request's status.
     fn transmit(
         &self,
-        st: &DeviceState,
+        tx: &TxCtx<'_>,
         ndev: &NetDeviceRef,
         to: &TxV4,
         h: &DataHeader,
@@ -355,7 +362,7 @@ impl Datagram {
         let n = h.payload_len as usize;
         let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
         let mut unreadable = false;
-        let sent = send_data(st, &st.tunnel, ndev, to, len, |buf| {
+        let sent = send_data(tx.counters, tx.sock, ndev, to, len, |buf| {
             put_data_packet(buf, h, |body| {
                 let read = if req.is_inline {
                     body.put(req.inline.get(..n).ok_or(EINVAL)?)
@@ -365,7 +372,7 @@ impl Datagram {
                         0,
                         n,
                         body,
-                        &st.mrs.lock(),
+                        &tx.mrs.lock(),
                         &self.t.local,
                     )
                 };
@@ -380,7 +387,7 @@ impl Datagram {
             return b::ib_wc_status_IB_WC_LOC_PROT_ERR;
         }
         if sent.is_ok() {
-            st.counters.inc(Counter::UdTxPackets);
+            tx.counters.inc(Counter::UdTxPackets);
         }
         // A datagram lost on the way out is lost like one on the wire.
         b::ib_wc_status_IB_WC_SUCCESS
@@ -390,7 +397,7 @@ impl Datagram {
     /// completes it. Returns whether it was delivered.
     fn receive(
         &self,
-        st: &DeviceState,
+        tx: &TxCtx<'_>,
         h: &DataHeader,
         payload: &[u8],
         ip: &[u8; IPV4_HEADER_LEN],
@@ -405,7 +412,7 @@ impl Datagram {
         }
         let delivered = {
             let _i = self.inner.lock();
-            self.receive_locked(st, payload, ip, h)
+            self.receive_locked(tx, payload, ip, h)
         };
         self.t.deliver_cq_events();
         delivered
@@ -414,7 +421,7 @@ impl Datagram {
     /// [`Datagram::receive`] under the QP's lock.
     fn receive_locked(
         &self,
-        st: &DeviceState,
+        tx: &TxCtx<'_>,
         payload: &[u8],
         ip: &[u8; IPV4_HEADER_LEN],
         h: &DataHeader,
@@ -423,7 +430,7 @@ impl Datagram {
         // In error (its CQ overran, or the process corrupted its ring) the
         // QP takes nothing more, though it stays reachable until RESET.
         if t.failed() {
-            st.counters.inc(Counter::RxQpInError);
+            tx.counters.inc(Counter::RxQpInError);
             return false;
         }
         // The receive: the QP's next one, or one taken from its SRQ (which
@@ -446,7 +453,7 @@ impl Datagram {
         };
         let (wr_id, placed) = (
             w.wr_id,
-            place(&w.sges[..w.num_sge], ip, payload, &st.mrs.lock(), t),
+            place(&w.sges[..w.num_sge], ip, payload, &tx.mrs.lock(), t),
         );
         let status = match placed {
             Ok(()) => b::ib_wc_status_IB_WC_SUCCESS,
@@ -506,25 +513,25 @@ fn place(
     scatter(sges, GRH_LEN, payload, mrs, &t.local)
 }
 
-/// A UD_SEND packet arrived (receive softirq): hands it to its QP. Returns
-/// whether it was delivered; counts it either way.
+/// A UD_SEND packet arrived (receive softirq): hands it to its QP in `uds`.
+/// Returns whether it was delivered; counts it either way.
 pub(crate) fn receive(
-    st: &DeviceState,
+    uds: &SpinLockBh<DatagramTable>,
+    tx: &TxCtx<'_>,
     h: &DataHeader,
     payload: &[u8],
     ip: Option<&[u8; IPV4_HEADER_LEN]>,
 ) -> bool {
     let delivered = match ip {
         // The table's lock is held through the QP's work: see
-        // `transport::deliver`.
-        Some(ip) => st
-            .uds
+        // `deliver` in net.rs.
+        Some(ip) => uds
             .lock()
             .get(h.dst_qpn)
-            .is_some_and(|d| d.receive(st, h, payload, ip)),
+            .is_some_and(|d| d.receive(tx, h, payload, ip)),
         None => false,
     };
-    st.counters.inc(if delivered {
+    tx.counters.inc(if delivered {
         Counter::UdRxPackets
     } else {
         Counter::UdRxDropped
@@ -532,13 +539,14 @@ pub(crate) fn receive(
     delivered
 }
 
-/// The device tick: sends what kernel datagram QPs posted since.
-pub(crate) fn tick(st: &DeviceState) {
-    let uds = st.uds.lock();
+/// The device tick: sends what the kernel datagram QPs of `uds` posted
+/// since.
+pub(crate) fn tick(uds: &SpinLockBh<DatagramTable>, tx: &TxCtx<'_>, ahs: &AhTable) {
+    let uds = uds.lock();
     for d in uds.slots.iter().flatten() {
         if d.is_kernel() && d.t.sq.producer() != d.t.sq.consumer() {
             // A failure was logged and put the QP in error; nobody to tell.
-            d.send_queued(st).ok();
+            d.send_queued(tx, ahs).ok();
         }
     }
 }

@@ -7,9 +7,8 @@
 
 use kernel::prelude::*;
 
-use super::device::FIRST_PORT;
-use super::plane::device_of_plane;
-use super::transport::TxCtx;
+use super::device::device_of_plane;
+use super::port::FIRST_PORT;
 use crate::ib::netdev::{NetDevice, NetdevEvent, NetdevHandler};
 
 /// The driver's netdevice notifier handler.
@@ -45,7 +44,7 @@ impl NetdevHandler for NetdevEvents {
             // The active MTU is derived from the netdev MTU at query time.
             NetdevEvent::ChangeMtu => return,
         };
-        let tx = TxCtx::deferring(st);
+        let tx = st.tx(&st.tunnel, 0);
         for t in st.qps.lock().iter() {
             t.plane_event(&tx, plane, up);
         }

@@ -15,10 +15,10 @@ use kernel::c_str;
 use kernel::prelude::*;
 
 use super::device::{
-    node_guid_from_mac, DeviceState, MetaRoceDevice, MetaRoceIbDevice, FIRST_PORT,
-    UVERBS_ABI_VERSION,
+    device_of_plane, DeviceState, MetaRoceDevice, MetaRoceIbDevice, UVERBS_ABI_VERSION,
 };
-use super::plane::device_of_plane;
+use super::net::NetRx;
+use super::port::{node_guid_from_mac, FIRST_PORT};
 use crate::ib::device::{device_by_name, name_in_use, DeviceConfig, NewDevice};
 use crate::ib::link::LinkType;
 use crate::ib::netdev::NetDevice;
@@ -65,8 +65,11 @@ impl LinkType for MetaRoceLink {
             num_comp_vectors: 1,
             uverbs_abi_ver: UVERBS_ABI_VERSION,
         };
-        let mut dev =
-            NewDevice::<MetaRoceDevice>::new(&crate::THIS_MODULE, &cfg, DeviceState::new(ndev))?;
+        let mut dev = NewDevice::<MetaRoceDevice>::new(
+            &crate::THIS_MODULE,
+            &cfg,
+            DeviceState::new::<NetRx>(ndev),
+        )?;
         dev.set_netdev(ndev, FIRST_PORT)?;
         dev.register(name).inspect_err(|e| {
             pr_err!(

@@ -11,12 +11,13 @@
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use super::device::MetaRoceIbDevice;
 use super::fastreg::FastRegion;
 use super::limits::{MAX_FAST_REG_PAGES, MAX_MR, MAX_MR_SIZE};
 use super::refusal::{check_limits, refuse};
 use crate::engine::wire::{Syndrome, ATOMIC_LEN};
+use crate::ib::device::Device;
 use crate::ib::kdma::{self, KernelConsumer};
+use crate::ib::lock::SpinLockBh;
 use crate::ib::skb::TxTail;
 use crate::ib::umem::{PinnedPage, Umem, PAGE_SIZE};
 use crate::sys::bindings as b;
@@ -604,6 +605,19 @@ impl MrTable {
     }
 }
 
+/// What a region or a window takes from its device: a key, and the table
+/// the data path finds it in by key, both the device state's (`device.rs`).
+/// A trait, so that this file, whose table the state holds and the data
+/// path reads, does not import the state.
+pub(crate) trait MrKeys {
+    /// A free memory key: `(index, key)`.
+    fn take_mr_key(&self) -> Result<(u32, u32)>;
+    /// Frees a memory key's index.
+    fn give_back_mr_key(&self, index: u32);
+    /// The device's table of regions and windows.
+    fn mrs(&self) -> &SpinLockBh<MrTable>;
+}
+
 /// Driver state of an MR: its slot in the device table.
 pub(crate) struct MrState {
     index: u32,
@@ -622,7 +636,7 @@ const SUPPORTED_ACCESS: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE
     | b::ib_access_flags_IB_ACCESS_RELAXED_ORDERING;
 
 /// Refuses (`EINVAL`, logged) access flags outside [`SUPPORTED_ACCESS`].
-fn check_access(dev: &MetaRoceIbDevice, verb: &str, access: u32) -> Result {
+fn check_access<D>(dev: &Device<D>, verb: &str, access: u32) -> Result {
     match access & !SUPPORTED_ACCESS {
         0 => Ok(()),
         bad => Err(refuse(
@@ -636,8 +650,8 @@ fn check_access(dev: &MetaRoceIbDevice, verb: &str, access: u32) -> Result {
 }
 
 impl MrState {
-    fn insert(
-        dev: &MetaRoceIbDevice,
+    fn insert<D: MrKeys>(
+        dev: &Device<D>,
         pd: usize,
         access: u32,
         pages: Option<UserPages>,
@@ -658,7 +672,7 @@ impl MrState {
                 return Err(e.into());
             }
         };
-        if let Some(slot) = dev.data().mrs.lock().slots.get_mut(index as usize) {
+        if let Some(slot) = dev.data().mrs().lock().slots.get_mut(index as usize) {
             *slot = Some(Entry::Region(region.clone()));
         }
         Ok((
@@ -672,8 +686,8 @@ impl MrState {
 
     /// A fast-registration region of a kernel consumer for up to
     /// `max_pages` pages (`ib_alloc_mr`), unregistered.
-    pub(crate) fn alloc_fast(
-        dev: &MetaRoceIbDevice,
+    pub(crate) fn alloc_fast<D: MrKeys>(
+        dev: &Device<D>,
         pd: usize,
         max_pages: u32,
         who: KernelConsumer,
@@ -702,7 +716,7 @@ impl MrState {
                 return Err(e);
             }
         };
-        if let Some(slot) = dev.data().mrs.lock().slots.get_mut(index as usize) {
+        if let Some(slot) = dev.data().mrs().lock().slots.get_mut(index as usize) {
             *slot = Some(Entry::Fast(fast));
         }
         Ok((
@@ -716,9 +730,9 @@ impl MrState {
 
     /// `ib_map_mr_sg` of a fast-registration region starts, with pages of
     /// `page_size` bytes.
-    pub(crate) fn map_begin(&self, dev: &MetaRoceIbDevice, page_size: u32) -> Result {
+    pub(crate) fn map_begin<D: MrKeys>(&self, dev: &Device<D>, page_size: u32) -> Result {
         dev.data()
-            .mrs
+            .mrs()
             .lock()
             .fast_mut(self.index)
             .ok_or(EINVAL)?
@@ -726,9 +740,9 @@ impl MrState {
     }
 
     /// The next page address of the mapping.
-    pub(crate) fn map_page(&self, dev: &MetaRoceIbDevice, addr: u64) -> Result {
+    pub(crate) fn map_page<D: MrKeys>(&self, dev: &Device<D>, addr: u64) -> Result {
         dev.data()
-            .mrs
+            .mrs()
             .lock()
             .fast_mut(self.index)
             .ok_or(EINVAL)?
@@ -736,15 +750,15 @@ impl MrState {
     }
 
     /// The mapping spans `[iova, iova + length)`.
-    pub(crate) fn map_end(&self, dev: &MetaRoceIbDevice, iova: u64, length: u64) {
-        if let Some(f) = dev.data().mrs.lock().fast_mut(self.index) {
+    pub(crate) fn map_end<D: MrKeys>(&self, dev: &Device<D>, iova: u64, length: u64) {
+        if let Some(f) = dev.data().mrs().lock().fast_mut(self.index) {
             f.map_end(iova, length);
         }
     }
 
     /// Registers `[start, start + length)` of the calling process.
-    pub(crate) fn register_user(
-        dev: &MetaRoceIbDevice,
+    pub(crate) fn register_user<D: MrKeys>(
+        dev: &Device<D>,
         pd: usize,
         start: u64,
         length: u64,
@@ -785,8 +799,8 @@ impl MrState {
     }
 
     /// The region of all memory, for kernel consumers.
-    pub(crate) fn register_dma(
-        dev: &MetaRoceIbDevice,
+    pub(crate) fn register_dma<D: MrKeys>(
+        dev: &Device<D>,
         pd: usize,
         access: u32,
     ) -> Result<((u32, u32), Self)> {
@@ -796,9 +810,9 @@ impl MrState {
 
     /// Removes the region from the table (the data path no longer finds it)
     /// and gives the key back; the pages are unpinned when `self` drops.
-    pub(crate) fn release(&self, dev: &MetaRoceIbDevice) {
+    pub(crate) fn release<D: MrKeys>(&self, dev: &Device<D>) {
         {
-            let mut mrs = dev.data().mrs.lock();
+            let mut mrs = dev.data().mrs().lock();
             if let Some(slot) = mrs.slots.get_mut(self.index as usize) {
                 if let Some(Entry::Region(r)) = slot.take() {
                     mrs.unbind_windows_of(r.key);
@@ -819,14 +833,18 @@ pub(crate) struct MwState {
 impl MwState {
     /// A new, unbound window of type `mw_type` (`IB_MW_TYPE_*`) in `pd`;
     /// returns its rkey. A type 1 window reaches nothing until bound.
-    pub(crate) fn alloc(dev: &MetaRoceIbDevice, pd: usize, mw_type: u32) -> Result<(u32, Self)> {
+    pub(crate) fn alloc<D: MrKeys>(
+        dev: &Device<D>,
+        pd: usize,
+        mw_type: u32,
+    ) -> Result<(u32, Self)> {
         let type2 = match mw_type {
             b::ib_mw_type_IB_MW_TYPE_1 => false,
             b::ib_mw_type_IB_MW_TYPE_2 => true,
             _ => return Err(EINVAL),
         };
         let (index, key) = dev.data().take_mr_key()?;
-        if let Some(slot) = dev.data().mrs.lock().slots.get_mut(index as usize) {
+        if let Some(slot) = dev.data().mrs().lock().slots.get_mut(index as usize) {
             *slot = Some(Entry::Window(Window {
                 key,
                 pd,
@@ -838,8 +856,8 @@ impl MwState {
     }
 
     /// Removes the window: its rkey reaches nothing from now on.
-    pub(crate) fn release(&self, dev: &MetaRoceIbDevice) {
-        if let Some(slot) = dev.data().mrs.lock().slots.get_mut(self.index as usize) {
+    pub(crate) fn release<D: MrKeys>(&self, dev: &Device<D>) {
+        if let Some(slot) = dev.data().mrs().lock().slots.get_mut(self.index as usize) {
             *slot = None;
         }
         dev.data().give_back_mr_key(self.index);

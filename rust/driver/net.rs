@@ -8,62 +8,15 @@
 
 use kernel::prelude::*;
 
-use super::device::{DeviceState, MetaRoceIbDevice};
-use super::plane::device_of_plane;
+use super::device::{device_of_plane, DeviceState, MetaRoceIbDevice};
+use super::rx::{DropRecord, RxFate, RxMeta};
 use super::stats::Counter;
 use super::transport::now_ns;
-use crate::engine::wire::{self, Opcode, Packet, Probe, WireError};
+use super::tx::send;
+use crate::engine::wire::{self, Ack, Nak, Opcode, Packet, Probe};
 use crate::ib::netdev::NetDevice;
-use crate::ib::skb::{Ecn, Ipv4Addr, SkBuff, TxTail};
-use crate::ib::udp::{RxHandler, TunnelSock, TxSkb, TxV4};
-
-/// Where a received packet came from, for the QP layer and for replies.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RxMeta {
-    /// The peer's address.
-    pub(crate) src: Ipv4Addr,
-    /// Our address the packet was sent to (the source of replies).
-    pub(crate) dst: Ipv4Addr,
-    /// The peer's UDP source port: the path entropy, reused by ACKs and
-    /// probe replies as their source port.
-    pub(crate) src_port: u16,
-    /// The IP ECN field as received (`Ecn::Ce`: marked by a switch).
-    pub(crate) ecn: Ecn,
-}
-
-impl RxMeta {
-    /// The destination of a reply on the same path (section 3.4): back to
-    /// the sender, from the packet's source port, ECT(0).
-    pub(crate) fn reply_to(&self) -> TxV4 {
-        TxV4 {
-            src: self.dst,
-            dst: self.src,
-            src_port: self.src_port,
-            ecn: Ecn::Ect0,
-        }
-    }
-}
-
-/// The last malformed packet of a device, logged when counters are read.
-#[derive(Clone, Copy)]
-pub(crate) struct DropRecord {
-    reason: WireError,
-    from: Ipv4Addr,
-    port: u16,
-    len: usize,
-}
-
-/// What became of a received packet; decides how its skb is freed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum RxFate {
-    /// Processed by the protocol (placed, answered, acknowledged, or read
-    /// and found stale or duplicate by the engine): `consume_skb`.
-    Consumed,
-    /// Dropped before the protocol took it (malformed, not ours, no QP,
-    /// not from the peer, a QP in error, over a rate limit): `kfree_skb`,
-    /// so drop monitors see it. Each such path counts its own reason.
-    Dropped,
-}
+use crate::ib::skb::{Ecn, Ipv4Addr, SkBuff};
+use crate::ib::udp::{RxHandler, TunnelSock};
 
 /// The tunnel's receive handler.
 pub(crate) struct NetRx;
@@ -133,31 +86,51 @@ fn receive_on(
             RxFate::Dropped
         }
         Ok(Packet::Data { header, payload }) if header.opcode == Opcode::UdSend => {
-            if super::datagram::receive(st, &header, payload, ip_header.as_ref()) {
+            let tx = st.tx(sock, 0);
+            if super::datagram::receive(&st.uds, &tx, &header, payload, ip_header.as_ref()) {
                 RxFate::Consumed
             } else {
                 RxFate::Dropped
             }
         }
-        Ok(pkt) => deliver(dev, st, ndev, &pkt, &meta).unwrap_or_else(|| {
+        Ok(pkt) => deliver(dev, st, sock, ndev, &pkt, &meta).unwrap_or_else(|| {
             st.counters.inc(Counter::RxNoQp);
             RxFate::Dropped
         }),
     }
 }
 
-/// Hands a valid data, ACK, NAK or PROBE_REPLY packet to its QP; `None`
-/// if no QP has its number. Softirq context; `pkt` borrows the skb (data
-/// payloads are placed from it before it is freed).
+/// Looks up the QP of a valid data, ACK, NAK, PROBE_REPLY or PLANES packet
+/// on `dev` and hands the packet to it: what became of it, `None` if no QP
+/// has its number. Softirq context; `pkt` borrows the skb (data payloads
+/// are placed from it before it is freed).
 fn deliver(
     dev: &MetaRoceIbDevice,
     st: &DeviceState,
+    sock: &TunnelSock,
     ndev: &NetDevice,
     pkt: &Packet<'_>,
     meta: &RxMeta,
 ) -> Option<RxFate> {
-    let tx = super::transport::TxCtx::deferring(st);
-    super::transport::deliver(dev, &tx, ndev, pkt, meta)
+    let tx = st.tx(sock, 0);
+    let qpn = match pkt {
+        Packet::Data { header, .. } => header.dst_qpn,
+        Packet::Ack(Ack { dst_qpn, .. }) | Packet::Nak(Nak { dst_qpn, .. }) => *dst_qpn,
+        Packet::ProbeReply(p) => p.dst_qpn,
+        Packet::Planes(p) => p.dst_qpn,
+        Packet::Probe(_) => return None,
+    };
+    // The table's lock is held through the QP's work: `destroy_qp` takes
+    // the QP out under it, and the CQs the QP completes to may go once it
+    // is out.
+    let qps = dev.data().qps.lock();
+    let t = qps.get(qpn)?;
+    t.counters.on_receive(
+        tx.qp_counters,
+        super::qp_counters::wire_len(pkt),
+        meta.ecn == Ecn::Ce,
+    );
+    Some(t.receive(&tx, ndev, pkt, meta))
 }
 
 /// The QPN to put in the reply to a probe for local QP `qpn` that came
@@ -175,7 +148,7 @@ fn probe_reply_qpn(
     st.qps
         .lock()
         .get(qpn)
-        .and_then(|t| t.peer_qpn_from(st, ndev, src))
+        .and_then(|t| t.peer_qpn_from(&st.planes, ndev, src))
 }
 
 fn answer_probe(
@@ -196,7 +169,7 @@ fn answer_probe(
     };
     let reply = Probe { dst_qpn, ..*probe };
     let sent = send(
-        st,
+        &st.counters,
         sock,
         ndev,
         &meta.reply_to(),
@@ -209,63 +182,6 @@ fn answer_probe(
     }
     st.counters.inc(Counter::ProbesAnswered);
     RxFate::Consumed
-}
-
-/// Sends one MetaRoCE packet of at most `len` bytes on plane `ndev` to `to`:
-/// `fill` encodes it into the buffer and returns the length used. Counts
-/// `tx_packets`/`tx_bytes` or `tx_errors`. Any context (softirq included).
-pub(crate) fn send(
-    st: &DeviceState,
-    sock: &TunnelSock,
-    ndev: &NetDevice,
-    to: &TxV4,
-    len: usize,
-    fill: impl FnOnce(&mut [u8]) -> Result<usize>,
-) -> Result {
-    let res = (|| {
-        let mut skb = TxSkb::alloc(ndev, len)?;
-        let n = fill(skb.put(len)?)?;
-        if n != len {
-            return Err(EINVAL);
-        }
-        sock.xmit_v4(ndev, skb, to)?;
-        Ok(n)
-    })();
-    count_tx(st, res)
-}
-
-/// Sends one data packet of exactly `len` bytes on plane `ndev` to `to`:
-/// `fill` appends them front to back (header, payload, ICRC) into a buffer
-/// that is not zeroed first (`TxSkb::put_with`: a byte left unwritten
-/// fails the send instead). Counts like [`send`].
-pub(crate) fn send_data(
-    st: &DeviceState,
-    sock: &TunnelSock,
-    ndev: &NetDevice,
-    to: &TxV4,
-    len: usize,
-    fill: impl FnOnce(&mut TxTail<'_>) -> Result,
-) -> Result {
-    let res = (|| {
-        let mut skb = TxSkb::alloc(ndev, len)?;
-        skb.put_with(len, fill)?;
-        sock.xmit_v4(ndev, skb, to)
-    })();
-    count_tx(st, res.map(|()| len))
-}
-
-fn count_tx(st: &DeviceState, res: Result<usize>) -> Result {
-    match res {
-        Ok(n) => {
-            st.counters.inc(Counter::TxPackets);
-            st.counters.add(Counter::TxBytes, n as u64);
-            Ok(())
-        }
-        Err(e) => {
-            st.counters.inc(Counter::TxErrors);
-            Err(e)
-        }
-    }
 }
 
 /// Logs the last malformed packet once (called from process context when

@@ -10,7 +10,7 @@
 //! from and receive on. A device holds a reference on each plane's netdev in
 //! its [`PlaneTable`]; the module-wide owner map below lets the receive path
 //! and the netdev notifier find the device of a packet or event arriving on
-//! a plane other than plane 0.
+//! a plane other than plane 0 (`device_of_plane`, in `device.rs`).
 //!
 //! A QP learns the peer's address on every plane from a PLANES packet
 //! (protocol section 1.8), exchanged on plane 0 after RTR ([`PeerPlanes`]).
@@ -19,11 +19,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use super::device::{DeviceState, MetaRoceDevice};
-use super::transport::gid_ipv4;
+use super::gid::{gid_ipv4, ipv4_gid};
 use crate::engine::wire::MAX_PLANES as WIRE_MAX_PLANES;
-use crate::ib::device::{device_by_netdev, DeviceRef};
-use crate::ib::netdev::{netdev_by_index, NetDevice, NetDeviceRef};
+use crate::ib::netdev::{NetDevice, NetDeviceRef};
 use crate::ib::skb::Ipv4Addr;
 
 /// Most planes per device: as many as one PLANES packet lists.
@@ -42,7 +40,7 @@ fn owner_entry(plane: i32, first: i32) -> u64 {
 }
 
 /// The plane-0 ifindex of the device that has `ifindex` as an extra plane.
-fn owner_of(ifindex: i32) -> Option<i32> {
+pub(crate) fn owner_of(ifindex: i32) -> Option<i32> {
     OWNERS.iter().find_map(|s| {
         let v = s.load(Ordering::Acquire);
         (v != 0 && (v >> 32) as u32 == ifindex as u32).then_some(v as u32 as i32)
@@ -73,15 +71,6 @@ fn release(plane: i32) {
             let _ = s.compare_exchange(v, 0, Ordering::AcqRel, Ordering::Acquire);
         }
     }
-}
-
-/// The MetaRoCE device `ndev` is a plane of, if any. Any context.
-pub(crate) fn device_of_plane(ndev: &NetDevice) -> Option<DeviceRef<DeviceState>> {
-    if let Some(dev) = device_by_netdev::<MetaRoceDevice>(ndev) {
-        return Some(dev);
-    }
-    let first = netdev_by_index(owner_of(ndev.ifindex())?)?;
-    device_by_netdev::<MetaRoceDevice>(&first)
 }
 
 /// The netdevs of one device, by plane number. Plane numbers are stable:
@@ -169,15 +158,6 @@ impl Drop for PlaneTable {
             self.remove(k);
         }
     }
-}
-
-/// `::ffff:a.b.c.d`.
-fn ipv4_gid(ip: Ipv4Addr) -> [u8; 16] {
-    let mut g = [0u8; 16];
-    g[10] = 0xff;
-    g[11] = 0xff;
-    g[12..].copy_from_slice(&ip.0);
-    g
 }
 
 /// First and longest interval between repeated PLANES packets.

@@ -10,12 +10,14 @@ use kernel::sync::{new_mutex, Arc, Mutex};
 
 use super::ah::AhState;
 use super::datagram::Datagram;
-use super::device::{active_mtu, mtu_bytes, MetaRoceDevice, MetaRoceIbDevice, FIRST_PORT};
+use super::device::{MetaRoceDevice, MetaRoceIbDevice};
+use super::gid::gid_ipv4;
 use super::limits::{MAX_INLINE, MAX_QP_WR, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::Requester;
+use super::port::{active_mtu, mtu_bytes, FIRST_PORT};
 use super::qp_counters::QpCounters;
 use super::refusal::{check_limits, qp_state_name, qp_type_name, refuse};
-use super::transport::{gid_ipv4, Peer, Transport, TxCtx};
+use super::transport::{Peer, Transport};
 use super::tx_worker::DOORBELL_BUDGET;
 use super::wqe::{self, geometry, Remote, SendWr, Sge};
 use crate::ib::eopnotsupp;
@@ -646,19 +648,18 @@ impl QpState {
             // completion handler), or with interrupts off (the data path's
             // locks are bh-safe, not irq-safe), is served by the transmit
             // worker (datagrams by the device tick, below).
-            self.transport.defer_kick(st);
+            self.transport.defer_kick(&st.tx(&st.tunnel, 0));
             return Ok(());
         }
         if let Some(d) = &self.datagram {
             // Kernel consumers may post with interrupts disabled: the device
             // tick sends their datagrams.
             if self.user {
-                d.send_queued(st)?;
+                d.send_queued(&st.tx(&st.tunnel, 0), &st.ahs)?;
             }
             return Ok(());
         }
-        self.transport
-            .kick(&TxCtx::with_budget(st, DOORBELL_BUDGET));
+        self.transport.kick(&st.tx(&st.tunnel, DOORBELL_BUDGET));
         Ok(())
     }
 }

@@ -5,20 +5,22 @@
 //! request's attribute also logs one line naming the device, the verb, the
 //! QP where there is one, the attribute and the reason
 //! (Documentation/user-guide.md, "When a verb is refused"). Info level and
-//! rate-limited: a process can cause them at will.
+//! rate-limited: a process can cause them at will. Only the device's name
+//! is read, so these take a device of any driver data (`Device<D>`): the
+//! objects below the device state refuse with them too.
 
 use core::fmt;
 
 use kernel::prelude::*;
 
-use super::device::MetaRoceIbDevice;
+use crate::ib::device::Device;
 use crate::ib::log::info_ratelimited;
 use crate::sys::bindings as b;
 
 /// Logs why `verb` on `dev` (on QP `qpn`, if any) was refused and returns
 /// `err`, the errno the verb returns: unchanged by the logging.
-pub(crate) fn refuse(
-    dev: &MetaRoceIbDevice,
+pub(crate) fn refuse<D>(
+    dev: &Device<D>,
     verb: &str,
     qpn: Option<u32>,
     err: Error,
@@ -39,8 +41,8 @@ pub(crate) fn refuse(
 
 /// The first `(attribute, value, limit)` whose value is above its limit,
 /// refused as "ATTRIBUTE VALUE above the device's LIMIT" (`EINVAL`).
-pub(crate) fn check_limits<T: Copy + PartialOrd + fmt::Display>(
-    dev: &MetaRoceIbDevice,
+pub(crate) fn check_limits<D, T: Copy + PartialOrd + fmt::Display>(
+    dev: &Device<D>,
     verb: &str,
     limits: &[(&str, T, T)],
 ) -> Result {

@@ -5,10 +5,10 @@
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Mutex};
 
-use super::device::MetaRoceIbDevice;
 use super::limits::{MAX_SGE, MAX_SRQ_WR};
 use super::refusal::{check_limits, refuse};
 use super::wqe::{self, geometry, RecvWqe};
+use crate::ib::device::Device;
 use crate::ib::eopnotsupp;
 use crate::ib::lock::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::ib::ring::SharedRing;
@@ -30,10 +30,20 @@ pub(crate) struct SrqState {
     take_lock: Pin<KBox<SpinLockBh<()>>>,
 }
 
+/// What an SRQ takes from its device: a number, which the device state
+/// gives out (`device.rs`). A trait, so that the SRQ, from which the QPs
+/// held by the device state take receives, does not import the state.
+pub(crate) trait SrqNumbers {
+    /// A free SRQ number.
+    fn take_srq_num(&self) -> Result<u32>;
+    /// Frees an SRQ number.
+    fn give_back_srq_num(&self, n: u32);
+}
+
 impl SrqState {
     /// Creates an SRQ; a user SRQ gets its ring mapped.
-    pub(crate) fn create(
-        dev: &MetaRoceIbDevice,
+    pub(crate) fn create<D: SrqNumbers>(
+        dev: &Device<D>,
         attr: &mut b::ib_srq_init_attr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self> {
@@ -119,17 +129,12 @@ impl SrqState {
     }
 
     /// Gives the SRQ number back.
-    pub(crate) fn release(&self, dev: &MetaRoceIbDevice) {
+    pub(crate) fn release<D: SrqNumbers>(&self, dev: &Device<D>) {
         dev.data().give_back_srq_num(self.srq_num);
     }
 
     /// `modify_srq`: only the limit can change (no resize).
-    pub(crate) fn modify(
-        &self,
-        dev: &MetaRoceIbDevice,
-        attr: &b::ib_srq_attr,
-        mask: u32,
-    ) -> Result {
+    pub(crate) fn modify<D>(&self, dev: &Device<D>, attr: &b::ib_srq_attr, mask: u32) -> Result {
         if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
             let why = format_args!("max_wr: resizing an SRQ is not supported");
             return Err(refuse(dev, "modify_srq", None, eopnotsupp(), why));

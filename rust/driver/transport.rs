@@ -28,14 +28,15 @@ use kernel::time::Ktime;
 
 use super::ack_routes::AckRoutes;
 use super::cq::CqState;
-use super::device::{DeviceState, MetaRoceIbDevice};
 use super::limits::{MAX_INLINE, MAX_RD_ATOMIC, MAX_SGE};
-use super::mr::Requester;
-use super::net::{send, send_data, RxFate, RxMeta};
-use super::plane::PeerPlanes;
-use super::qp_counters::QpCounters;
+use super::mr::{MrTable, Requester};
+use super::plane::{PeerPlanes, PlaneTable};
+use super::qp_counters::{CounterTable, QpCounters};
+use super::rx::{RxFate, RxMeta};
 use super::srq::SrqState;
-use super::stats::Counter;
+use super::stats::{Counter, Counters};
+use super::tx::{send, send_data};
+use super::tx_pending::TxPending;
 use super::uc::UcDrops;
 use super::wqe::{RecvWqe, Sge};
 use crate::engine::bitmap::MAX_MSG_PKTS;
@@ -43,14 +44,15 @@ use crate::engine::cc::Aimd;
 use crate::engine::config::{ReceiverConfig, SenderConfig, MSG_WINDOW};
 use crate::engine::receiver::Receiver;
 use crate::engine::sender::Sender;
-use crate::engine::wire::{self, Ack, Nak, Opcode, Packet};
+use crate::engine::wire::{self, Opcode, Packet};
 use crate::ib::heap::kvbox_copy;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
-use crate::ib::skb::{Ecn, Ipv4Addr, TxTail};
+use crate::ib::skb::{Ipv4Addr, TxTail};
 use crate::ib::udp::{TunnelSock, TxV4};
 use crate::ib::verbs::ObjRef;
+use crate::ib::worker::WorkItem;
 use crate::sys::bindings as b;
 
 mod completer;
@@ -297,45 +299,43 @@ pub(crate) struct Transport {
     pub(crate) counters: QpCounters,
 }
 
-/// The device pieces a packet is sent with, and how much data the caller
-/// may send now.
+/// The device pieces a packet is sent with: what the data path reaches of
+/// the device from any QP (`DeviceState::tx` lends them), the tunnel
+/// socket, and how much data the caller may send now.
 pub(crate) struct TxCtx<'a> {
-    pub(crate) st: &'a DeviceState,
+    /// The device's packet counters.
+    pub(crate) counters: &'a Counters,
+    /// The counter objects QPs are bound to (`rdma statistic qp`).
+    pub(crate) qp_counters: &'a CounterTable,
+    /// Registered memory by key.
+    pub(crate) mrs: &'a SpinLockBh<MrTable>,
+    /// The netdevs the device sends on and receives from, by plane.
+    pub(crate) planes: &'a SpinLockBh<PlaneTable>,
+    /// The tunnel socket packets go out through.
     pub(crate) sock: &'a TunnelSock,
+    /// The QPs with work for the device's transmit worker.
+    pub(crate) pending: &'a TxPending,
+    /// The transmit worker (`tx_worker.rs`).
+    pub(crate) worker: &'a WorkItem,
     /// Data and probe packets this caller may still send; what is left
-    /// when it runs out goes to the device's transmit worker
-    /// (`tx_worker.rs`). Zero in a softirq: the receive path and the tick
-    /// send only replies (ACKs, NAKs, PLANES) themselves.
-    budget: Cell<u32>,
+    /// when it runs out goes to the transmit worker. Zero in a softirq:
+    /// the receive path and the tick send only replies (ACKs, NAKs,
+    /// PLANES) themselves.
+    pub(crate) budget: Cell<u32>,
 }
 
-impl<'a> TxCtx<'a> {
-    /// A softirq's context (receive, tick), or one that holds the QP table
-    /// while it visits every QP: data packets are left to the transmit
-    /// worker, which the scheduler shares the CPU with like any task.
-    pub(crate) fn deferring(st: &'a DeviceState) -> Self {
-        Self {
-            st,
-            sock: &st.tunnel,
-            budget: Cell::new(0),
-        }
-    }
-
-    /// A task's context (a doorbell, the transmit worker): up to `budget`
-    /// packets now, the rest deferred.
-    pub(crate) fn with_budget(st: &'a DeviceState, budget: u32) -> Self {
-        Self {
-            st,
-            sock: &st.tunnel,
-            budget: Cell::new(budget),
-        }
-    }
-
+impl TxCtx<'_> {
     /// Takes one packet from the budget; false when it is spent.
     fn spend(&self) -> bool {
         let left = self.budget.get();
         self.budget.set(left.saturating_sub(1));
         left > 0
+    }
+
+    /// QP `qpn` has work for the transmit worker, which is queued.
+    fn defer(&self, qpn: u32) {
+        self.pending.mark(qpn);
+        self.worker.schedule();
     }
 }
 
@@ -467,8 +467,8 @@ impl Transport {
         len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> Result {
-        let sent = send(tx.st, tx.sock, ndev, to, len, fill);
-        self.counters.on_send(&tx.st.qp_counters, &sent, len);
+        let sent = send(tx.counters, tx.sock, ndev, to, len, fill);
+        self.counters.on_send(tx.qp_counters, &sent, len);
         sent
     }
 
@@ -482,8 +482,8 @@ impl Transport {
         len: usize,
         fill: impl FnOnce(&mut TxTail<'_>) -> Result,
     ) -> Result {
-        let sent = send_data(tx.st, tx.sock, ndev, to, len, fill);
-        self.counters.on_send(&tx.st.qp_counters, &sent, len);
+        let sent = send_data(tx.counters, tx.sock, ndev, to, len, fill);
+        self.counters.on_send(tx.qp_counters, &sent, len);
         sent
     }
 
@@ -648,7 +648,7 @@ impl Transport {
         // Every ACK the receiver engine held goes now: the next tick would
         // be later than protocol.md 3.4 lets a packet wait.
         while let Some(ack) = i.receiver.flush(u64::MAX) {
-            let planes = tx.st.planes.lock();
+            let planes = tx.planes.lock();
             if let Some((ndev, to)) = i
                 .ack_routes
                 .of(ack.path_id)
@@ -671,7 +671,7 @@ impl Transport {
             // milliseconds) would otherwise count as lost, and each such
             // spurious timeout cuts a window and resends a path's packets.
             self.timers_deferred.store(true, Ordering::Release);
-            tx.st.tx_pending.defer(tx.st, self.qpn);
+            tx.defer(self.qpn);
         }
     }
 
@@ -692,16 +692,16 @@ impl Transport {
     }
 
     /// Leaves the next [`Transport::kick`] to the transmit worker.
-    pub(crate) fn defer_kick(&self, st: &DeviceState) {
+    pub(crate) fn defer_kick(&self, tx: &TxCtx<'_>) {
         self.kick_deferred.store(true, Ordering::Release);
-        st.tx_pending.defer(st, self.qpn);
+        tx.defer(self.qpn);
     }
 
     /// Leaves sending the packets the engine has ready to the transmit
     /// worker.
-    fn defer_tx(&self, st: &DeviceState) {
+    fn defer_tx(&self, tx: &TxCtx<'_>) {
         self.tx_deferred.store(true, Ordering::Release);
-        st.tx_pending.defer(st, self.qpn);
+        tx.defer(self.qpn);
     }
 
     /// The transmit worker's turn (`tx`: with a budget): takes what was
@@ -759,13 +759,13 @@ impl Transport {
     ) -> RxFate {
         // The plane the packet came in on: who may send on it, and where a
         // held ACK goes back.
-        let plane = tx.st.planes.lock().index_of(ndev);
+        let plane = tx.planes.lock().index_of(ndev);
         if i.failed {
             // In error the QP places, answers and acknowledges nothing; its
             // peer's requests end in its retry budget. Only a packet of the
             // message that failed here gets that message's NAK again: the
             // requester whose NAK was lost learns why (protocol.md 3.2).
-            tx.st.counters.inc(Counter::RxQpInError);
+            tx.counters.inc(Counter::RxQpInError);
             if let Packet::Data { header, .. } = pkt {
                 if self.from_peer(i, plane, pkt, meta) {
                     if let Some(nak) = i.receiver.nak_again(header) {
@@ -780,7 +780,7 @@ impl Transport {
             return RxFate::Dropped;
         }
         if !self.from_peer(i, plane, pkt, meta) {
-            tx.st.counters.inc(Counter::RxNotPeer);
+            tx.counters.inc(Counter::RxNotPeer);
             return RxFate::Dropped;
         }
         match pkt {
@@ -819,44 +819,5 @@ impl Transport {
             self.take_requests(i, tx);
         }
         self.pump(i, tx);
-    }
-}
-
-/// Looks up the QP of a data, ACK or NAK packet on `dev` and hands the
-/// packet to it: what became of it, `None` if no QP has its number. Receive
-/// softirq.
-pub(crate) fn deliver(
-    dev: &MetaRoceIbDevice,
-    tx: &TxCtx<'_>,
-    ndev: &NetDevice,
-    pkt: &Packet<'_>,
-    meta: &RxMeta,
-) -> Option<RxFate> {
-    let qpn = match pkt {
-        Packet::Data { header, .. } => header.dst_qpn,
-        Packet::Ack(Ack { dst_qpn, .. }) | Packet::Nak(Nak { dst_qpn, .. }) => *dst_qpn,
-        Packet::ProbeReply(p) => p.dst_qpn,
-        Packet::Planes(p) => p.dst_qpn,
-        Packet::Probe(_) => return None,
-    };
-    // The table's lock is held through the QP's work: `destroy_qp` takes
-    // the QP out under it, and the CQs the QP completes to may go once it
-    // is out.
-    let qps = dev.data().qps.lock();
-    let t = qps.get(qpn)?;
-    t.counters.on_receive(
-        &tx.st.qp_counters,
-        super::qp_counters::wire_len(pkt),
-        meta.ecn == Ecn::Ce,
-    );
-    Some(t.receive(tx, ndev, pkt, meta))
-}
-
-/// The IPv4 address inside an IPv4-mapped GID (`::ffff:a.b.c.d`).
-pub(crate) fn gid_ipv4(gid: &[u8; 16]) -> Option<Ipv4Addr> {
-    if gid[..10].iter().all(|&b| b == 0) && gid[10] == 0xff && gid[11] == 0xff {
-        Some(Ipv4Addr([gid[12], gid[13], gid[14], gid[15]]))
-    } else {
-        None
     }
 }

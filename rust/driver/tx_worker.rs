@@ -17,12 +17,7 @@
 //! [`DOORBELL_BUDGET`] packets itself, so a lone request still leaves at
 //! once.
 
-use core::sync::atomic::{AtomicU64, Ordering};
-
 use super::device::DeviceState;
-use super::limits::MAX_QP;
-use super::qpn;
-use super::transport::TxCtx;
 use crate::ib::worker::Job;
 
 /// Packets one QP sends per turn of the worker.
@@ -32,48 +27,18 @@ const TURN_BUDGET: u32 = 32;
 /// worker.
 pub(crate) const DOORBELL_BUDGET: u32 = 64;
 
-const WORDS: usize = (MAX_QP as usize).div_ceil(64);
-
-/// The QPs (by table index) with transmit work left to the worker.
-pub(crate) struct TxPending {
-    words: [AtomicU64; WORDS],
-}
-
-impl TxPending {
-    pub(crate) const fn new() -> Self {
-        Self {
-            words: [const { AtomicU64::new(0) }; WORDS],
-        }
-    }
-
-    /// QP `qpn` has work for the worker of `st`, which is queued. Any
-    /// context.
-    pub(crate) fn defer(&self, st: &DeviceState, qpn: u32) {
-        let Some(i) = qpn::index(qpn) else { return };
-        if let Some(w) = self.words.get(i / 64) {
-            w.fetch_or(1 << (i % 64), Ordering::AcqRel);
-            st.tx_worker.schedule();
-        }
-    }
-}
-
 impl Job for DeviceState {
     /// One turn: every QP marked since the last turn sends up to its
     /// budget (a QP that has more marks itself again, which queues the
     /// next turn).
     fn run(&self) {
-        for (k, word) in self.tx_pending.words.iter().enumerate() {
-            let mut bits = word.swap(0, Ordering::AcqRel);
-            while bits != 0 {
-                let index = k * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                // The table's lock is held through the QP's turn: a QP
-                // taken out of it (destroyed) is not touched, as on the
-                // receive path.
-                let qps = self.qps.lock();
-                if let Some(t) = qps.at(index) {
-                    t.run_deferred(&TxCtx::with_budget(self, TURN_BUDGET));
-                }
+        for index in self.tx_pending.take() {
+            // The table's lock is held through the QP's turn: a QP taken
+            // out of it (destroyed) is not touched, as on the receive
+            // path.
+            let qps = self.qps.lock();
+            if let Some(t) = qps.at(index) {
+                t.run_deferred(&self.tx(&self.tunnel, TURN_BUDGET));
             }
         }
     }

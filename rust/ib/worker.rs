@@ -25,6 +25,40 @@ pub(crate) trait Job: Sync {
     fn run(&self);
 }
 
+/// The work item of a [`Worker`], which is all that queueing it needs (so
+/// code that queues work need not name the owner's type).
+///
+/// # Invariants
+///
+/// Only exists as the first field of a pinned [`Worker`], set up by it.
+#[repr(transparent)]
+pub(crate) struct WorkItem(Opaque<bindings::work_struct>);
+
+impl WorkItem {
+    /// A work item that calls `f` when it runs.
+    fn new(f: unsafe extern "C" fn(*mut bindings::work_struct)) -> impl PinInit<Self> {
+        // SAFETY: `INIT_WORK` initialises the work item in place; the
+        // `repr(transparent)` wrapper has its layout.
+        unsafe {
+            kernel::init::pin_init_from_closure(move |slot: *mut Self| {
+                bindings::metaroce_helper_init_work(slot.cast(), Some(f));
+                Ok(())
+            })
+        }
+    }
+
+    /// Queues the work unless it is queued already (then the queued call
+    /// will see whatever the caller made due). Any context, hard irq and
+    /// interrupts off included. Before [`Worker::start`] the call it makes
+    /// does nothing; after the worker is dropped, queueing does nothing.
+    pub(crate) fn schedule(&self) {
+        // SAFETY: the work item is set up and pinned inside its worker
+        // (invariant); the workqueue core serialises queueing against
+        // `disable_work_sync`.
+        unsafe { bindings::metaroce_helper_queue_work(self.0.get()) };
+    }
+}
+
 /// A work item owned by (a field of) a pinned `T`.
 ///
 /// # Invariants
@@ -38,7 +72,7 @@ pub(crate) trait Job: Sync {
 #[repr(C)]
 pub(crate) struct Worker<T: Job> {
     #[pin]
-    work: Opaque<bindings::work_struct>,
+    work: WorkItem,
     owner: AtomicPtr<T>,
     #[pin]
     _pin: PhantomPinned,
@@ -55,8 +89,7 @@ impl<T: Job> Worker<T> {
     /// A worker that does nothing until [`Worker::start`].
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
-            // SAFETY: `INIT_WORK` initialises the work item in place.
-            work <- Opaque::ffi_init(|w| unsafe { bindings::metaroce_helper_init_work(w, Some(callback::<T>)) }),
+            work <- WorkItem::new(callback::<T>),
             owner: AtomicPtr::new(core::ptr::null_mut()),
             _pin: PhantomPinned,
         })
@@ -73,16 +106,9 @@ impl<T: Job> Worker<T> {
         );
     }
 
-    /// Queues the work unless it is queued already (then the queued call
-    /// will see whatever the caller made due). Any context, hard irq and
-    /// interrupts off included. Before [`Worker::start`], nothing.
-    pub(crate) fn schedule(&self) {
-        if self.owner.load(Ordering::Acquire).is_null() {
-            return;
-        }
-        // SAFETY: the work item is set up and pinned (invariant); the
-        // workqueue core serialises queueing against `disable_work_sync`.
-        unsafe { bindings::metaroce_helper_queue_work(self.work.get()) };
+    /// The work item, to queue it by.
+    pub(crate) fn item(&self) -> &WorkItem {
+        &self.work
     }
 }
 
@@ -115,6 +141,6 @@ impl<T: Job> PinnedDrop for Worker<T> {
     fn drop(self: Pin<&mut Self>) {
         // SAFETY: set up in `new`; disabling waits for a running call and
         // makes later `queue_work` calls fail, so the work never runs again.
-        unsafe { bindings::disable_work_sync(self.work.get()) };
+        unsafe { bindings::disable_work_sync(self.work.0.get()) };
     }
 }

@@ -39,7 +39,7 @@ impl Transport {
         let stale = i.sender.stats().stale_acks;
         i.sender.on_ack(ack, now_ns());
         if i.sender.stats().stale_acks != stale {
-            tx.st.counters.inc(Counter::RxStaleAcks);
+            tx.counters.inc(Counter::RxStaleAcks);
         }
         self.after_progress(i, tx);
     }
@@ -49,7 +49,7 @@ impl Transport {
         let stale = i.sender.stats().stale_naks;
         i.sender.on_nak(nak);
         if i.sender.stats().stale_naks != stale {
-            tx.st.counters.inc(Counter::RxStaleNaks);
+            tx.counters.inc(Counter::RxStaleNaks);
         }
         self.complete_sends(i);
     }

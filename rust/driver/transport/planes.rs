@@ -6,9 +6,9 @@
 use kernel::prelude::*;
 
 use super::{Inner, Peer, Transport, TxCtx};
-use crate::driver::device::DeviceState;
-use crate::driver::plane::PeerPlanes;
+use crate::driver::plane::{PeerPlanes, PlaneTable};
 use crate::engine::wire::{self, Planes};
+use crate::ib::lock::SpinLockBh;
 use crate::ib::netdev::NetDevice;
 use crate::ib::skb::{Ecn, Ipv4Addr};
 use crate::ib::udp::TxV4;
@@ -17,7 +17,7 @@ impl Transport {
     /// Sends our plane list to the peer on plane 0, saying whether we hold
     /// its list and asking for an answer until it said it holds ours.
     pub(super) fn send_planes(&self, tx: &TxCtx<'_>, peer: Peer, pp: &PeerPlanes) {
-        let planes = tx.st.planes.lock();
+        let planes = tx.planes.lock();
         let Some(ndev) = planes.get(0) else { return };
         let (count, addrs) = planes.addrs(peer.local);
         let pl = Planes {
@@ -47,7 +47,6 @@ impl Transport {
         (k == 0 || (pp.known && pp.acked))
             && pp.addr(k).is_some()
             && tx
-                .st
                 .planes
                 .lock()
                 .get(k)
@@ -100,13 +99,13 @@ impl Transport {
     /// plane (protocol.md 3): who a probe of ours may be answered for.
     pub(crate) fn peer_qpn_from(
         &self,
-        st: &DeviceState,
+        planes: &SpinLockBh<PlaneTable>,
         ndev: &NetDevice,
         src: Ipv4Addr,
     ) -> Option<u32> {
         let i = self.inner.lock();
         let peer = i.peer?;
-        let plane = st.planes.lock().index_of(ndev)?;
+        let plane = planes.lock().index_of(ndev)?;
         (i.peer_planes.addr(plane) == Some(src)).then_some(peer.qpn)
     }
 }

@@ -177,7 +177,7 @@ impl Transport {
             // Carried out now, in posting order; completes in its
             // turn without a message (a failure fails the QP then).
             w.wc_opcode = wc_opcode;
-            w.status = self.local_op(&req, index, &tx.st.mrs);
+            w.status = self.local_op(&req, index, tx.mrs);
             i.wrs[slot] = w;
             i.sq_taken = index.wrapping_add(1);
             return Taken::Local;
@@ -194,7 +194,7 @@ impl Transport {
             Some((op, wc_opcode)) => {
                 w.opcode = op;
                 w.wc_opcode = wc_opcode;
-                check_request(&req, op, &tx.st.mrs.lock(), &self.local)
+                check_request(&req, op, &tx.mrs.lock(), &self.local)
             }
             None => Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
         };
@@ -351,10 +351,10 @@ impl Transport {
     pub(super) fn pump(&self, i: &mut Inner, tx: &TxCtx<'_>) {
         let Some(peer) = i.peer else { return };
         if !self.pump_on(i, tx, peer) {
-            self.defer_tx(tx.st);
+            self.defer_tx(tx);
         }
         self.counters
-            .sync_engine(i.sender.stats(), &tx.st.qp_counters, &tx.st.counters);
+            .sync_engine(i.sender.stats(), tx.qp_counters, tx.counters);
         self.complete_sends(i);
     }
 
@@ -367,7 +367,7 @@ impl Transport {
             return true;
         }
         let now = now_ns();
-        let planes = tx.st.planes.lock();
+        let planes = tx.planes.lock();
         loop {
             if !tx.spend() {
                 return false;
@@ -379,7 +379,7 @@ impl Transport {
             else {
                 // The plane went away since the engine chose it: the packet
                 // counts as lost and is resent on another path.
-                tx.st.counters.inc(Counter::TxErrors);
+                tx.counters.inc(Counter::TxErrors);
                 continue;
             };
             let src = if pkt.plane == 0 {
@@ -396,13 +396,13 @@ impl Transport {
             match pkt.kind {
                 TxKind::Data { header, retransmit } => {
                     if retransmit {
-                        tx.st.counters.inc(Counter::Retransmissions);
+                        tx.counters.inc(Counter::Retransmissions);
                         self.counters
-                            .add(&tx.st.qp_counters, Counter::Retransmissions, 1);
+                            .add(tx.qp_counters, Counter::Retransmissions, 1);
                     }
                     let n = header.payload_len as usize;
                     let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
-                    let mrs = &tx.st.mrs;
+                    let mrs = tx.mrs;
                     let out = i.out[header.msn as usize % MSG_WINDOW];
                     let _ = self.send_data(tx, ndev, &to, len, |buf| {
                         put_data_packet(buf, &header, |body| {

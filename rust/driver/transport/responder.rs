@@ -12,7 +12,7 @@ use super::{
     WR_WINDOW,
 };
 use crate::driver::mr::{MrTable, Requester};
-use crate::driver::net::RxMeta;
+use crate::driver::rx::RxMeta;
 use crate::driver::stats::Counter;
 use crate::driver::uc::RecvFate;
 use crate::driver::wqe::{self, Completion, RecvWqe, Sge};
@@ -119,12 +119,12 @@ impl Transport {
             }
             RxVerdict::Duplicate | RxVerdict::Discard => {}
             RxVerdict::Drop(_) => {
-                tx.st.counters.inc(Counter::RxDataDropped);
+                tx.counters.inc(Counter::RxDataDropped);
                 return;
             }
         }
         self.acknowledge(i, tx, ndev, meta.reply_to(), h.path_id, plane, cum_msn);
-        if self.complete_receives(i, &tx.st.mrs) {
+        if self.complete_receives(i, tx.mrs) {
             self.after_progress(i, tx);
         }
     }
@@ -161,7 +161,7 @@ impl Transport {
                 {
                     Err(Syndrome::InvalidRequest)
                 } else {
-                    tx.st.mrs.lock().check_remote_read(
+                    tx.mrs.lock().check_remote_read(
                         p.rkey,
                         self.local.pd,
                         p.remote_va,
@@ -177,21 +177,21 @@ impl Transport {
                 p.remote_va,
                 p.rkey,
                 payload,
-                &tx.st.mrs.lock(),
+                &tx.mrs.lock(),
             ),
-            Opcode::AtomicResp => self.place_atomic_response(i, h.imm, payload, &tx.st.mrs.lock()),
+            Opcode::AtomicResp => self.place_atomic_response(i, h.imm, payload, &tx.mrs.lock()),
             // The key must be one the QP may invalidate when the
             // SEND completes.
-            Opcode::SendInv if !tx.st.mrs.lock().can_invalidate(p.rkey, self.local.pd) => {
+            Opcode::SendInv if !tx.mrs.lock().can_invalidate(p.rkey, self.local.pd) => {
                 Err(Syndrome::InvalidRequest)
             }
             // The response names our READ_REQ's MSN in `imm`.
             Opcode::ReadResp => {
-                self.place_read_response(i, h.imm, p.msg_len, p.offset, payload, &tx.st.mrs.lock())
+                self.place_read_response(i, h.imm, p.msg_len, p.offset, payload, &tx.mrs.lock())
             }
             _ => {
                 let at = (p.remote_va & !SEND_MORE).saturating_add(u64::from(p.offset));
-                self.place_send(i, p.rsn, at as usize, payload, &tx.st.mrs.lock())
+                self.place_send(i, p.rsn, at as usize, payload, &tx.mrs.lock())
             }
         }
     }
@@ -204,7 +204,7 @@ impl Transport {
         p: &Placement,
         payload: &[u8],
     ) -> core::result::Result<(), Syndrome> {
-        tx.st.mrs.lock().write_remote(
+        tx.mrs.lock().write_remote(
             p.rkey,
             self.local.pd,
             p.remote_va,
@@ -336,7 +336,7 @@ impl Transport {
             }
             Opcode::Send | Opcode::SendImm => {
                 let at = (p.remote_va & !SEND_MORE).saturating_add(u64::from(p.offset));
-                self.place_send(i, p.rsn, at as usize, payload, &tx.st.mrs.lock())
+                self.place_send(i, p.rsn, at as usize, payload, &tx.mrs.lock())
                     .map_err(|s| {
                         RecvFate::Failed(match s {
                             Syndrome::InvalidRequest => b::ib_wc_status_IB_WC_LOC_LEN_ERR,
