@@ -153,12 +153,19 @@ demo: kernel provider
 	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)
 	selftests/rig/run.sh demo
 
-bench: kernel provider
-	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)
-	BENCH_INVOCATION="make bench$(if $(BENCH_QUICK), BENCH_QUICK=$(BENCH_QUICK))" selftests/bench/run.sh
+# Benchmarks run on the benchmark kernel (selftests/rig/bench.config: the
+# test kernel without lock and memory debugging), built once like the test
+# kernel; BENCH_KERNEL=test runs them on the debug test kernel instead.
+BENCH_KERNEL ?= bench
 
-bench-profile: kernel provider
-	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)
+bench: deps provider
+	METAROCE_KERNEL=$(BENCH_KERNEL) selftests/rig/kernel.sh >/dev/null
+	$(MAKE) modules KDIR=$$(METAROCE_KERNEL=$(BENCH_KERNEL) selftests/rig/kernel.sh)
+	METAROCE_KERNEL=$(BENCH_KERNEL) BENCH_INVOCATION="make bench$(if $(BENCH_QUICK), BENCH_QUICK=$(BENCH_QUICK))$(if $(filter-out bench,$(BENCH_KERNEL)), BENCH_KERNEL=$(BENCH_KERNEL))" selftests/bench/run.sh
+
+bench-profile: deps provider
+	METAROCE_KERNEL=$(BENCH_KERNEL) selftests/rig/kernel.sh >/dev/null
+	$(MAKE) modules KDIR=$$(METAROCE_KERNEL=$(BENCH_KERNEL) selftests/rig/kernel.sh)
 	out=$${BENCH_OUT:-$$(mktemp -d /tmp/metaroce-profile.XXXXXX)}; \
-	METAROCE_OUT=$$out selftests/rig/run.sh 'bash selftests/bench/profile.sh' && \
+	METAROCE_KERNEL=$(BENCH_KERNEL) METAROCE_OUT=$$out selftests/rig/run.sh 'bash selftests/bench/profile.sh' && \
 	echo "profile: $$out/bench/profile.md"

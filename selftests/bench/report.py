@@ -291,7 +291,10 @@ def main():
       f"host kernel {platform.release()}\n"
       f"- **Rig:** two QEMU guests ({accel.upper()}), {env.get('cpus', '?')} vCPU and {env.get('mem', '?')} each, "
       f"{env.get('planes', '?')} plane links + a management link (QEMU UDP sockets on loopback); "
-      f"guest kernel {env.get('kernel', '?')}\n"
+      f"guest kernel {env.get('kernel', '?')}, "
+      + (f"the benchmark kernel (no lock or memory debugging)" if env.get('kdebug') == 'none'
+         else f"a debug kernel ({env.get('kdebug', '?').replace('+', ', ')}: every transport runs ~3x slower)")
+      + "\n"
       f"- **Tools:** perftest {env.get('perftest', '?')}, iperf3 {env.get('iperf3', '?')}, rdma-core {env.get('rdma-core', '?')}\n"
       f"- **Settings:** {env.get('reps', '?')} repetitions per point, perftest `-D {env.get('dur', '?')} -f 1` "
       f"(measures {int(env.get('dur', '4')) - 2} s), latency `-n {env.get('lat_n', '?')}`\n"

@@ -45,6 +45,11 @@ tmo=$((dur + 25))
 	echo "quick=$quick reps=$reps dur=$dur lat_n=$lat_n fail_t=$fail_t cong_t=$cong_t"
 	echo "transports=$transports planes=$METAROCE_PLANES main_planes=$main_planes"
 	echo "kernel=$(uname -r) cpus=$(nproc) mem=$(awk '/MemTotal/ {print $2" kB"}' /proc/meminfo)"
+	# Which kernel ran: the benchmark kernel has no lock or memory
+	# debugging (selftests/rig/bench.config), the test kernel has both.
+	debug=$(zcat /proc/config.gz 2> /dev/null | grep -oE '^CONFIG_(PROVE_LOCKING|DEBUG_ATOMIC_SLEEP|KFENCE)=y' | sed 's/^CONFIG_//; s/=y$//' | paste -sd+)
+	[ -n "$debug" ] || { [ -e /proc/lockdep ] && debug=PROVE_LOCKING; }
+	echo "kdebug=${debug:-none}"
 	echo "cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
 	echo "perftest=$(dpkg-query -W -f='${Version}' perftest 2> /dev/null) iperf3=$(dpkg-query -W -f='${Version}' iperf3 2> /dev/null)"
 	echo "rdma-core=$(dpkg-query -W -f='${Version}' rdma-core 2> /dev/null)"

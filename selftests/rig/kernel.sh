@@ -10,8 +10,9 @@
 # With --path, only print the tree if it is already built (else exit 1).
 #
 # METAROCE_KERNEL=kasan selects a second tree with the fragment kasan.config
-# on top (generic KASAN: `make test-kasan`); its key differs, the default
-# tree's does not change.
+# on top (generic KASAN: `make test-kasan`), METAROCE_KERNEL=bench one with
+# bench.config (no lock or memory debugging: `make bench`); their keys
+# differ, the default tree's does not change.
 #
 # A cold build (~17 min on 2 cores) prints a line per phase and, while
 # compiling, one a minute with the steps done ("[kernel 6:00] build: 2900
@@ -40,7 +41,8 @@ fragments=("$repo/selftests/config")
 case "${METAROCE_KERNEL:-test}" in
 test) ;;
 kasan) fragments+=("$here/kasan.config") ;;
-*) log "METAROCE_KERNEL=${METAROCE_KERNEL}: want test or kasan"; exit 2 ;;
+bench) fragments+=("$here/bench.config") ;;
+*) log "METAROCE_KERNEL=${METAROCE_KERNEL}: want test, kasan or bench"; exit 2 ;;
 esac
 
 RECIPE=1
