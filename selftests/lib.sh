@@ -64,9 +64,9 @@ expect_dmesg_re() {
 	log "ok: dmesg matches '$1'"
 }
 
-# rping_exit_ok STATUS OUTPUT: whether an rping client's exit STATUS, with
-# its stderr (or all its output) in OUTPUT, is a success. rdma-core 44's
-# rping returns from main right after closing its CM event channel, without
+# rping_exit_ok STATUS STDERR: whether an rping client's exit STATUS, with
+# its stderr in STDERR, is a success. rdma-core 44's rping returns from
+# main right after closing its CM event channel, without
 # joining the CM thread that reads it (rping.c: cm_thread loops on
 # rdma_get_cm_event; main ends with rdma_destroy_event_channel; later
 # rdma-core wakes and joins the thread first). If that thread is between
@@ -80,6 +80,33 @@ rping_exit_ok() {
 	[ "$1" = 255 ] || return 1
 	[ "$(tail -1 <<< "$2")" = "rdma_get_cm_event: Bad file descriptor" ] || return 1
 	! grep -vE '^(client DISCONNECT EVENT\.\.\.|rdma_get_cm_event: Bad file descriptor|ping data: .*)$' <<< "$2" | grep -q .
+}
+
+# rping_pings FILE [SIZE]: "LINES IN_ORDER" for the stdout (FILE) of an
+# rping client run with -v -V (and -S SIZE, default 64): the number of
+# "ping data: " lines, and how many of them, from the first, are whole
+# lines of pings 0, 1, 2... in turn. rping -C N -V -v prints
+# "ping data: rdma-ping-I: ..." (10 + SIZE bytes and a newline: the text
+# fills the SIZE-byte buffer but its last byte) after ping I (0 to N-1)
+# came back equal to what it sent, and nothing for one that did not ("data
+# mismatch!" on stderr, and the loop stops): N validated pings read "N N";
+# a missing, failed or cut ping reads less.
+# FILE must be rping's stdout alone, not stdout and stderr in one file or
+# pipe (2>&1): there stdout, block-buffered (4 KiB writes), and stderr,
+# unbuffered, interleave at stdout's block boundaries, not at lines. The
+# "client DISCONNECT EVENT..." rping's CM thread prints as a run ends goes
+# out before the last partial block, which is written at exit, so it lands
+# at byte 75 * N rounded down to 4096 of the ping lines: with N = 1034 that
+# is byte 3 of ping 983's line ("pin" + "client DISCONNECT EVENT...\n" +
+# "g data: rdma-ping-983: ..."), and a run of 1034 good pings read 1033.
+# Run the client as `stdbuf -oL rping ... > OUT 2> ERR`: each ping line is
+# then written whole as it is printed, so OUT also holds every ping so far
+# while rping runs or if a timeout kills it (a block-buffered stdout loses
+# up to 4 KiB of lines on a signal, and is current only at 4 KiB steps).
+rping_pings() {
+	awk -v len=$((10 + ${2:-64})) 'BEGIN { ok = 0 }
+		/^ping data: / { n++; if (n == ok + 1 && $3 == "rdma-ping-" ok ":" && length($0) == len) ok++ }
+		END { print n + 0, ok }' "$1"
 }
 
 rdma_dev_exists() { rdma dev show "$1" > /dev/null 2>&1; }

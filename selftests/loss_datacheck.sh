@@ -27,13 +27,10 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # rping_start COUNT: rping -V, server on B, client on A in the background
 # ($client); rping_check COUNT LABEL waits for both and checks the pings
 # (client run time in $client_ms).
-# The client's stdout (one line per validated ping) and stderr go to
-# separate files: into a file stdout is block-buffered (4 KiB writes) and
-# stderr is not, so in one file a stderr line ("client DISCONNECT
-# EVENT..." as a run ends) lands wherever the last block ended, at times
-# inside the head of a ping line, which then is not counted: a run of 1034
-# pings "showed" 1033. stdout alone is whole once the client has exited
-# (exit flushes it); stderr, unbuffered, is what a failure shows.
+# The client's stdout (one line per validated ping), line-buffered, and
+# its stderr go to separate files (lib.sh rping_pings: in one file a stderr
+# line split a ping line, and a run of 1034 good pings read 1033); stderr,
+# unbuffered, is what a failure shows.
 port=18900
 rping_start() { # count
 	port=$((port + 1))
@@ -41,7 +38,7 @@ rping_start() { # count
 		fail "cannot start the rping server"
 	sleep 3
 	client_t0=$(now_ms)
-	timeout 200 rping -c -v -V -C "$1" -a "$PEER_PLANE0_IP" -p "$port" > /tmp/ldc_rping.out 2> /tmp/ldc_rping.err &
+	timeout 200 stdbuf -oL rping -c -v -V -C "$1" -a "$PEER_PLANE0_IP" -p "$port" > /tmp/ldc_rping.out 2> /tmp/ldc_rping.err &
 	client=$!
 }
 # rping_failed LABEL WHAT: the failure, with what both ends saw: the
@@ -49,7 +46,7 @@ rping_start() { # count
 # and QP states of both hosts, and each kernel log's last lines.
 rping_failed() { # label what
 	local srv
-	log "rping client ran $(($(now_ms) - client_t0)) ms, showed $(grep -c '^ping data: ' /tmp/ldc_rping.out) pings; its stderr:"
+	log "rping client ran $(($(now_ms) - client_t0)) ms, showed $(rping_pings /tmp/ldc_rping.out | cut -d' ' -f1) pings; its stderr:"
 	cat /tmp/ldc_rping.err
 	srv=$(peer_wait "$rping_job" 30 2>&1)
 	log "rping server (status $?): $(tail -8 <<< "$srv")"
@@ -73,12 +70,9 @@ rping_check() { # count label
 		grep -qx "wait for RDMA_READ_ADV state 10" <<< "$server" ||
 		fail "rping server failed ($2): $(tail -5 <<< "$server")"
 	# The client's exit status does not say all pings were done: it also
-	# exits 0 when a disconnect stops it early. With -v -V it prints
-	# "ping data: rdma-ping-I: ..." once ping I (0 to COUNT-1) came back
-	# equal to what it sent, and nothing for a ping that did not: COUNT
-	# such lines, numbered in order, are COUNT validated pings.
-	pings=$(awk 'BEGIN { ok = 0 } /^ping data: / { n++; if ($3 == "rdma-ping-" ok ":") ok++ }
-		END { print n + 0, ok }' /tmp/ldc_rping.out)
+	# exits 0 when a disconnect stops it early. COUNT "ping data" lines,
+	# numbered in order, are COUNT validated pings (lib.sh rping_pings).
+	pings=$(rping_pings /tmp/ldc_rping.out)
 	[ "$pings" = "$1 $1" ] ||
 		rping_failed "$2" "client shows ${pings% *} validated pings (${pings#* } numbered in order), want $1"
 	grep -q "mismatch" /tmp/ldc_rping.err && fail "rping data mismatch ($2)"

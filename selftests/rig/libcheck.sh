@@ -148,5 +148,79 @@ expect "rping_exit_ok: a completion error before it" "$(exit_ok 255 $'cq complet
 expect "rping_exit_ok: status 255, another last line" "$(exit_ok 255 $'client DISCONNECT EVENT...')" no
 expect "rping_exit_ok: another status" "$(exit_ok 1 "$race")" no
 
+# rping_pings over the output of a stand-in for rping 44's client with -v
+# -V (-S 64): C stdio, as rping: one printf per validated ping to stdout,
+# "client DISCONNECT EVENT..." to stderr by the time the run ends, exit
+# through main's return; args COUNT [LOST [SLEEP]]: no line for ping LOST
+# (a failed ping), SLEEP seconds before the return.
+cc=$(command -v cc || command -v gcc || command -v clang)
+if [ -z "$cc" ]; then
+	echo "ok - rping_pings over a stand-in # SKIP no C compiler"
+else
+	cat > "$tmp/rping.c" << 'EOF'
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+	int count = atoi(argv[1]), lost = argc > 2 ? atoi(argv[2]) : -1;
+	char buf[64];
+
+	for (int i = 0; i < count; i++) {
+		int n = snprintf(buf, sizeof(buf), "rdma-ping-%d: ", i);
+
+		for (int j = n; j < (int)sizeof(buf) - 1; j++)
+			buf[j] = 'A' + (i + j) % 58;
+		buf[sizeof(buf) - 1] = 0;
+		if (i != lost)
+			printf("ping data: %s\n", buf);
+	}
+	fprintf(stderr, "client DISCONNECT EVENT...\n");
+	if (argc > 3)
+		sleep(atoi(argv[3]));
+	return 0;
+}
+EOF
+	"$cc" -o "$tmp/rping" "$tmp/rping.c" || { fail=$((fail + 1)); echo "not ok - the rping stand-in does not build"; }
+	pings() { bash -c '. "$1"; rping_pings "$2"' _ "$lib" "$1"; }
+	# The mis-count of issue 11: a plane-flap run of 1034 pings "showed"
+	# 1033 when stdout and stderr shared a file; the disconnect line cut
+	# ping 983's line, at 4096 * 18 bytes of stdout.
+	"$tmp/rping" 1034 > "$tmp/out" 2>&1
+	expect "rping_pings: 1034 pings, stdout and stderr in one file (2>&1): the cut line" \
+		"$(grep -n DISCONNECT "$tmp/out")" "984:pinclient DISCONNECT EVENT..."
+	expect "rping_pings: 1034 pings, stdout and stderr in one file (2>&1): one short" "$(pings "$tmp/out")" "1033 983"
+	"$tmp/rping" 1034 > "$tmp/out" 2> "$tmp/err"
+	expect "rping_pings: 1034 pings, stdout apart" "$(pings "$tmp/out")" "1034 1034"
+	if command -v stdbuf > /dev/null; then
+		stdbuf -oL "$tmp/rping" 1034 > "$tmp/out" 2>&1
+		expect "rping_pings: 1034 pings, stdbuf -oL, 2>&1: whole lines" "$(pings "$tmp/out")" "1034 1034"
+		stdbuf -oL "$tmp/rping" 1034 > "$tmp/out" 2> "$tmp/err"
+		expect "rping_pings: 1034 pings, stdbuf -oL, stdout apart (the tests)" "$(pings "$tmp/out")" "1034 1034"
+		# A client a timeout kills (SIGTERM) after 100 pings: block-buffered,
+		# the file holds only whole blocks (with 4 KiB, 54 lines and a cut
+		# one: "55 54").
+		timeout 1 "$tmp/rping" 100 -1 5 > "$tmp/out" 2> "$tmp/err"
+		got=$(pings "$tmp/out")
+		expect "rping_pings: killed after 100 pings, block-buffered: pings missing" \
+			"$([ "${got#* }" -lt 100 ] && echo short || echo "$got")" short
+		timeout 1 stdbuf -oL "$tmp/rping" 100 -1 5 > "$tmp/out" 2> "$tmp/err"
+		expect "rping_pings: killed after 100 pings, stdbuf -oL" "$(pings "$tmp/out")" "100 100"
+	else
+		echo "ok - rping_pings with stdbuf -oL # SKIP no stdbuf"
+	fi
+	# A real loss still fails: a ping without its line, a run cut short.
+	"$tmp/rping" 1034 500 > "$tmp/out" 2> "$tmp/err"
+	expect "rping_pings: ping 500 of 1034 failed" "$(pings "$tmp/out")" "1033 500"
+	"$tmp/rping" 700 > "$tmp/out" 2> "$tmp/err"
+	expect "rping_pings: 700 of 1034 pings (the run stopped)" "$(pings "$tmp/out")" "700 700"
+	# A line of the right number cut short or of another size.
+	printf 'ping data: rdma-ping-0: ABC\n' > "$tmp/out"
+	expect "rping_pings: a short line" "$(pings "$tmp/out")" "1 0"
+	expect "rping_pings: its size (-S 17)" "$(bash -c '. "$1"; rping_pings "$2" 17' _ "$lib" "$tmp/out")" "1 1"
+fi
+
 echo "lib.sh check: $pass passed, $fail failed"
 [ $fail = 0 ]
