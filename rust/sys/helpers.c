@@ -227,7 +227,7 @@ void metaroce_helper_init_work(struct work_struct *work, void (*fn)(struct work_
 /* queue_work() is a static inline over the exported queue_work_on(). */
 bool metaroce_helper_queue_work(struct work_struct *work)
 {
-	return queue_work(system_wq, work);
+	return queue_work(system_highpri_wq, work);
 }
 
 bool metaroce_helper_in_task(void)
