@@ -1,0 +1,37 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# A diagnostic, not part of the suite: two builds of metaroce.ko side by
+# side in one rig run, alternated, the same perftest points each (a
+# change's effect, where the rig's spread between runs is too wide for
+# two separate runs to tell). Each build is loaded on both hosts in turn.
+#
+#   git worktree add /tmp/old <rev> && make -C /tmp/old      # build A
+#   selftests/rig/run.sh 'AB_A=/tmp/old/metaroce.ko AB_B=$METAROCE_REPO/metaroce.ko bash selftests/bench/ko_ab.sh'
+#
+# AB_REPS (default 2); AB_POINTS, ';'-separated perftest client arguments
+# (default: 1 MiB send and write, 64 KiB write, 8 QPs for 12 s).
+. /run/metaroce/env
+. "$METAROCE_REPO/selftests/bench/lib.sh"
+csv_init
+: "${AB_A:?AB_A=path of build A}" "${AB_B:?AB_B=path of build B}"
+points=${AB_POINTS:-ib_send_bw -s 1048576 -n 10;ib_write_bw -s 1048576 -n 10;ib_write_bw -s 65536 -n 40;ib_write_bw -s 65536 -q 8 -D 12 -f 4 -Q 1}
+load() { # KO: on both hosts
+	local cmd="rdma link delete mr0 2> /dev/null; rmmod metaroce 2> /dev/null;
+		cp $1 /lib/modules/\$(uname -r)/extra/metaroce.ko && depmod -a && modprobe metaroce"
+	bash -c "$cmd" && peer "$cmd"
+}
+IFS=';' read -r -a tests <<< "$points"
+for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
+	for side in A B; do
+		ko=AB_$side
+		load "${!ko}" || { echo "ko_ab: cannot load ${!ko}"; exit 1; }
+		mr_up 2 || { echo "ko_ab: $side: $TP_REASON"; continue; }
+		for t in "${tests[@]}"; do
+			read -r -a args <<< "$t"
+			pt_run "${args[0]}" 240 "${args[@]:1}"
+			echo "ab: $side rep $rep $t: $(awk -v s="${args[2]}" '$1 == s && NF >= 5 { print $2 " iterations, " $4 " MB/s"; exit }' "$PT_OUT")" \
+				"| host A so far: retransmissions $(mr0_stat retransmissions) rto_timeouts $(mr0_stat rto_timeouts)"
+		done
+		mr_down
+	done
+done
