@@ -12,9 +12,11 @@ use super::limits::MAX_CQE;
 use super::port::FIRST_PORT;
 use super::refusal::{check_limits, refuse};
 use super::wqe::{geometry, Completion, CQE};
+use crate::abi::cqe;
 use crate::ib::device::Device;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::ring::SharedRing;
+use crate::ib::types::WcStatus;
 use crate::ib::udata::Udata;
 use crate::ib::verbs::Cq;
 use crate::sys::bindings;
@@ -155,11 +157,7 @@ impl CqState {
                 return Err(ENOSPC);
             }
             let mut elem = [0u8; CQ_ELEM];
-            let c = Completion {
-                port_num: FIRST_PORT as u8,
-                ..*c
-            };
-            elem[..CQE].copy_from_slice(&c.encode());
+            elem[..CQE].copy_from_slice(&c.cqe(FIRST_PORT as u8).encode());
             elem[CQE..CQE + 8].copy_from_slice(&qp_addr.to_ne_bytes());
             ring.write(prod, &elem);
             ring.set_producer(prod.wrapping_add(1));
@@ -167,7 +165,7 @@ impl CqState {
         let armed = self.armed.load(Ordering::Acquire);
         let fire = armed == bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP
             || (armed == bindings::ib_cq_notify_flags_IB_CQ_SOLICITED
-                && (solicited || c.status != 0));
+                && (solicited || c.status != WcStatus::Success));
         if fire && self.armed.swap(0, Ordering::AcqRel) != 0 {
             self.event_pending.store(true, Ordering::Release);
         }
@@ -191,9 +189,9 @@ impl CqState {
         while n < out.len() && cons != prod {
             let mut elem = [0u8; CQ_ELEM];
             ring.read(cons, &mut elem);
-            let mut cqe = [0u8; CQE];
-            cqe.copy_from_slice(&elem[..CQE]);
-            let c = Completion::decode(&cqe);
+            let mut raw = [0u8; CQE];
+            raw.copy_from_slice(&elem[..CQE]);
+            let c = cqe::Completion::decode(&raw);
             let mut qp = [0u8; 8];
             qp.copy_from_slice(&elem[CQE..CQE + 8]);
             let wc = &mut out[n];

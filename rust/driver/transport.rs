@@ -50,6 +50,7 @@ use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
 use crate::ib::skb::{Ipv4Addr, TxTail};
+use crate::ib::types::{WcOpcode, WcStatus};
 use crate::ib::udp::{TunnelSock, TxV4};
 use crate::ib::verbs::ObjRef;
 use crate::ib::worker::WorkItem;
@@ -88,8 +89,8 @@ pub(crate) struct Peer {
 #[derive(Clone, Copy)]
 struct OutWr {
     wr_id: u64,
-    /// `IB_WC_*` opcode of its completion.
-    wc_opcode: u32,
+    /// The opcode of its completion.
+    wc_opcode: WcOpcode,
     /// Engine opcode of its messages (a split WRITE_IMM: the last one).
     opcode: Opcode,
     signaled: bool,
@@ -110,13 +111,13 @@ struct OutWr {
     posted: u32,
     /// Messages (READ: responses) still to complete.
     pending: u32,
-    /// `IB_WC_*` status; the first failure sticks.
-    status: u32,
+    /// Its completion status; the first failure sticks.
+    status: WcStatus,
 }
 
 const NO_WR: OutWr = OutWr {
     wr_id: 0,
-    wc_opcode: 0,
+    wc_opcode: WcOpcode::Send,
     opcode: Opcode::Send,
     signaled: false,
     sges: [Sge {
@@ -136,7 +137,7 @@ const NO_WR: OutWr = OutWr {
     swap: 0,
     posted: 0,
     pending: 0,
-    status: b::ib_wc_status_IB_WC_SUCCESS,
+    status: WcStatus::Success,
 };
 
 /// `remote_va` bit of a SEND message: more parts of the same SEND follow

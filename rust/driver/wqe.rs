@@ -14,14 +14,15 @@ use kernel::prelude::*;
 
 use super::limits::{MAX_INLINE, MAX_SGE};
 use super::mr::Bind;
+use crate::abi::cqe;
 use crate::abi::layout;
 use crate::abi::opcode::WrOpcode;
 use crate::abi::send::{Payload, SendHeader};
 use crate::abi::{recv, send};
 use crate::ib::ring::SharedRing;
+use crate::ib::types::{WcOpcode, WcStatus};
 use crate::sys::bindings;
 
-pub(crate) use crate::abi::cqe::Completion;
 pub(crate) use crate::abi::send::{Remote, SendWr};
 pub(crate) use crate::abi::sge::Sge;
 
@@ -78,6 +79,63 @@ const _: () = {
     assert!(WcFlags::WITH_IMM == b::ib_wc_flags_IB_WC_WITH_IMM);
     assert!(WcFlags::WITH_INVALIDATE == b::ib_wc_flags_IB_WC_WITH_INVALIDATE);
 };
+
+/// A work completion as the data path makes it, with a typed status and
+/// opcode; [`Completion::cqe`] turns it into the ring format's, with their
+/// C values.
+#[derive(Clone, Copy)]
+pub(crate) struct Completion {
+    /// The work request's id.
+    pub(crate) wr_id: u64,
+    /// How the work request ended.
+    pub(crate) status: WcStatus,
+    /// What completed.
+    pub(crate) opcode: WcOpcode,
+    /// Bytes received (receives) or transferred.
+    pub(crate) byte_len: u32,
+    /// Immediate data (network order) or the invalidated rkey.
+    pub(crate) ex: u32,
+    /// The local QP.
+    pub(crate) qp_num: u32,
+    /// The remote QP (datagrams).
+    pub(crate) src_qp: u32,
+    /// `WcFlags` (`IB_WC_*` flags).
+    pub(crate) wc_flags: u32,
+}
+
+impl Completion {
+    /// A completion of work request `wr_id` of QP `qp_num`, with no bytes,
+    /// immediate, source QP or flags.
+    pub(crate) fn new(wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32) -> Self {
+        Self {
+            wr_id,
+            status,
+            opcode,
+            byte_len: 0,
+            ex: 0,
+            qp_num,
+            src_qp: 0,
+            wc_flags: 0,
+        }
+    }
+
+    /// The completion in the ring format, reported on port `port_num`
+    /// (the fields the driver does not fill are 0).
+    pub(crate) fn cqe(&self, port_num: u8) -> cqe::Completion {
+        cqe::Completion {
+            wr_id: self.wr_id,
+            status: self.status.raw(),
+            opcode: self.opcode.raw(),
+            byte_len: self.byte_len,
+            ex: self.ex,
+            qp_num: self.qp_num,
+            src_qp: self.src_qp,
+            wc_flags: self.wc_flags,
+            port_num,
+            ..Default::default()
+        }
+    }
+}
 
 /// Ring geometry for a queue asked to hold `wr` entries of `elem` bytes:
 /// (element count, element size), both powers of two.

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Typed values of the verbs API (`<rdma/ib_verbs.h>`): the enums and
+//! flags the driver reads from the core and writes back, each variant tied
+//! to its C value here, so that `crate::driver` never names a bindgen
+//! constant.
+//!
+//! A value the driver only writes (a completion's status and opcode) has
+//! the variants the driver produces and becomes the C value again with
+//! `raw`, where it is written. A value read from C is converted with
+//! `from_raw`, which returns `None` for a value the type does not name;
+//! the caller refuses that with the errno it always answered, never a
+//! panic.
+
+use crate::sys::bindings as b;
+
+/// The status of a work completion (`enum ib_wc_status`): the ones this
+/// driver completes work requests with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum WcStatus {
+    /// `IB_WC_SUCCESS`.
+    Success = b::ib_wc_status_IB_WC_SUCCESS,
+    /// `IB_WC_LOC_LEN_ERR`: a length the request or its buffer cannot hold.
+    LocLenErr = b::ib_wc_status_IB_WC_LOC_LEN_ERR,
+    /// `IB_WC_LOC_QP_OP_ERR`: a request the QP cannot carry out.
+    LocQpOpErr = b::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
+    /// `IB_WC_LOC_PROT_ERR`: a local key, protection domain or access
+    /// refused the buffer.
+    LocProtErr = b::ib_wc_status_IB_WC_LOC_PROT_ERR,
+    /// `IB_WC_WR_FLUSH_ERR`: flushed by the QP's error state.
+    WrFlushErr = b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
+    /// `IB_WC_MW_BIND_ERR`: a memory window bind refused.
+    MwBindErr = b::ib_wc_status_IB_WC_MW_BIND_ERR,
+    /// `IB_WC_REM_INV_REQ_ERR`: the peer found the request invalid.
+    RemInvReqErr = b::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
+    /// `IB_WC_REM_ACCESS_ERR`: the peer refused the access.
+    RemAccessErr = b::ib_wc_status_IB_WC_REM_ACCESS_ERR,
+    /// `IB_WC_REM_OP_ERR`: the peer failed to carry the request out.
+    RemOpErr = b::ib_wc_status_IB_WC_REM_OP_ERR,
+    /// `IB_WC_RETRY_EXC_ERR`: the message was never acknowledged.
+    RetryExcErr = b::ib_wc_status_IB_WC_RETRY_EXC_ERR,
+}
+
+impl WcStatus {
+    /// The C value (`IB_WC_*`).
+    pub(crate) const fn raw(self) -> u32 {
+        self as u32
+    }
+}
+
+/// The opcode of a work completion (`enum ib_wc_opcode`): the ones this
+/// driver completes work requests with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum WcOpcode {
+    /// `IB_WC_SEND`: a SEND of any kind.
+    Send = b::ib_wc_opcode_IB_WC_SEND,
+    /// `IB_WC_RDMA_WRITE`, with or without immediate.
+    RdmaWrite = b::ib_wc_opcode_IB_WC_RDMA_WRITE,
+    /// `IB_WC_RDMA_READ`.
+    RdmaRead = b::ib_wc_opcode_IB_WC_RDMA_READ,
+    /// `IB_WC_COMP_SWAP`: atomic compare and swap.
+    CompSwap = b::ib_wc_opcode_IB_WC_COMP_SWAP,
+    /// `IB_WC_FETCH_ADD`: atomic fetch and add.
+    FetchAdd = b::ib_wc_opcode_IB_WC_FETCH_ADD,
+    /// `IB_WC_BIND_MW`: a memory window bound.
+    BindMw = b::ib_wc_opcode_IB_WC_BIND_MW,
+    /// `IB_WC_LOCAL_INV`: a key invalidated.
+    LocalInv = b::ib_wc_opcode_IB_WC_LOCAL_INV,
+    /// `IB_WC_ATOMIC_WRITE`.
+    AtomicWrite = b::ib_wc_opcode_IB_WC_ATOMIC_WRITE,
+    /// `IB_WC_REG_MR`: a fast registration.
+    RegMr = b::ib_wc_opcode_IB_WC_REG_MR,
+    /// `IB_WC_RECV`: a receive completed by a SEND.
+    Recv = b::ib_wc_opcode_IB_WC_RECV,
+    /// `IB_WC_RECV_RDMA_WITH_IMM`: a receive completed by an RDMA WRITE
+    /// with immediate.
+    RecvRdmaWithImm = b::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM,
+}
+
+impl WcOpcode {
+    /// The C value (`IB_WC_*`).
+    pub(crate) const fn raw(self) -> u32 {
+        self as u32
+    }
+}
