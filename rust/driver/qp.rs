@@ -24,6 +24,7 @@ use crate::ib::eopnotsupp;
 use crate::ib::lock::{irqs_disabled, new_spinlock_irq, SpinLockIrq};
 use crate::ib::restrack::Details;
 use crate::ib::ring::SharedRing;
+use crate::ib::types::{QpState as Qps, QpType};
 use crate::ib::udata::Udata;
 use crate::ib::verbs::{self, AddressVector, KernelRecvWr, KernelSendWr, Qp, QpInit};
 use crate::ib::worker::in_task;
@@ -32,8 +33,8 @@ use crate::sys::bindings as b;
 /// Attributes set through `modify_qp`.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct QpAttrs {
-    /// `IB_QPS_*`.
-    pub(crate) state: u32,
+    /// The QP's state.
+    pub(crate) state: Qps,
     /// `IB_MTU_*` of the path.
     pub(crate) path_mtu: u32,
     /// UD Q_Key.
@@ -64,8 +65,7 @@ pub(crate) struct QpAttrs {
 
 /// Driver state of a QP.
 pub(crate) struct QpState {
-    /// `IB_QPT_*`.
-    qp_type: u32,
+    qp_type: QpType,
     qpn: u32,
     /// The rings, the CQs and (RC) the engine.
     transport: Arc<Transport>,
@@ -85,24 +85,10 @@ pub(crate) struct QpState {
     rq_lock: Pin<KBox<SpinLockIrq<()>>>,
     /// Attributes, changed only by `modify_qp`.
     attrs: Pin<KBox<Mutex<QpAttrs>>>,
-    /// `attrs.state`, readable without the mutex: kernel consumers post
-    /// from atomic context, where the mutex must not be taken.
+    /// `attrs.state` (its C value), readable without the mutex: kernel
+    /// consumers post from atomic context, where the mutex must not be
+    /// taken.
     state: AtomicU32,
-}
-
-fn supported(qp_type: u32) -> bool {
-    matches!(
-        qp_type,
-        b::ib_qp_type_IB_QPT_RC
-            | b::ib_qp_type_IB_QPT_UC
-            | b::ib_qp_type_IB_QPT_UD
-            | b::ib_qp_type_IB_QPT_GSI
-    )
-}
-
-/// RC and UC: one peer QP, carried by the engine (UC: see `uc.rs`).
-fn connected(qp_type: u32) -> bool {
-    matches!(qp_type, b::ib_qp_type_IB_QPT_RC | b::ib_qp_type_IB_QPT_UC)
 }
 
 impl QpState {
@@ -114,7 +100,7 @@ impl QpState {
     /// Writes the transport's state for `rdma resource show qp -dd`: RC
     /// and UC QPs (the engine's paths); a datagram QP has none.
     pub(crate) fn details(&self, out: &mut Details<'_>) -> Result {
-        if !connected(self.qp_type) {
+        if !self.qp_type.is_connected() {
             return Ok(());
         }
         self.transport
@@ -128,13 +114,13 @@ impl QpState {
         udata: Option<&Udata<'_>>,
     ) -> Result<(u32, Self)> {
         let attr = init.attr;
-        if !supported(attr.qp_type) {
+        let Some(qp_type) = QpType::from_raw(attr.qp_type) else {
             let why = format_args!(
                 "QP type {} not supported (RC, UC, UD and GSI are)",
                 attr.qp_type
             );
             return Err(refuse(dev, "create_qp", None, eopnotsupp(), why));
-        }
+        };
         if attr.create_flags != 0 {
             let why = format_args!(
                 "create flags {:#x} not supported (none are)",
@@ -176,7 +162,7 @@ impl QpState {
             cap.max_recv_sge = cap.max_recv_sge.max(1);
         }
 
-        let qpn = if attr.qp_type == b::ib_qp_type_IB_QPT_GSI {
+        let qpn = if qp_type == QpType::Gsi {
             1
         } else {
             dev.data().take_qpn()?
@@ -206,18 +192,15 @@ impl QpState {
             (init.send_cq, init.recv_cq),
             sq_sig_all,
         )?;
-        if attr.qp_type == b::ib_qp_type_IB_QPT_UC {
+        if qp_type == QpType::Uc {
             transport.set_unreliable();
         }
-        let datagram = match attr.qp_type {
-            t if connected(t) => None,
-            t => Some(Datagram::new(
-                transport.clone(),
-                t == b::ib_qp_type_IB_QPT_GSI,
-            )?),
+        let datagram = match qp_type {
+            t if t.is_connected() => None,
+            t => Some(Datagram::new(transport.clone(), t == QpType::Gsi)?),
         };
         let state = Self {
-            qp_type: attr.qp_type,
+            qp_type,
             qpn,
             transport,
             datagram,
@@ -226,10 +209,10 @@ impl QpState {
             user: udata.is_some(),
             sq_lock: KBox::pin_init(new_spinlock_irq!((), "metaroce_qp_sq"), GFP_KERNEL)?,
             rq_lock: KBox::pin_init(new_spinlock_irq!((), "metaroce_qp_rq"), GFP_KERNEL)?,
-            state: AtomicU32::new(b::ib_qp_state_IB_QPS_RESET),
+            state: AtomicU32::new(Qps::Reset.raw()),
             attrs: KBox::pin_init(
                 new_mutex!(QpAttrs {
-                    state: b::ib_qp_state_IB_QPS_RESET,
+                    state: Qps::Reset,
                     ..Default::default()
                 }),
                 GFP_KERNEL,
@@ -243,7 +226,7 @@ impl QpState {
     pub(crate) fn release(dev: &MetaRoceIbDevice, qp: &Qp<QpState>) {
         drop(dev.data().qps.lock().remove(qp.qp_num()));
         drop(dev.data().uds.lock().remove(qp.qp_num()));
-        if qp.qp_type() != b::ib_qp_type_IB_QPT_GSI {
+        if qp.qp_type() != Some(QpType::Gsi) {
             dev.data().give_back_qpn(qp.qp_num());
         }
     }
@@ -252,16 +235,16 @@ impl QpState {
     /// the data path follows the state change.
     pub(crate) fn modify(&self, dev: &MetaRoceIbDevice, attr: &b::ib_qp_attr, mask: u32) -> Result {
         let mut a = self.attrs.lock();
-        if self.state() == b::ib_qp_state_IB_QPS_ERR {
+        if self.state() == Qps::Err {
             // The data path failed since the last modify.
-            a.state = b::ib_qp_state_IB_QPS_ERR;
+            a.state = Qps::Err;
         }
         let next = self.check_modify(dev, attr, mask, a.state)?;
         let mut n = self.modified(attr, mask, &a);
         n.state = next;
         self.change_state(dev, &n, a.state)?;
         *a = n;
-        self.state.store(next, Ordering::Release);
+        self.state.store(next.raw(), Ordering::Release);
         Ok(())
     }
 
@@ -272,34 +255,42 @@ impl QpState {
         dev: &MetaRoceIbDevice,
         attr: &b::ib_qp_attr,
         mask: u32,
-        state: u32,
-    ) -> Result<u32> {
+        state: Qps,
+    ) -> Result<Qps> {
+        // A value `Qps` does not name is no state the QP is in, nor one
+        // the core lets it go to.
         let cur = if mask & b::ib_qp_attr_mask_IB_QP_CUR_STATE != 0 {
-            attr.cur_qp_state
+            Qps::from_raw(attr.cur_qp_state)
         } else {
-            state
+            Some(state)
         };
         let next = if mask & b::ib_qp_attr_mask_IB_QP_STATE != 0 {
-            attr.qp_state
+            Qps::from_raw(attr.qp_state)
         } else {
             cur
         };
-        if cur != state {
-            let (given, is) = (qp_state_name(cur), qp_state_name(state));
-            return Err(self.refuse(
-                dev,
-                format_args!("current state given as {given} but the QP is in {is}"),
-            ));
-        }
-        if !verbs::modify_qp_is_ok(cur, next, self.qp_type, mask) {
-            let (from, to, t) = (
-                qp_state_name(cur),
-                qp_state_name(next),
-                qp_type_name(self.qp_type),
-            );
-            let why = format_args!("{from} to {to} with attribute mask {mask:#x} is not a valid transition for QP type {t}");
-            return Err(self.refuse(dev, why));
-        }
+        let cur = match cur {
+            Some(cur) if cur == state => cur,
+            _ => {
+                let (given, is) = (qp_state_name(cur), qp_state_name(Some(state)));
+                return Err(self.refuse(
+                    dev,
+                    format_args!("current state given as {given} but the QP is in {is}"),
+                ));
+            }
+        };
+        let next = match next {
+            Some(next) if verbs::modify_qp_is_ok(cur, next, self.qp_type, mask) => next,
+            _ => {
+                let (from, to, t) = (
+                    qp_state_name(Some(cur)),
+                    qp_state_name(next),
+                    qp_type_name(self.qp_type),
+                );
+                let why = format_args!("{from} to {to} with attribute mask {mask:#x} is not a valid transition for QP type {t}");
+                return Err(self.refuse(dev, why));
+            }
+        };
         if mask & b::ib_qp_attr_mask_IB_QP_PORT != 0 && attr.port_num != FIRST_PORT {
             let why = format_args!(
                 "port {} is not the device's port {}",
@@ -404,21 +395,21 @@ impl QpState {
     /// The data path follows the QP from state `prev` to `n.state` with
     /// attributes `n`: limits and retry budget, flush, reset, connect,
     /// start sending.
-    fn change_state(&self, dev: &MetaRoceIbDevice, n: &QpAttrs, prev: u32) -> Result {
+    fn change_state(&self, dev: &MetaRoceIbDevice, n: &QpAttrs, prev: Qps) -> Result {
         let next = n.state;
         let t = &self.transport;
         t.set_limits(n.access, n.max_rd_atomic);
         t.set_retry(n.timeout, n.retry_cnt);
-        if next == b::ib_qp_state_IB_QPS_ERR || next == b::ib_qp_state_IB_QPS_RESET {
+        if next == Qps::Err || next == Qps::Reset {
             drop(dev.data().uds.lock().remove(self.qpn));
         }
-        if next == b::ib_qp_state_IB_QPS_ERR && prev != b::ib_qp_state_IB_QPS_ERR {
+        if next == Qps::Err && prev != Qps::Err {
             match &self.datagram {
                 Some(d) => d.flush(),
                 None => t.flush(),
             }
         }
-        if next == b::ib_qp_state_IB_QPS_RESET {
+        if next == Qps::Reset {
             drop(dev.data().qps.lock().remove(self.qpn));
             t.reset();
             if !self.user {
@@ -429,10 +420,7 @@ impl QpState {
                 }
             }
         }
-        if next == b::ib_qp_state_IB_QPS_RTR
-            && prev != b::ib_qp_state_IB_QPS_RTR
-            && connected(self.qp_type)
-        {
+        if next == Qps::Rtr && prev != Qps::Rtr && self.qp_type.is_connected() {
             // v1 carries RC and UC over IPv4 only.
             const V4_ONLY: &str = "this device carries RC and UC over IPv4 only";
             let Some(local) = gid_ipv4(&n.av.sgid) else {
@@ -460,7 +448,7 @@ impl QpState {
             dev.data().qps.lock().insert(self.qpn, t.clone());
             dev.data().start_data_path();
         }
-        if next == b::ib_qp_state_IB_QPS_RTR && prev != b::ib_qp_state_IB_QPS_RTR {
+        if next == Qps::Rtr && prev != Qps::Rtr {
             if let Some(d) = &self.datagram {
                 let ndev = dev.netdev(FIRST_PORT).ok_or(ENODEV)?;
                 d.attach(ndev, mtu_bytes(active_mtu(dev)));
@@ -468,10 +456,7 @@ impl QpState {
                 dev.data().start_data_path();
             }
         }
-        if next == b::ib_qp_state_IB_QPS_RTS
-            && prev == b::ib_qp_state_IB_QPS_RTR
-            && connected(self.qp_type)
-        {
+        if next == Qps::Rts && prev == Qps::Rtr && self.qp_type.is_connected() {
             t.start_sending(n.sq_psn);
         }
         Ok(())
@@ -486,8 +471,8 @@ impl QpState {
     pub(crate) fn query(&self, attr: &mut b::ib_qp_attr, init: &mut b::ib_qp_init_attr) {
         let a = *self.attrs.lock();
         let state = self.state();
-        attr.qp_state = state;
-        attr.cur_qp_state = state;
+        attr.qp_state = state.raw();
+        attr.cur_qp_state = state.raw();
         attr.path_mtu = a.path_mtu;
         attr.path_mig_state = b::ib_mig_state_IB_MIG_MIGRATED;
         attr.qkey = a.qkey;
@@ -505,7 +490,7 @@ impl QpState {
         attr.retry_cnt = a.retry_cnt;
         attr.rnr_retry = a.rnr_retry;
         init.cap = self.cap;
-        init.qp_type = self.qp_type;
+        init.qp_type = self.qp_type.raw();
         init.sq_sig_type = if self.sq_sig_all {
             b::ib_sig_type_IB_SIGNAL_ALL_WR
         } else {
@@ -513,17 +498,15 @@ impl QpState {
         };
     }
 
-    /// The QP's state (`IB_QPS_*`): the error state once the data path
-    /// failed (a work request completed in error), as the consumer sees it.
-    pub(crate) fn state(&self) -> u32 {
-        let s = self.state.load(Ordering::Acquire);
-        let live = matches!(
-            s,
-            b::ib_qp_state_IB_QPS_RTR | b::ib_qp_state_IB_QPS_RTS | b::ib_qp_state_IB_QPS_SQD
-        );
+    /// The QP's state: the error state once the data path failed (a work
+    /// request completed in error), as the consumer sees it.
+    pub(crate) fn state(&self) -> Qps {
+        // Only `Qps` values are stored: the fallback is never taken.
+        let s = Qps::from_raw(self.state.load(Ordering::Acquire)).unwrap_or(Qps::Err);
+        let live = matches!(s, Qps::Rtr | Qps::Rts | Qps::Sqd);
         // (A datagram QP fails only through its send ring being corrupted.)
         if live && self.transport.failed() {
-            b::ib_qp_state_IB_QPS_ERR
+            Qps::Err
         } else {
             s
         }
@@ -533,16 +516,14 @@ impl QpState {
     pub(crate) fn post_recv(&self, wr: KernelRecvWr<'_>) -> Result {
         let (wr_id, sges) = wr.read()?;
         let rq = self.transport.rq().ok_or(EINVAL)?;
-        if self.state() == b::ib_qp_state_IB_QPS_RESET
-            || sges.len() > self.cap.max_recv_sge as usize
-        {
+        if self.state() == Qps::Reset || sges.len() > self.cap.max_recv_sge as usize {
             return Err(EINVAL);
         }
         {
             let _guard = self.rq_lock.lock();
             wqe::push_recv(rq, wr_id, sges)?;
         }
-        if self.state() == b::ib_qp_state_IB_QPS_ERR && !irqs_disabled() {
+        if self.state() == Qps::Err && !irqs_disabled() {
             // Posted in error: completes flushed (`ib_drain_rq` waits for
             // exactly that). With interrupts off the device tick flushes it.
             match &self.datagram {
@@ -560,11 +541,7 @@ impl QpState {
         wr: &KernelSendWr<'_, AhState>,
     ) -> Result {
         let w = wr.read(self.qp_type)?;
-        let state = self.state();
-        if state != b::ib_qp_state_IB_QPS_RTS
-            && state != b::ib_qp_state_IB_QPS_SQD
-            && state != b::ib_qp_state_IB_QPS_ERR
-        {
+        if !matches!(self.state(), Qps::Rts | Qps::Sqd | Qps::Err) {
             return Err(EINVAL);
         }
         if w.sges.len() > self.cap.max_send_sge as usize {
@@ -630,12 +607,12 @@ impl QpState {
     /// A process rang the doorbell: its send ring has new requests.
     pub(crate) fn doorbell(&self, dev: &MetaRoceIbDevice) -> Result {
         let state = self.state();
-        if state == b::ib_qp_state_IB_QPS_ERR && connected(self.qp_type) {
+        if state == Qps::Err && self.qp_type.is_connected() {
             // Requests posted in the error state complete flushed.
             self.transport.flush();
             return Ok(());
         }
-        if state != b::ib_qp_state_IB_QPS_RTS && state != b::ib_qp_state_IB_QPS_SQD {
+        if state != Qps::Rts && state != Qps::Sqd {
             return Err(EINVAL);
         }
         self.kick(dev)

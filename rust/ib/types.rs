@@ -85,3 +85,88 @@ impl WcOpcode {
         self as u32
     }
 }
+
+/// The state of a QP (`enum ib_qp_state`). A QP starts in `Reset`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum QpState {
+    /// `IB_QPS_RESET`.
+    #[default]
+    Reset = b::ib_qp_state_IB_QPS_RESET,
+    /// `IB_QPS_INIT`.
+    Init = b::ib_qp_state_IB_QPS_INIT,
+    /// `IB_QPS_RTR`: ready to receive.
+    Rtr = b::ib_qp_state_IB_QPS_RTR,
+    /// `IB_QPS_RTS`: ready to send.
+    Rts = b::ib_qp_state_IB_QPS_RTS,
+    /// `IB_QPS_SQD`: send queue drained.
+    Sqd = b::ib_qp_state_IB_QPS_SQD,
+    /// `IB_QPS_SQE`: send queue error.
+    Sqe = b::ib_qp_state_IB_QPS_SQE,
+    /// `IB_QPS_ERR`.
+    Err = b::ib_qp_state_IB_QPS_ERR,
+}
+
+impl QpState {
+    /// The state of C value `v` (`IB_QPS_*`); `None` for any other value.
+    pub(crate) fn from_raw(v: u32) -> Option<Self> {
+        Some(match v {
+            b::ib_qp_state_IB_QPS_RESET => Self::Reset,
+            b::ib_qp_state_IB_QPS_INIT => Self::Init,
+            b::ib_qp_state_IB_QPS_RTR => Self::Rtr,
+            b::ib_qp_state_IB_QPS_RTS => Self::Rts,
+            b::ib_qp_state_IB_QPS_SQD => Self::Sqd,
+            b::ib_qp_state_IB_QPS_SQE => Self::Sqe,
+            b::ib_qp_state_IB_QPS_ERR => Self::Err,
+            _ => return None,
+        })
+    }
+
+    /// The C value (`IB_QPS_*`).
+    pub(crate) const fn raw(self) -> u32 {
+        self as u32
+    }
+}
+
+/// The type of a QP (`enum ib_qp_type`): the ones this device supports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum QpType {
+    /// `IB_QPT_GSI`: QP1, the MAD layer's general services QP.
+    Gsi = b::ib_qp_type_IB_QPT_GSI,
+    /// `IB_QPT_RC`: reliable connected.
+    Rc = b::ib_qp_type_IB_QPT_RC,
+    /// `IB_QPT_UC`: unreliable connected.
+    Uc = b::ib_qp_type_IB_QPT_UC,
+    /// `IB_QPT_UD`: unreliable datagram.
+    Ud = b::ib_qp_type_IB_QPT_UD,
+}
+
+impl QpType {
+    /// The type of C value `v` (`IB_QPT_*`); `None` for a type this device
+    /// does not support.
+    pub(crate) fn from_raw(v: u32) -> Option<Self> {
+        Some(match v {
+            b::ib_qp_type_IB_QPT_GSI => Self::Gsi,
+            b::ib_qp_type_IB_QPT_RC => Self::Rc,
+            b::ib_qp_type_IB_QPT_UC => Self::Uc,
+            b::ib_qp_type_IB_QPT_UD => Self::Ud,
+            _ => return None,
+        })
+    }
+
+    /// The C value (`IB_QPT_*`).
+    pub(crate) const fn raw(self) -> u32 {
+        self as u32
+    }
+
+    /// RC and UC: one peer QP, carried by the engine.
+    pub(crate) fn is_connected(self) -> bool {
+        matches!(self, Self::Rc | Self::Uc)
+    }
+
+    /// UD and GSI: datagrams, sent to an address handle per request.
+    pub(crate) fn is_datagram(self) -> bool {
+        matches!(self, Self::Ud | Self::Gsi)
+    }
+}

@@ -17,6 +17,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::device::{Device, IbDriver};
+use super::types::{QpState, QpType};
 use super::udata::Udata;
 use crate::sys::bindings;
 
@@ -151,10 +152,12 @@ impl<D> Qp<D> {
         unsafe { (*self.as_raw()).qp_num }
     }
 
-    /// The QP type (`IB_QPT_*`).
-    pub(crate) fn qp_type(&self) -> u32 {
+    /// The QP type; `None` for a type this layer does not name (the
+    /// driver's `create_qp` refuses those).
+    pub(crate) fn qp_type(&self) -> Option<QpType> {
         // SAFETY: plain field of a live QP (invariant).
-        unsafe { (*self.as_raw()).qp_type }
+        let raw = unsafe { (*self.as_raw()).qp_type };
+        QpType::from_raw(raw)
     }
 
     /// Whether the QP belongs to a user process (its rings are mapped).
@@ -1030,9 +1033,9 @@ impl AddressVector {
 
 /// Whether the core's QP state machine allows `cur -> next` for this QP type
 /// with the attributes in `mask`.
-pub(crate) fn modify_qp_is_ok(cur: u32, next: u32, qp_type: u32, mask: u32) -> bool {
+pub(crate) fn modify_qp_is_ok(cur: QpState, next: QpState, qp_type: QpType, mask: u32) -> bool {
     // SAFETY: a pure table lookup in the core.
-    unsafe { bindings::ib_modify_qp_is_ok(cur, next, qp_type, mask) }
+    unsafe { bindings::ib_modify_qp_is_ok(cur.raw(), next.raw(), qp_type.raw(), mask) }
 }
 
 /// A kernel consumer's send work request, read out of the core's
@@ -1113,14 +1116,13 @@ impl<'a, A> KernelSendWr<'a, A> {
     }
 
     /// Reads the request for a QP of type `qp_type`.
-    pub(crate) fn read(&self, qp_type: u32) -> Result<SendWr<'a, A>> {
+    pub(crate) fn read(&self, qp_type: QpType) -> Result<SendWr<'a, A>> {
         let wr = self.raw;
         let num = usize::try_from(wr.num_sge).map_err(|_| EINVAL)?;
         if num > 0 && wr.sg_list.is_null() {
             return Err(EINVAL);
         }
-        let ud_type =
-            qp_type == bindings::ib_qp_type_IB_QPT_UD || qp_type == bindings::ib_qp_type_IB_QPT_GSI;
+        let ud_type = qp_type.is_datagram();
         // SAFETY: by the type invariants: `sg_list` holds `num_sge` entries,
         // the opcode-specific outer structs are what the core passed, the AH
         // is this driver's with data `A`; `wr_id` is the union member
