@@ -13,9 +13,7 @@ use super::device::{DeviceState, MetaRoceDevice, MetaRoceIbDevice};
 use super::limits::*;
 use super::mr::{MrState, MwState};
 use super::net::log_last_drop;
-use super::port::{
-    ib_mtu_for_payload, node_guid_from_mac, FIRST_PORT, GID_TABLE_LEN, MAX_HEADER_BYTES,
-};
+use super::port::{node_guid_from_mac, FIRST_PORT, GID_TABLE_LEN, MAX_HEADER_BYTES};
 use super::qp::QpState;
 use super::srq::SrqState;
 use super::stats::{NAMES, QP_COUNTERS};
@@ -23,6 +21,7 @@ use crate::ib::device::{DeviceAttr, IbDriver, PortAttr, PortImmutable};
 use crate::ib::kdma::KernelConsumer;
 use crate::ib::restrack::Details;
 use crate::ib::stats::StatDesc;
+use crate::ib::types::{AccessFlags, Mtu};
 use crate::ib::udata::Udata;
 use crate::ib::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, Srq};
 use crate::sys::bindings;
@@ -96,9 +95,9 @@ impl IbDriver for MetaRoceDevice {
             attr.state = bindings::ib_port_state_IB_PORT_DOWN;
             attr.phys_state = bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED as u8;
         }
-        attr.max_mtu = bindings::ib_mtu_IB_MTU_4096;
-        attr.active_mtu = ib_mtu_for_payload(ndev.mtu().saturating_sub(MAX_HEADER_BYTES));
-        attr.phys_mtu = bindings::ib_mtu_IB_MTU_4096;
+        attr.max_mtu = Mtu::Bytes4096.raw();
+        attr.active_mtu = Mtu::for_payload(ndev.mtu().saturating_sub(MAX_HEADER_BYTES)).raw();
+        attr.phys_mtu = Mtu::Bytes4096.raw();
         attr.gid_tbl_len = GID_TABLE_LEN as i32;
         attr.pkey_tbl_len = 1;
         // The engine carries at most MAX_MSG_PKTS packets per message; the
@@ -262,7 +261,7 @@ impl IbDriver for MetaRoceDevice {
     fn get_dma_mr(
         dev: &MetaRoceIbDevice,
         pd: &Pd<()>,
-        access: u32,
+        access: AccessFlags,
     ) -> Result<((u32, u32), MrState)> {
         MrState::register_dma(dev, pd.as_raw() as usize, access)
     }
@@ -273,7 +272,7 @@ impl IbDriver for MetaRoceDevice {
         start: u64,
         length: u64,
         iova: u64,
-        access: u32,
+        access: AccessFlags,
         _udata: Option<&Udata<'_>>,
     ) -> Result<((u32, u32), MrState)> {
         MrState::register_user(dev, pd.as_raw() as usize, start, length, iova, access)

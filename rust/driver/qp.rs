@@ -14,7 +14,7 @@ use super::device::{MetaRoceDevice, MetaRoceIbDevice};
 use super::gid::gid_ipv4;
 use super::limits::{MAX_INLINE, MAX_QP_WR, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::Requester;
-use super::port::{active_mtu, mtu_bytes, FIRST_PORT};
+use super::port::{active_mtu, FIRST_PORT};
 use super::qp_counters::QpCounters;
 use super::refusal::{check_limits, qp_state_name, qp_type_name, refuse};
 use super::transport::{Peer, Transport};
@@ -24,7 +24,7 @@ use crate::ib::eopnotsupp;
 use crate::ib::lock::{irqs_disabled, new_spinlock_irq, SpinLockIrq};
 use crate::ib::restrack::Details;
 use crate::ib::ring::SharedRing;
-use crate::ib::types::{QpState as Qps, QpType};
+use crate::ib::types::{AccessFlags, Mtu, QpState as Qps, QpType};
 use crate::ib::udata::Udata;
 use crate::ib::verbs::{self, AddressVector, KernelRecvWr, KernelSendWr, Qp, QpInit};
 use crate::ib::worker::in_task;
@@ -35,8 +35,9 @@ use crate::sys::bindings as b;
 pub(crate) struct QpAttrs {
     /// The QP's state.
     pub(crate) state: Qps,
-    /// `IB_MTU_*` of the path.
-    pub(crate) path_mtu: u32,
+    /// The path MTU; `None` until `modify_qp` sets one (then 256 bytes are
+    /// used and 0 is reported).
+    pub(crate) path_mtu: Option<Mtu>,
     /// UD Q_Key.
     pub(crate) qkey: u32,
     /// First expected incoming PSN (kept for query; paths number their own).
@@ -45,8 +46,8 @@ pub(crate) struct QpAttrs {
     pub(crate) sq_psn: u32,
     /// The connected peer QP (RC).
     pub(crate) dest_qp_num: u32,
-    /// `IB_ACCESS_*` remote access allowed to this QP.
-    pub(crate) access: u32,
+    /// The remote access allowed to this QP.
+    pub(crate) access: AccessFlags,
     /// The peer's address (RC).
     pub(crate) av: AddressVector,
     /// Outstanding READs this side may issue / accept.
@@ -325,15 +326,15 @@ impl QpState {
         }
         if mask & b::ib_qp_attr_mask_IB_QP_PATH_MTU != 0 {
             let active = active_mtu(dev);
-            if !(b::ib_mtu_IB_MTU_256..=b::ib_mtu_IB_MTU_4096).contains(&attr.path_mtu) {
+            let Some(path) = Mtu::from_raw(attr.path_mtu) else {
                 let why = format_args!(
                     "path MTU code {} is not an IB MTU (1 to 5: 256 to 4096)",
                     attr.path_mtu
                 );
                 return Err(self.refuse(dev, why));
-            }
-            if attr.path_mtu > active {
-                let (path, active) = (mtu_bytes(attr.path_mtu), mtu_bytes(active));
+            };
+            if path > active {
+                let (path, active) = (path.bytes(), active.bytes());
                 return Err(self.refuse(
                     dev,
                     format_args!("path MTU {path} above the active MTU {active}"),
@@ -348,7 +349,8 @@ impl QpState {
     fn modified(&self, attr: &b::ib_qp_attr, mask: u32, from: &QpAttrs) -> QpAttrs {
         let mut n = *from;
         if mask & b::ib_qp_attr_mask_IB_QP_PATH_MTU != 0 {
-            n.path_mtu = attr.path_mtu;
+            // Checked by `check_modify`.
+            n.path_mtu = Mtu::from_raw(attr.path_mtu);
         }
         if mask & b::ib_qp_attr_mask_IB_QP_QKEY != 0 {
             n.qkey = attr.qkey;
@@ -366,7 +368,7 @@ impl QpState {
             n.dest_qp_num = attr.dest_qp_num & 0xff_ffff;
         }
         if mask & b::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS != 0 {
-            n.access = attr.qp_access_flags as u32;
+            n.access = AccessFlags::from_raw(attr.qp_access_flags as u32);
         }
         if mask & b::ib_qp_attr_mask_IB_QP_AV != 0 {
             n.av = AddressVector::from_attr(&attr.ah_attr);
@@ -433,7 +435,7 @@ impl QpState {
                     format_args!("the destination GID is an IPv6 address; {V4_ONLY}"),
                 ));
             };
-            let mtu = mtu_bytes(n.path_mtu);
+            let mtu = n.path_mtu.unwrap_or(Mtu::Bytes256).bytes();
             let planes = dev.data().planes.lock().count();
             t.connect(
                 Peer {
@@ -451,7 +453,7 @@ impl QpState {
         if next == Qps::Rtr && prev != Qps::Rtr {
             if let Some(d) = &self.datagram {
                 let ndev = dev.netdev(FIRST_PORT).ok_or(ENODEV)?;
-                d.attach(ndev, mtu_bytes(active_mtu(dev)));
+                d.attach(ndev, active_mtu(dev).bytes());
                 dev.data().uds.lock().insert(self.qpn, d.clone());
                 dev.data().start_data_path();
             }
@@ -473,13 +475,13 @@ impl QpState {
         let state = self.state();
         attr.qp_state = state.raw();
         attr.cur_qp_state = state.raw();
-        attr.path_mtu = a.path_mtu;
+        attr.path_mtu = a.path_mtu.map_or(0, Mtu::raw);
         attr.path_mig_state = b::ib_mig_state_IB_MIG_MIGRATED;
         attr.qkey = a.qkey;
         attr.rq_psn = a.rq_psn;
         attr.sq_psn = a.sq_psn;
         attr.dest_qp_num = a.dest_qp_num;
-        attr.qp_access_flags = a.access as i32;
+        attr.qp_access_flags = a.access.raw() as i32;
         attr.cap = self.cap;
         attr.pkey_index = 0;
         attr.port_num = FIRST_PORT;

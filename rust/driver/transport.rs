@@ -50,7 +50,7 @@ use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
 use crate::ib::skb::{Ipv4Addr, TxTail};
-use crate::ib::types::{WcOpcode, WcStatus};
+use crate::ib::types::{AccessFlags, WcOpcode, WcStatus};
 use crate::ib::udp::{TunnelSock, TxV4};
 use crate::ib::verbs::ObjRef;
 use crate::ib::worker::WorkItem;
@@ -226,8 +226,9 @@ struct Inner {
     /// The peer's atomic requests placed and not yet executed, at
     /// `msn % MSG_WINDOW`.
     atomic_operands: KVVec<AtomicOperands>,
-    /// `IB_ACCESS_*` the QP grants its peer (REMOTE_WRITE, REMOTE_READ).
-    access: u32,
+    /// The rights the QP grants its peer (REMOTE_WRITE, REMOTE_READ,
+    /// REMOTE_ATOMIC).
+    access: AccessFlags,
     /// Receive sequence number of the next receive-consuming message sent.
     tx_rsn: u16,
     /// Receive sequence number of the next receive-consuming message to
@@ -423,7 +424,7 @@ impl Transport {
             max_rd_atomic: 1,
             answers: [None; MAX_RD_ATOMIC as usize],
             atomic_operands,
-            access: 0,
+            access: AccessFlags::NONE,
             tx_rsn: 0,
             rx_rsn: 0,
             peer: None,
@@ -567,10 +568,10 @@ impl Transport {
         self.inner.lock().uc = Some(UcDrops::NONE);
     }
 
-    /// The QP's remote access flags (`IB_ACCESS_REMOTE_*`) and the READs it
+    /// The QP's remote access flags and the READs it
     /// may have outstanding (`max_rd_atomic`; 0 is taken as 1 so that a
     /// READ is not stuck forever).
-    pub(crate) fn set_limits(&self, access: u32, max_rd_atomic: u8) {
+    pub(crate) fn set_limits(&self, access: AccessFlags, max_rd_atomic: u8) {
         let mut i = self.inner.lock();
         i.access = access;
         i.max_rd_atomic = usize::from(max_rd_atomic).clamp(1, MAX_RD_ATOMIC as usize);

@@ -20,7 +20,7 @@ use crate::abi::opcode::WrOpcode;
 use crate::abi::send::{Payload, SendHeader};
 use crate::abi::{recv, send};
 use crate::ib::ring::SharedRing;
-use crate::ib::types::{WcOpcode, WcStatus};
+use crate::ib::types::{AccessFlags, WcOpcode, WcStatus};
 use crate::sys::bindings;
 
 pub(crate) use crate::abi::send::{Remote, SendWr};
@@ -312,7 +312,7 @@ pub(crate) fn get_bind(ring: &SharedRing, index: u32) -> Bind {
         region_key: mw.mr_lkey,
         window_key: mw.mw_rkey,
         new_key: mw.rkey,
-        access: mw.access,
+        access: AccessFlags::from_raw(mw.access),
     }
 }
 

@@ -11,6 +11,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::netdev::{NetDevice, NetDeviceRef};
+use super::types::AccessFlags;
 use super::udata::Udata;
 use super::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, Srq};
 use crate::sys::bindings;
@@ -150,7 +151,7 @@ pub(crate) trait IbDriver: Sized {
     fn get_dma_mr(
         dev: &Device<Self::Data>,
         pd: &Pd<Self::Pd>,
-        access: u32,
+        access: AccessFlags,
     ) -> Result<((u32, u32), Self::Mr)>;
     /// Registers user memory; returns `((lkey, rkey), state)`.
     fn reg_user_mr(
@@ -159,7 +160,7 @@ pub(crate) trait IbDriver: Sized {
         start: u64,
         length: u64,
         iova: u64,
-        access: u32,
+        access: AccessFlags,
         udata: Option<&Udata<'_>>,
     ) -> Result<((u32, u32), Self::Mr)>;
     /// The region is about to be freed (its data is dropped right after).

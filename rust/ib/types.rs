@@ -170,3 +170,125 @@ impl QpType {
         matches!(self, Self::Ud | Self::Gsi)
     }
 }
+
+/// The MTU of a path or port (`enum ib_mtu`): the payload bytes of one
+/// packet. Ordered by size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u32)]
+pub(crate) enum Mtu {
+    /// `IB_MTU_256`.
+    Bytes256 = b::ib_mtu_IB_MTU_256,
+    /// `IB_MTU_512`.
+    Bytes512 = b::ib_mtu_IB_MTU_512,
+    /// `IB_MTU_1024`.
+    Bytes1024 = b::ib_mtu_IB_MTU_1024,
+    /// `IB_MTU_2048`.
+    Bytes2048 = b::ib_mtu_IB_MTU_2048,
+    /// `IB_MTU_4096`.
+    Bytes4096 = b::ib_mtu_IB_MTU_4096,
+}
+
+impl Mtu {
+    /// The MTU of C value `v` (`IB_MTU_*`); `None` for any other value.
+    pub(crate) fn from_raw(v: u32) -> Option<Self> {
+        Some(match v {
+            b::ib_mtu_IB_MTU_256 => Self::Bytes256,
+            b::ib_mtu_IB_MTU_512 => Self::Bytes512,
+            b::ib_mtu_IB_MTU_1024 => Self::Bytes1024,
+            b::ib_mtu_IB_MTU_2048 => Self::Bytes2048,
+            b::ib_mtu_IB_MTU_4096 => Self::Bytes4096,
+            _ => return None,
+        })
+    }
+
+    /// The largest MTU whose packets carry at most `payload` bytes (the
+    /// smallest if none does).
+    pub(crate) fn for_payload(payload: u32) -> Self {
+        match payload {
+            4096.. => Self::Bytes4096,
+            2048.. => Self::Bytes2048,
+            1024.. => Self::Bytes1024,
+            512.. => Self::Bytes512,
+            _ => Self::Bytes256,
+        }
+    }
+
+    /// The C value (`IB_MTU_*`).
+    pub(crate) const fn raw(self) -> u32 {
+        self as u32
+    }
+
+    /// The payload bytes of a packet.
+    pub(crate) fn bytes(self) -> u32 {
+        match self {
+            Self::Bytes256 => 256,
+            Self::Bytes512 => 512,
+            Self::Bytes1024 => 1024,
+            Self::Bytes2048 => 2048,
+            Self::Bytes4096 => 4096,
+        }
+    }
+}
+
+/// Access rights of a memory region, memory window or QP (`enum
+/// ib_access_flags`): a set of `IB_ACCESS_*` bits. Bits this type does not
+/// name are kept as the consumer gave them, so that they can be refused.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct AccessFlags(u32);
+
+impl AccessFlags {
+    /// No rights.
+    pub(crate) const NONE: Self = Self(0);
+    /// `IB_ACCESS_LOCAL_WRITE`: the device may write the memory for local
+    /// work requests (receives, READ and atomic results).
+    pub(crate) const LOCAL_WRITE: Self = Self(b::ib_access_flags_IB_ACCESS_LOCAL_WRITE);
+    /// `IB_ACCESS_REMOTE_WRITE`: the peer may write (RDMA WRITE, ATOMIC
+    /// WRITE).
+    pub(crate) const REMOTE_WRITE: Self = Self(b::ib_access_flags_IB_ACCESS_REMOTE_WRITE);
+    /// `IB_ACCESS_REMOTE_READ`: the peer may read (RDMA READ).
+    pub(crate) const REMOTE_READ: Self = Self(b::ib_access_flags_IB_ACCESS_REMOTE_READ);
+    /// `IB_ACCESS_REMOTE_ATOMIC`: the peer may run atomics.
+    pub(crate) const REMOTE_ATOMIC: Self = Self(b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC);
+    /// `IB_ACCESS_MW_BIND`: memory windows may be bound to the region.
+    pub(crate) const MW_BIND: Self = Self(b::ib_access_flags_IB_ACCESS_MW_BIND);
+    /// `IB_ACCESS_RELAXED_ORDERING`: a hint, with no effect here.
+    pub(crate) const RELAXED_ORDERING: Self = Self(b::ib_access_flags_IB_ACCESS_RELAXED_ORDERING);
+
+    /// The flags of C value `v`, unknown bits included.
+    pub(crate) const fn from_raw(v: u32) -> Self {
+        Self(v)
+    }
+
+    /// The C value.
+    pub(crate) const fn raw(self) -> u32 {
+        self.0
+    }
+
+    /// Both sets' bits.
+    pub(crate) const fn union(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    /// The bits of `self` that are not in `other`.
+    pub(crate) const fn without(self, other: Self) -> Self {
+        Self(self.0 & !other.0)
+    }
+
+    /// Whether no bit is set.
+    pub(crate) const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Whether `self` has any bit of `other`.
+    pub(crate) const fn intersects(self, other: Self) -> bool {
+        self.0 & other.0 != 0
+    }
+}
+
+impl core::ops::BitOr for AccessFlags {
+    type Output = Self;
+
+    fn bitor(self, other: Self) -> Self {
+        self.union(other)
+    }
+}

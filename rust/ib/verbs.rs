@@ -17,7 +17,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::device::{Device, IbDriver};
-use super::types::{QpState, QpType};
+use super::types::{AccessFlags, QpState, QpType};
 use super::udata::Udata;
 use crate::sys::bindings;
 
@@ -805,7 +805,9 @@ unsafe extern "C" fn get_dma_mr<T: IbDriver>(
 ) -> *mut bindings::ib_mr {
     // SAFETY: a live PD of ours, on one of our devices.
     let (dev, pd) = unsafe { (dev_of::<T>((*pd).device), Pd::<T::Pd>::from_raw(pd)) };
-    match T::get_dma_mr(dev, pd, access as u32).and_then(|(keys, data)| new_mr(keys, data)) {
+    match T::get_dma_mr(dev, pd, AccessFlags::from_raw(access as u32))
+        .and_then(|(keys, data)| new_mr(keys, data))
+    {
         Ok(mr) => mr,
         Err(e) => e.to_ptr(),
     }
@@ -833,7 +835,8 @@ unsafe extern "C" fn reg_user_mr<T: IbDriver>(
             Udata::from_raw(udata),
         )
     };
-    let res = T::reg_user_mr(dev, pd, start, length, iova, access as u32, udata.as_ref())
+    let access = AccessFlags::from_raw(access as u32);
+    let res = T::reg_user_mr(dev, pd, start, length, iova, access, udata.as_ref())
         .and_then(|(keys, data)| new_mr(keys, data));
     match res {
         Ok(mr) => {

@@ -26,9 +26,8 @@ use crate::ib::lock::SpinLockBh;
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
 use crate::ib::skb::Ecn;
-use crate::ib::types::{WcOpcode, WcStatus};
+use crate::ib::types::{AccessFlags, WcOpcode, WcStatus};
 use crate::ib::udp::TxV4;
-use crate::sys::bindings as b;
 
 /// What a UC QP does with a received message's completion.
 enum UcCompletion {
@@ -42,11 +41,11 @@ enum UcCompletion {
 
 /// The access an atomic needs, of the QP and of the region: REMOTE_WRITE
 /// for ATOMIC_WRITE (a write of 8 bytes), REMOTE_ATOMIC for the others.
-fn atomic_access(op: Opcode) -> u32 {
+fn atomic_access(op: Opcode) -> AccessFlags {
     if op == Opcode::AtomicWrite {
-        b::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+        AccessFlags::REMOTE_WRITE
     } else {
-        b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
+        AccessFlags::REMOTE_ATOMIC
     }
 }
 
@@ -143,7 +142,7 @@ impl Transport {
     ) -> core::result::Result<(), Syndrome> {
         match p.opcode {
             Opcode::Write | Opcode::WriteImm => {
-                if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 {
+                if !i.access.intersects(AccessFlags::REMOTE_WRITE) {
                     Err(Syndrome::InvalidRequest)
                 } else if p.opcode == Opcode::WriteImm && self.recv_for(i, p.rsn).is_err() {
                     // Its receive is bound by its first packet, as a
@@ -158,9 +157,7 @@ impl Transport {
                 // A response longer than one engine message could
                 // not be posted (a requester splits its READs so):
                 // refused with a NAK, not a failed QP here.
-                if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_READ == 0
-                    || p.msg_len > Self::max_msg(i)
-                {
+                if !i.access.intersects(AccessFlags::REMOTE_READ) || p.msg_len > Self::max_msg(i) {
                     Err(Syndrome::InvalidRequest)
                 } else {
                     tx.mrs.lock().check_remote_read(
@@ -328,9 +325,7 @@ impl Transport {
         }
         let refused = RecvFate::Failed(WcStatus::RemAccessErr);
         match p.opcode {
-            Opcode::Write | Opcode::WriteImm
-                if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 =>
-            {
+            Opcode::Write | Opcode::WriteImm if !i.access.intersects(AccessFlags::REMOTE_WRITE) => {
                 Err(refused)
             }
             Opcode::Write | Opcode::WriteImm => {
@@ -455,7 +450,7 @@ impl Transport {
         mrs: &MrTable,
     ) -> core::result::Result<(), Syndrome> {
         let access = atomic_access(op);
-        if i.access & access == 0 || !va.is_multiple_of(u64::from(wire::ATOMIC_LEN)) {
+        if !i.access.intersects(access) || !va.is_multiple_of(u64::from(wire::ATOMIC_LEN)) {
             return Err(Syndrome::InvalidRequest);
         }
         mrs.check_remote_atomic(rkey, self.local.pd, va, access)?;
