@@ -23,7 +23,7 @@ use crate::ib::restrack::Details;
 use crate::ib::stats::StatDesc;
 use crate::ib::types::{AccessFlags, Mtu};
 use crate::ib::udata::Udata;
-use crate::ib::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, Srq};
+use crate::ib::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, QpModify, Srq};
 use crate::sys::bindings;
 
 impl IbDriver for MetaRoceDevice {
@@ -221,11 +221,10 @@ impl IbDriver for MetaRoceDevice {
     fn modify_qp(
         dev: &MetaRoceIbDevice,
         qp: &Qp<QpState>,
-        attr: &bindings::ib_qp_attr,
-        mask: u32,
+        req: &QpModify,
         _udata: Option<&Udata<'_>>,
     ) -> Result {
-        qp.data().modify(dev, attr, mask)
+        qp.data().modify(dev, req)
     }
 
     fn query_qp(

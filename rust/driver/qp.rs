@@ -26,7 +26,7 @@ use crate::ib::restrack::Details;
 use crate::ib::ring::SharedRing;
 use crate::ib::types::{AccessFlags, Mtu, QpState as Qps, QpType};
 use crate::ib::udata::Udata;
-use crate::ib::verbs::{self, AddressVector, KernelRecvWr, KernelSendWr, Qp, QpInit};
+use crate::ib::verbs::{self, AddressVector, KernelRecvWr, KernelSendWr, Qp, QpInit, QpModify};
 use crate::ib::worker::in_task;
 use crate::sys::bindings as b;
 
@@ -234,14 +234,14 @@ impl QpState {
 
     /// Applies `modify_qp`: checked first, then the attributes change and
     /// the data path follows the state change.
-    pub(crate) fn modify(&self, dev: &MetaRoceIbDevice, attr: &b::ib_qp_attr, mask: u32) -> Result {
+    pub(crate) fn modify(&self, dev: &MetaRoceIbDevice, req: &QpModify) -> Result {
         let mut a = self.attrs.lock();
         if self.state() == Qps::Err {
             // The data path failed since the last modify.
             a.state = Qps::Err;
         }
-        let next = self.check_modify(dev, attr, mask, a.state)?;
-        let mut n = self.modified(attr, mask, &a);
+        let next = self.check_modify(dev, req, a.state)?;
+        let mut n = self.modified(req, &a);
         n.state = next;
         self.change_state(dev, &n, a.state)?;
         *a = n;
@@ -251,25 +251,11 @@ impl QpState {
 
     /// Checks `modify_qp` of the QP in `state`: the transition, then each
     /// attribute it sets. Returns the state it goes to.
-    fn check_modify(
-        &self,
-        dev: &MetaRoceIbDevice,
-        attr: &b::ib_qp_attr,
-        mask: u32,
-        state: Qps,
-    ) -> Result<Qps> {
-        // A value `Qps` does not name is no state the QP is in, nor one
-        // the core lets it go to.
-        let cur = if mask & b::ib_qp_attr_mask_IB_QP_CUR_STATE != 0 {
-            Qps::from_raw(attr.cur_qp_state)
-        } else {
-            Some(state)
-        };
-        let next = if mask & b::ib_qp_attr_mask_IB_QP_STATE != 0 {
-            Qps::from_raw(attr.qp_state)
-        } else {
-            cur
-        };
+    fn check_modify(&self, dev: &MetaRoceIbDevice, req: &QpModify, state: Qps) -> Result<Qps> {
+        // A value `Qps` does not name (`None` here) is no state the QP is
+        // in, nor one the core lets it go to.
+        let cur = req.cur_state.map_or(Some(state), core::result::Result::ok);
+        let next = req.state.map_or(cur, core::result::Result::ok);
         let cur = match cur {
             Some(cur) if cur == state => cur,
             _ => {
@@ -280,6 +266,7 @@ impl QpState {
                 ));
             }
         };
+        let mask = req.mask;
         let next = match next {
             Some(next) if verbs::modify_qp_is_ok(cur, next, self.qp_type, mask) => next,
             _ => {
@@ -292,105 +279,76 @@ impl QpState {
                 return Err(self.refuse(dev, why));
             }
         };
-        if mask & b::ib_qp_attr_mask_IB_QP_PORT != 0 && attr.port_num != FIRST_PORT {
-            let why = format_args!(
-                "port {} is not the device's port {}",
-                attr.port_num, FIRST_PORT
-            );
+        if let Some(port) = req.port_num.filter(|&p| p != FIRST_PORT) {
+            let why = format_args!("port {port} is not the device's port {FIRST_PORT}");
             return Err(self.refuse(dev, why));
         }
-        if mask & b::ib_qp_attr_mask_IB_QP_PKEY_INDEX != 0 && attr.pkey_index != 0 {
-            let why = format_args!(
-                "P_Key index {} is not 0 (the P_Key table has one entry)",
-                attr.pkey_index
-            );
+        if let Some(index) = req.pkey_index.filter(|&i| i != 0) {
+            let why = format_args!("P_Key index {index} is not 0 (the P_Key table has one entry)");
             return Err(self.refuse(dev, why));
         }
-        if mask & b::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC != 0
-            && u32::from(attr.max_rd_atomic) > MAX_RD_ATOMIC
+        if let Some(n) = req.max_rd_atomic.filter(|&n| u32::from(n) > MAX_RD_ATOMIC) {
+            let why = format_args!("max_rd_atomic {n} above the device's {MAX_RD_ATOMIC}");
+            return Err(self.refuse(dev, why));
+        }
+        if let Some(n) = req
+            .max_dest_rd_atomic
+            .filter(|&n| u32::from(n) > MAX_RD_ATOMIC)
         {
-            let why = format_args!(
-                "max_rd_atomic {} above the device's {}",
-                attr.max_rd_atomic, MAX_RD_ATOMIC
-            );
+            let why = format_args!("max_dest_rd_atomic {n} above the device's {MAX_RD_ATOMIC}");
             return Err(self.refuse(dev, why));
         }
-        if mask & b::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC != 0
-            && u32::from(attr.max_dest_rd_atomic) > MAX_RD_ATOMIC
-        {
-            let why = format_args!(
-                "max_dest_rd_atomic {} above the device's {}",
-                attr.max_dest_rd_atomic, MAX_RD_ATOMIC
-            );
-            return Err(self.refuse(dev, why));
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_PATH_MTU != 0 {
-            let active = active_mtu(dev);
-            let Some(path) = Mtu::from_raw(attr.path_mtu) else {
-                let why = format_args!(
-                    "path MTU code {} is not an IB MTU (1 to 5: 256 to 4096)",
-                    attr.path_mtu
-                );
+        match req.path_mtu {
+            None => {}
+            Some(Err(code)) => {
+                let why =
+                    format_args!("path MTU code {code} is not an IB MTU (1 to 5: 256 to 4096)");
                 return Err(self.refuse(dev, why));
-            };
-            if path > active {
-                let (path, active) = (path.bytes(), active.bytes());
-                return Err(self.refuse(
-                    dev,
-                    format_args!("path MTU {path} above the active MTU {active}"),
-                ));
+            }
+            Some(Ok(path)) => {
+                let active = active_mtu(dev);
+                if path > active {
+                    let (path, active) = (path.bytes(), active.bytes());
+                    return Err(self.refuse(
+                        dev,
+                        format_args!("path MTU {path} above the active MTU {active}"),
+                    ));
+                }
             }
         }
         Ok(next)
     }
 
-    /// The attributes `modify_qp` sets in `mask` over the QP's `from` (and
-    /// a UD QP's Q_Key passed on to its data path).
-    fn modified(&self, attr: &b::ib_qp_attr, mask: u32, from: &QpAttrs) -> QpAttrs {
+    /// The attributes `modify_qp` sets over the QP's `from` (and a UD QP's
+    /// Q_Key passed on to its data path). `req` has been checked.
+    fn modified(&self, req: &QpModify, from: &QpAttrs) -> QpAttrs {
         let mut n = *from;
-        if mask & b::ib_qp_attr_mask_IB_QP_PATH_MTU != 0 {
-            // Checked by `check_modify`.
-            n.path_mtu = Mtu::from_raw(attr.path_mtu);
+        if let Some(Ok(mtu)) = req.path_mtu {
+            n.path_mtu = Some(mtu);
         }
-        if mask & b::ib_qp_attr_mask_IB_QP_QKEY != 0 {
-            n.qkey = attr.qkey;
+        if let Some(qkey) = req.qkey {
+            n.qkey = qkey;
             if let Some(d) = &self.datagram {
-                d.set_qkey(attr.qkey);
+                d.set_qkey(qkey);
             }
         }
-        if mask & b::ib_qp_attr_mask_IB_QP_RQ_PSN != 0 {
-            n.rq_psn = attr.rq_psn & 0xff_ffff;
+        if let Some(psn) = req.rq_psn {
+            n.rq_psn = psn & 0xff_ffff;
         }
-        if mask & b::ib_qp_attr_mask_IB_QP_SQ_PSN != 0 {
-            n.sq_psn = attr.sq_psn & 0xff_ffff;
+        if let Some(psn) = req.sq_psn {
+            n.sq_psn = psn & 0xff_ffff;
         }
-        if mask & b::ib_qp_attr_mask_IB_QP_DEST_QPN != 0 {
-            n.dest_qp_num = attr.dest_qp_num & 0xff_ffff;
+        if let Some(qpn) = req.dest_qp_num {
+            n.dest_qp_num = qpn & 0xff_ffff;
         }
-        if mask & b::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS != 0 {
-            n.access = AccessFlags::from_raw(attr.qp_access_flags as u32);
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_AV != 0 {
-            n.av = AddressVector::from_attr(&attr.ah_attr);
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC != 0 {
-            n.max_rd_atomic = attr.max_rd_atomic;
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC != 0 {
-            n.max_dest_rd_atomic = attr.max_dest_rd_atomic;
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER != 0 {
-            n.min_rnr_timer = attr.min_rnr_timer;
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_TIMEOUT != 0 {
-            n.timeout = attr.timeout;
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_RETRY_CNT != 0 {
-            n.retry_cnt = attr.retry_cnt;
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_RNR_RETRY != 0 {
-            n.rnr_retry = attr.rnr_retry;
-        }
+        n.access = req.access.unwrap_or(n.access);
+        n.av = req.av.unwrap_or(n.av);
+        n.max_rd_atomic = req.max_rd_atomic.unwrap_or(n.max_rd_atomic);
+        n.max_dest_rd_atomic = req.max_dest_rd_atomic.unwrap_or(n.max_dest_rd_atomic);
+        n.min_rnr_timer = req.min_rnr_timer.unwrap_or(n.min_rnr_timer);
+        n.timeout = req.timeout.unwrap_or(n.timeout);
+        n.retry_cnt = req.retry_cnt.unwrap_or(n.retry_cnt);
+        n.rnr_retry = req.rnr_retry.unwrap_or(n.rnr_retry);
         n
     }
 

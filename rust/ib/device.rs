@@ -13,7 +13,7 @@ use kernel::types::Opaque;
 use super::netdev::{NetDevice, NetDeviceRef};
 use super::types::AccessFlags;
 use super::udata::Udata;
-use super::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, Srq};
+use super::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, QpModify, Srq};
 use crate::sys::bindings;
 
 /// Device attributes reported by `query_device` (the core's `ib_device_attr`).
@@ -123,8 +123,7 @@ pub(crate) trait IbDriver: Sized {
     fn modify_qp(
         dev: &Device<Self::Data>,
         qp: &Qp<Self::Qp>,
-        attr: &bindings::ib_qp_attr,
-        mask: u32,
+        req: &QpModify,
         udata: Option<&Udata<'_>>,
     ) -> Result;
     /// Reports a QP's attributes.

@@ -17,7 +17,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::device::{Device, IbDriver};
-use super::types::{AccessFlags, QpState, QpType};
+use super::types::{AccessFlags, Mtu, QpState, QpType};
 use super::udata::Udata;
 use crate::sys::bindings;
 
@@ -665,8 +665,7 @@ unsafe extern "C" fn modify_qp<T: IbDriver>(
             T::modify_qp(
                 dev_of::<T>((*qp).device),
                 Qp::<T::Qp>::from_raw(qp),
-                &*attr,
-                mask as u32,
+                &QpModify::from_raw(&*attr, mask as u32),
                 udata.as_ref(),
             )?;
         }
@@ -1030,6 +1029,89 @@ impl AddressVector {
                 av.sgid = gid.gid.raw;
             }
             av
+        }
+    }
+}
+
+/// A `modify_qp` request (`struct ib_qp_attr` and its `IB_QP_*` mask),
+/// read into the attributes the mask names: `None` for each one it leaves
+/// alone. A state or MTU given with a value its type does not name is
+/// `Some(Err(value))`, for the driver to refuse.
+#[derive(Clone, Copy)]
+pub(crate) struct QpModify {
+    /// The `IB_QP_*` mask as given (the core's transition table reads it).
+    pub(crate) mask: u32,
+    /// `IB_QP_CUR_STATE`: the state the consumer believes the QP is in.
+    pub(crate) cur_state: Option<core::result::Result<QpState, u32>>,
+    /// `IB_QP_STATE`: the state to go to.
+    pub(crate) state: Option<core::result::Result<QpState, u32>>,
+    /// `IB_QP_PORT`.
+    pub(crate) port_num: Option<u32>,
+    /// `IB_QP_PKEY_INDEX`.
+    pub(crate) pkey_index: Option<u16>,
+    /// `IB_QP_MAX_QP_RD_ATOMIC`: READs and atomics this side may have
+    /// outstanding.
+    pub(crate) max_rd_atomic: Option<u8>,
+    /// `IB_QP_MAX_DEST_RD_ATOMIC`: READs and atomics the peer may have
+    /// outstanding here.
+    pub(crate) max_dest_rd_atomic: Option<u8>,
+    /// `IB_QP_PATH_MTU`.
+    pub(crate) path_mtu: Option<core::result::Result<Mtu, u32>>,
+    /// `IB_QP_QKEY`.
+    pub(crate) qkey: Option<u32>,
+    /// `IB_QP_RQ_PSN`, as given.
+    pub(crate) rq_psn: Option<u32>,
+    /// `IB_QP_SQ_PSN`, as given.
+    pub(crate) sq_psn: Option<u32>,
+    /// `IB_QP_DEST_QPN`, as given.
+    pub(crate) dest_qp_num: Option<u32>,
+    /// `IB_QP_ACCESS_FLAGS`.
+    pub(crate) access: Option<AccessFlags>,
+    /// `IB_QP_AV`: the peer's address.
+    pub(crate) av: Option<AddressVector>,
+    /// `IB_QP_MIN_RNR_TIMER`.
+    pub(crate) min_rnr_timer: Option<u8>,
+    /// `IB_QP_TIMEOUT`.
+    pub(crate) timeout: Option<u8>,
+    /// `IB_QP_RETRY_CNT`.
+    pub(crate) retry_cnt: Option<u8>,
+    /// `IB_QP_RNR_RETRY`.
+    pub(crate) rnr_retry: Option<u8>,
+}
+
+impl QpModify {
+    /// Reads the attributes of `attr` that `mask` names.
+    fn from_raw(attr: &bindings::ib_qp_attr, mask: u32) -> Self {
+        let given = |bit: u32| mask & bit != 0;
+        let state = |v: u32| QpState::from_raw(v).ok_or(v);
+        Self {
+            mask,
+            cur_state: given(bindings::ib_qp_attr_mask_IB_QP_CUR_STATE)
+                .then(|| state(attr.cur_qp_state)),
+            state: given(bindings::ib_qp_attr_mask_IB_QP_STATE).then(|| state(attr.qp_state)),
+            port_num: given(bindings::ib_qp_attr_mask_IB_QP_PORT).then_some(attr.port_num),
+            pkey_index: given(bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX)
+                .then_some(attr.pkey_index),
+            max_rd_atomic: given(bindings::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC)
+                .then_some(attr.max_rd_atomic),
+            max_dest_rd_atomic: given(bindings::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC)
+                .then_some(attr.max_dest_rd_atomic),
+            path_mtu: given(bindings::ib_qp_attr_mask_IB_QP_PATH_MTU)
+                .then(|| Mtu::from_raw(attr.path_mtu).ok_or(attr.path_mtu)),
+            qkey: given(bindings::ib_qp_attr_mask_IB_QP_QKEY).then_some(attr.qkey),
+            rq_psn: given(bindings::ib_qp_attr_mask_IB_QP_RQ_PSN).then_some(attr.rq_psn),
+            sq_psn: given(bindings::ib_qp_attr_mask_IB_QP_SQ_PSN).then_some(attr.sq_psn),
+            dest_qp_num: given(bindings::ib_qp_attr_mask_IB_QP_DEST_QPN)
+                .then_some(attr.dest_qp_num),
+            access: given(bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS)
+                .then(|| AccessFlags::from_raw(attr.qp_access_flags as u32)),
+            av: given(bindings::ib_qp_attr_mask_IB_QP_AV)
+                .then(|| AddressVector::from_attr(&attr.ah_attr)),
+            min_rnr_timer: given(bindings::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER)
+                .then_some(attr.min_rnr_timer),
+            timeout: given(bindings::ib_qp_attr_mask_IB_QP_TIMEOUT).then_some(attr.timeout),
+            retry_cnt: given(bindings::ib_qp_attr_mask_IB_QP_RETRY_CNT).then_some(attr.retry_cnt),
+            rnr_retry: given(bindings::ib_qp_attr_mask_IB_QP_RNR_RETRY).then_some(attr.rnr_retry),
         }
     }
 }
