@@ -2,9 +2,9 @@
 
 //! The driver's side of the ring format, which `crate::abi` holds (the
 //! byte layout of include/uapi/rdma/metaroce-abi.h, the encoders and
-//! validating decoders, shared with the provider): the layout proven
-//! against the module's bindgen output, the ring sizes, and work requests
-//! and completions in the driver's terms.
+//! validating decoders, shared with the provider; `crate::ib::ring` proves
+//! the layout against the module's bindgen output): the ring sizes, and
+//! work requests and completions in the driver's terms.
 //!
 //! Everything read back from a ring may have been written by a process:
 //! an element is copied out of the ring once, then decoded and validated
@@ -26,8 +26,6 @@ use crate::sys::bindings;
 pub(crate) use crate::abi::send::{Remote, SendWr};
 pub(crate) use crate::abi::sge::Sge;
 
-crate::check_layout!(crate::abi, crate::sys::bindings);
-
 /// Bytes of a send WQE before its SGEs or inline data.
 pub(crate) const SEND_WQE_HEADER: usize = layout::send::SIZE;
 /// Bytes of a receive WQE before its SGEs.
@@ -36,49 +34,6 @@ pub(crate) const RECV_WQE_HEADER: usize = layout::recv::SIZE;
 pub(crate) const SGE: usize = layout::sge::SIZE;
 /// Bytes per completion entry (the ring's element may be larger).
 pub(crate) const CQE: usize = layout::cqe::SIZE;
-
-// The driver reads the opcodes a process writes (`IB_UVERBS_WR_*`, the
-// ring format's) as the kernel's `IB_WR_*`: the same values.
-const _: () = {
-    use bindings as b;
-    let same = [
-        (WrOpcode::RdmaWrite, b::ib_wr_opcode_IB_WR_RDMA_WRITE),
-        (
-            WrOpcode::RdmaWriteWithImm,
-            b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM,
-        ),
-        (WrOpcode::Send, b::ib_wr_opcode_IB_WR_SEND),
-        (WrOpcode::SendWithImm, b::ib_wr_opcode_IB_WR_SEND_WITH_IMM),
-        (WrOpcode::RdmaRead, b::ib_wr_opcode_IB_WR_RDMA_READ),
-        (
-            WrOpcode::AtomicCmpAndSwp,
-            b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP,
-        ),
-        (
-            WrOpcode::AtomicFetchAndAdd,
-            b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD,
-        ),
-        (WrOpcode::LocalInv, b::ib_wr_opcode_IB_WR_LOCAL_INV),
-        (
-            WrOpcode::BindMw,
-            b::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW,
-        ),
-        (WrOpcode::SendWithInv, b::ib_wr_opcode_IB_WR_SEND_WITH_INV),
-        (WrOpcode::AtomicWrite, b::ib_wr_opcode_IB_WR_ATOMIC_WRITE),
-    ];
-    let mut i = 0;
-    while i < same.len() {
-        assert!(same[i].0 as u32 == same[i].1);
-        i += 1;
-    }
-    use crate::abi::opcode::{SendFlags, WcFlags};
-    assert!(SendFlags::SIGNALED == b::ib_send_flags_IB_SEND_SIGNALED as u32);
-    assert!(SendFlags::SOLICITED == b::ib_send_flags_IB_SEND_SOLICITED as u32);
-    assert!(SendFlags::INLINE == b::ib_send_flags_IB_SEND_INLINE as u32);
-    assert!(WcFlags::GRH == b::ib_wc_flags_IB_WC_GRH);
-    assert!(WcFlags::WITH_IMM == b::ib_wc_flags_IB_WC_WITH_IMM);
-    assert!(WcFlags::WITH_INVALIDATE == b::ib_wc_flags_IB_WC_WITH_INVALIDATE);
-};
 
 /// A work completion as the data path makes it, with a typed status and
 /// opcode; [`Completion::cqe`] turns it into the ring format's, with their
