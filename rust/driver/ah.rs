@@ -5,7 +5,7 @@
 use kernel::prelude::*;
 
 use super::device::MetaRoceIbDevice;
-use crate::ib::udata::Udata;
+use crate::ib::udata::{CreateAhResp, Udata};
 use crate::ib::verbs::AddressVector;
 use crate::sys::bindings as b;
 
@@ -27,7 +27,7 @@ impl AhState {
         let ah_num = dev.data().take_ah_num()?;
         let av = AddressVector::from_attr(attr);
         if let Some(udata) = udata {
-            if let Err(e) = udata.respond(&b::metaroce_create_ah_resp {
+            if let Err(e) = udata.respond(&CreateAhResp {
                 ah_num,
                 reserved: 0,
             }) {

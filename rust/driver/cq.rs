@@ -17,7 +17,7 @@ use crate::ib::device::Device;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::ring::SharedRing;
 use crate::ib::types::WcStatus;
-use crate::ib::udata::Udata;
+use crate::ib::udata::{CreateCqResp, ResizeCqResp, Udata};
 use crate::ib::verbs::Cq;
 use crate::sys::bindings;
 
@@ -62,7 +62,7 @@ impl CqState {
         let mut ring = new_ring(attr.cqe)?;
         if let Some(udata) = udata {
             let mi = ring.expose_for(udata)?;
-            udata.respond(&bindings::metaroce_create_cq_resp { mi })?;
+            udata.respond(&CreateCqResp { mi })?;
         }
         Ok(Self {
             ring: KBox::pin_init(new_spinlock_bh!(ring, "metaroce_cq_ring"), GFP_KERNEL)?,
@@ -90,7 +90,7 @@ impl CqState {
         let mut ring = new_ring(cqe)?;
         if let Some(udata) = udata {
             let mi = ring.expose_for(udata)?;
-            udata.respond(&bindings::metaroce_resize_cq_resp { mi })?;
+            udata.respond(&ResizeCqResp { mi })?;
         }
         let swapped = {
             let mut cur = self.ring.lock();

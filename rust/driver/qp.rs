@@ -23,9 +23,9 @@ use super::wqe::{self, geometry, Remote, SendWr, Sge};
 use crate::ib::eopnotsupp;
 use crate::ib::lock::{irqs_disabled, new_spinlock_irq, SpinLockIrq};
 use crate::ib::restrack::Details;
-use crate::ib::ring::SharedRing;
+use crate::ib::ring::{MmapInfo, SharedRing};
 use crate::ib::types::{AccessFlags, Mtu, QpState as Qps, QpType};
-use crate::ib::udata::Udata;
+use crate::ib::udata::{CreateQpResp, Udata};
 use crate::ib::verbs::{self, AddressVector, KernelRecvWr, KernelSendWr, Qp, QpInit, QpModify};
 use crate::ib::worker::in_task;
 use crate::sys::bindings as b;
@@ -174,9 +174,9 @@ impl QpState {
             let sq_mi = sq.expose_for(udata)?;
             let rq_mi = match rq.as_mut() {
                 Some(rq) => rq.expose_for(udata)?,
-                None => b::metaroce_mmap_info::default(),
+                None => MmapInfo::default(),
             };
-            udata.respond(&b::metaroce_create_qp_resp { rq_mi, sq_mi })?;
+            udata.respond(&CreateQpResp { rq_mi, sq_mi })?;
         }
 
         let sq_sig_all = attr.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR;

@@ -12,7 +12,7 @@ use crate::ib::device::Device;
 use crate::ib::eopnotsupp;
 use crate::ib::lock::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::ib::ring::SharedRing;
-use crate::ib::udata::Udata;
+use crate::ib::udata::{CreateSrqResp, Udata};
 use crate::ib::verbs::KernelRecvWr;
 use crate::sys::bindings as b;
 
@@ -83,7 +83,7 @@ impl SrqState {
         let srq_num = dev.data().take_srq_num()?;
         if let Some(udata) = udata {
             let res = ring.expose_for(udata).and_then(|mi| {
-                udata.respond(&b::metaroce_create_srq_resp {
+                udata.respond(&CreateSrqResp {
                     mi,
                     srq_num,
                     reserved: 0,

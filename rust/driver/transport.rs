@@ -52,9 +52,8 @@ use crate::ib::ring::SharedRing;
 use crate::ib::skb::{Ipv4Addr, TxTail};
 use crate::ib::types::{AccessFlags, WcOpcode, WcStatus};
 use crate::ib::udp::{TunnelSock, TxV4};
-use crate::ib::verbs::ObjRef;
+use crate::ib::verbs::{CqRef, SrqRef};
 use crate::ib::worker::WorkItem;
-use crate::sys::bindings as b;
 
 mod completer;
 mod planes;
@@ -274,9 +273,9 @@ pub(crate) struct Transport {
     inner: Pin<KBox<SpinLockBh<Inner>>>,
     pub(super) sq: SharedRing,
     pub(super) rq: Option<SharedRing>,
-    pub(super) srq: Option<ObjRef<b::ib_srq, SrqState>>,
-    pub(super) send_cq: ObjRef<b::ib_cq, CqState>,
-    pub(super) recv_cq: ObjRef<b::ib_cq, CqState>,
+    pub(super) srq: Option<SrqRef<SrqState>>,
+    pub(super) send_cq: CqRef<CqState>,
+    pub(super) recv_cq: CqRef<CqState>,
     pub(super) qpn: u32,
     /// The `ib_qp`, for `ib_wc.qp` of kernel consumers.
     pub(super) qp_addr: u64,
@@ -381,8 +380,8 @@ impl Transport {
         local: Requester,
         sq: SharedRing,
         rq: Option<SharedRing>,
-        srq: Option<ObjRef<b::ib_srq, SrqState>>,
-        cqs: (ObjRef<b::ib_cq, CqState>, ObjRef<b::ib_cq, CqState>),
+        srq: Option<SrqRef<SrqState>>,
+        cqs: (CqRef<CqState>, CqRef<CqState>),
         sq_sig_all: bool,
     ) -> Result<Arc<Self>> {
         let sender = kvbox_copy(&EMPTY_SENDER)?;

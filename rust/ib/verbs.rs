@@ -89,6 +89,11 @@ unsafe impl<R, D: Send + Sync> Send for ObjRef<R, D> {}
 // SAFETY: as above.
 unsafe impl<R, D: Send + Sync> Sync for ObjRef<R, D> {}
 
+/// A CQ the core holds for the object that names it.
+pub(crate) type CqRef<D> = ObjRef<bindings::ib_cq, D>;
+/// An SRQ the core holds for the QP that names it.
+pub(crate) type SrqRef<D> = ObjRef<bindings::ib_srq, D>;
+
 impl<R, D> ObjRef<R, D> {
     /// # Safety
     ///
