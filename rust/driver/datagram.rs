@@ -27,15 +27,14 @@ use super::stats::Counter;
 use super::transport::{gather_sges, now_ns, put_data_packet, scatter, Transport, TxCtx};
 use super::tx::send_data;
 use super::wqe::{self, Completion};
-use crate::abi::opcode::WcFlags;
+use crate::abi::opcode::{SendFlags, WcFlags};
 use crate::engine::wire::{self, DataHeader, Opcode, Syndrome};
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::NetDeviceRef;
 use crate::ib::skb::{Ecn, Ipv4Addr, IPV4_HEADER_LEN};
-use crate::ib::types::{WcOpcode, WcStatus};
+use crate::ib::types::{WcOpcode, WcStatus, WrOpcode};
 use crate::ib::udp::TxV4;
 use crate::ib::verbs::AddressVector;
-use crate::sys::bindings as b;
 
 /// The Q_Key of the GSI QP (QP1), which every GSI datagram carries.
 pub(crate) const GSI_QKEY: u32 = 0x8001_0000;
@@ -281,8 +280,7 @@ impl Datagram {
         let (status, wr_id, len, signaled) = match wqe::get_send(&t.sq, index) {
             Err(_) => (WcStatus::LocQpOpErr, 0, 0, true),
             Ok(req) => {
-                let signaled = t.sq_sig_all
-                    || req.send_flags & (b::ib_send_flags_IB_SEND_SIGNALED as u32) != 0;
+                let signaled = t.sq_sig_all || req.send_flags & SendFlags::SIGNALED != 0;
                 let len = u32::try_from(req.len()).unwrap_or(u32::MAX);
                 // The `ud` member of the WQE's `wr` union: remote QPN and
                 // Q_Key where `remote_addr` sits, the AH number at `rkey`.
@@ -292,8 +290,8 @@ impl Datagram {
                 if qkey & QKEY_CONTROLLED != 0 {
                     qkey = self.qkey.load(Ordering::Relaxed);
                 }
-                let with_imm = req.opcode == b::ib_wr_opcode_IB_WR_SEND_WITH_IMM;
-                let status = if req.opcode != b::ib_wr_opcode_IB_WR_SEND && !with_imm {
+                let with_imm = req.wr_opcode() == Some(WrOpcode::SendWithImm);
+                let status = if req.wr_opcode() != Some(WrOpcode::Send) && !with_imm {
                     WcStatus::LocQpOpErr
                 } else if len > i.mtu || len as usize > wire::MAX_PAYLOAD {
                     WcStatus::LocLenErr

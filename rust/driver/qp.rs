@@ -24,7 +24,7 @@ use crate::ib::eopnotsupp;
 use crate::ib::lock::{irqs_disabled, new_spinlock_irq, SpinLockIrq};
 use crate::ib::restrack::Details;
 use crate::ib::ring::{MmapInfo, SharedRing};
-use crate::ib::types::{AccessFlags, Mtu, QpState as Qps, QpType};
+use crate::ib::types::{AccessFlags, Mtu, QpState as Qps, QpType, WrOpcode};
 use crate::ib::udata::{CreateQpResp, Udata};
 use crate::ib::verbs::{self, AddressVector, KernelRecvWr, KernelSendWr, Qp, QpInit, QpModify};
 use crate::ib::worker::in_task;
@@ -509,7 +509,7 @@ impl QpState {
         }
         // No kernel consumer posts ATOMIC_WRITE (its value has no place in
         // `ib_atomic_wr`): refused rather than sent without one.
-        if w.opcode == b::ib_wr_opcode_IB_WR_ATOMIC_WRITE {
+        if WrOpcode::from_raw(w.opcode) == Some(WrOpcode::AtomicWrite) {
             return Err(EINVAL);
         }
         let remote = match (w.reg, w.rdma, w.atomic, w.ud) {

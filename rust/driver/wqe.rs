@@ -16,11 +16,11 @@ use super::limits::{MAX_INLINE, MAX_SGE};
 use super::mr::Bind;
 use crate::abi::cqe;
 use crate::abi::layout;
-use crate::abi::opcode::WrOpcode;
+use crate::abi::opcode;
 use crate::abi::send::{Payload, SendHeader};
 use crate::abi::{recv, send};
 use crate::ib::ring::SharedRing;
-use crate::ib::types::{AccessFlags, WcOpcode, WcStatus};
+use crate::ib::types::{AccessFlags, WcOpcode, WcStatus, WrOpcode};
 use crate::sys::bindings;
 
 pub(crate) use crate::abi::send::{Remote, SendWr};
@@ -240,6 +240,11 @@ pub(crate) struct SendReq {
 }
 
 impl SendReq {
+    /// The opcode, if it is one this device carries out.
+    pub(crate) fn wr_opcode(&self) -> Option<WrOpcode> {
+        WrOpcode::from_raw(self.opcode)
+    }
+
     /// Total bytes of the message.
     pub(crate) fn len(&self) -> u64 {
         if self.is_inline {
@@ -278,7 +283,7 @@ pub(crate) fn get_send(ring: &SharedRing, index: u32) -> Result<SendReq> {
     // Atomics use the `wr.atomic` member (the rkey after the operands),
     // everything else reads as `wr.rdma` (datagram.rs reads `wr.ud` out
     // of `remote_addr` and `rkey`).
-    let atomic = WrOpcode::from_u32(h.opcode).is_some_and(WrOpcode::is_atomic);
+    let atomic = opcode::WrOpcode::from_u32(h.opcode).is_some_and(opcode::WrOpcode::is_atomic);
     let (remote_addr, rkey, compare_add, swap) = if atomic {
         let a = h.wr.atomic();
         (a.addr, a.rkey, a.compare_add, a.swap)

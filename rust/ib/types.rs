@@ -86,6 +86,61 @@ impl WcOpcode {
     }
 }
 
+/// The opcode of a send work request (`enum ib_wr_opcode`): the ones this
+/// device carries out. A send ring carries the same values
+/// (`crate::abi::opcode::WrOpcode`, the uverbs opcodes); `RegMr` comes
+/// only from kernel consumers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum WrOpcode {
+    /// `IB_WR_RDMA_WRITE`.
+    RdmaWrite = b::ib_wr_opcode_IB_WR_RDMA_WRITE,
+    /// `IB_WR_RDMA_WRITE_WITH_IMM`.
+    RdmaWriteWithImm = b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM,
+    /// `IB_WR_SEND`.
+    Send = b::ib_wr_opcode_IB_WR_SEND,
+    /// `IB_WR_SEND_WITH_IMM`.
+    SendWithImm = b::ib_wr_opcode_IB_WR_SEND_WITH_IMM,
+    /// `IB_WR_RDMA_READ`.
+    RdmaRead = b::ib_wr_opcode_IB_WR_RDMA_READ,
+    /// `IB_WR_ATOMIC_CMP_AND_SWP`.
+    AtomicCmpAndSwp = b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP,
+    /// `IB_WR_ATOMIC_FETCH_AND_ADD`.
+    AtomicFetchAndAdd = b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD,
+    /// `IB_WR_LOCAL_INV`.
+    LocalInv = b::ib_wr_opcode_IB_WR_LOCAL_INV,
+    /// `IB_WR_BIND_MW`: bind a memory window.
+    BindMw = b::ib_wr_opcode_IB_WR_BIND_MW,
+    /// `IB_WR_SEND_WITH_INV`.
+    SendWithInv = b::ib_wr_opcode_IB_WR_SEND_WITH_INV,
+    /// `IB_WR_ATOMIC_WRITE`.
+    AtomicWrite = b::ib_wr_opcode_IB_WR_ATOMIC_WRITE,
+    /// `IB_WR_REG_MR`: a fast registration.
+    RegMr = b::ib_wr_opcode_IB_WR_REG_MR,
+}
+
+impl WrOpcode {
+    /// The opcode of C value `v` (`IB_WR_*`); `None` for one this device
+    /// does not carry out.
+    pub(crate) fn from_raw(v: u32) -> Option<Self> {
+        Some(match v {
+            b::ib_wr_opcode_IB_WR_RDMA_WRITE => Self::RdmaWrite,
+            b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM => Self::RdmaWriteWithImm,
+            b::ib_wr_opcode_IB_WR_SEND => Self::Send,
+            b::ib_wr_opcode_IB_WR_SEND_WITH_IMM => Self::SendWithImm,
+            b::ib_wr_opcode_IB_WR_RDMA_READ => Self::RdmaRead,
+            b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => Self::AtomicCmpAndSwp,
+            b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => Self::AtomicFetchAndAdd,
+            b::ib_wr_opcode_IB_WR_LOCAL_INV => Self::LocalInv,
+            b::ib_wr_opcode_IB_WR_BIND_MW => Self::BindMw,
+            b::ib_wr_opcode_IB_WR_SEND_WITH_INV => Self::SendWithInv,
+            b::ib_wr_opcode_IB_WR_ATOMIC_WRITE => Self::AtomicWrite,
+            b::ib_wr_opcode_IB_WR_REG_MR => Self::RegMr,
+            _ => return None,
+        })
+    }
+}
+
 /// The state of a QP (`enum ib_qp_state`). A QP starts in `Reset`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(u32)]

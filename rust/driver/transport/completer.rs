@@ -14,12 +14,12 @@ use crate::driver::wqe::{self, Completion};
 use crate::engine::completion::CompletionStatus;
 use crate::engine::config::MSG_WINDOW;
 use crate::engine::wire::{Ack, Nak, Syndrome};
-use crate::ib::types::{WcOpcode, WcStatus};
+use crate::ib::types::{WcOpcode, WcStatus, WrOpcode};
 
 /// The completion opcode of any send work request (flushes included).
-fn wc_opcode_of(opcode: u32) -> WcOpcode {
-    local_op_wc(opcode)
-        .or(wc_opcode_for(opcode).map(|(_, o)| o))
+fn wc_opcode_of(op: Option<WrOpcode>) -> WcOpcode {
+    local_op_wc(op)
+        .or(wc_opcode_for(op).map(|(_, o)| o))
         .unwrap_or(WcOpcode::Send)
 }
 
@@ -183,7 +183,7 @@ impl Transport {
                 (w.wr_id, w.wc_opcode)
             } else {
                 match wqe::get_send(&self.sq, cons) {
-                    Ok(r) => (r.wr_id, wc_opcode_of(r.opcode)),
+                    Ok(r) => (r.wr_id, wc_opcode_of(r.wr_opcode())),
                     Err(_) => (0, WcOpcode::Send),
                 }
             };

@@ -10,6 +10,7 @@ use super::{
     consumes_receive, now_ns, Inner, OutMsg, OutWr, Peer, PendingRead, Transport, TxCtx, NO_WR,
     SEND_MORE, WR_WINDOW,
 };
+use crate::abi::opcode::SendFlags;
 use crate::driver::limits::MAX_MSG_SIZE;
 use crate::driver::mr::{MrTable, Requester};
 use crate::driver::stats::Counter;
@@ -20,32 +21,34 @@ use crate::engine::sender::{Message, PostError, TxKind};
 use crate::engine::wire::{self, DataHeader, Opcode};
 use crate::ib::lock::SpinLockBh;
 use crate::ib::skb::{Ecn, Ipv4Addr, TxTail};
-use crate::ib::types::{WcOpcode, WcStatus};
+use crate::ib::types::{WcOpcode, WcStatus, WrOpcode};
 use crate::ib::udp::TxV4;
-use crate::sys::bindings as b;
 
-pub(super) fn wc_opcode_for(opcode: u32) -> Option<(Opcode, WcOpcode)> {
-    Some(match opcode {
-        b::ib_wr_opcode_IB_WR_SEND => (Opcode::Send, WcOpcode::Send),
-        b::ib_wr_opcode_IB_WR_SEND_WITH_IMM => (Opcode::SendImm, WcOpcode::Send),
-        b::ib_wr_opcode_IB_WR_SEND_WITH_INV => (Opcode::SendInv, WcOpcode::Send),
-        b::ib_wr_opcode_IB_WR_RDMA_WRITE => (Opcode::Write, WcOpcode::RdmaWrite),
-        b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM => (Opcode::WriteImm, WcOpcode::RdmaWrite),
-        b::ib_wr_opcode_IB_WR_RDMA_READ => (Opcode::ReadReq, WcOpcode::RdmaRead),
-        b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => (Opcode::CmpSwap, WcOpcode::CompSwap),
-        b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => (Opcode::FetchAdd, WcOpcode::FetchAdd),
-        b::ib_wr_opcode_IB_WR_ATOMIC_WRITE => (Opcode::AtomicWrite, WcOpcode::AtomicWrite),
-        _ => return None,
+/// The engine opcode of the messages of a send work request and the
+/// opcode of its completion; `None` for one carried out without messages
+/// (or unknown).
+pub(super) fn wc_opcode_for(op: Option<WrOpcode>) -> Option<(Opcode, WcOpcode)> {
+    Some(match op? {
+        WrOpcode::Send => (Opcode::Send, WcOpcode::Send),
+        WrOpcode::SendWithImm => (Opcode::SendImm, WcOpcode::Send),
+        WrOpcode::SendWithInv => (Opcode::SendInv, WcOpcode::Send),
+        WrOpcode::RdmaWrite => (Opcode::Write, WcOpcode::RdmaWrite),
+        WrOpcode::RdmaWriteWithImm => (Opcode::WriteImm, WcOpcode::RdmaWrite),
+        WrOpcode::RdmaRead => (Opcode::ReadReq, WcOpcode::RdmaRead),
+        WrOpcode::AtomicCmpAndSwp => (Opcode::CmpSwap, WcOpcode::CompSwap),
+        WrOpcode::AtomicFetchAndAdd => (Opcode::FetchAdd, WcOpcode::FetchAdd),
+        WrOpcode::AtomicWrite => (Opcode::AtomicWrite, WcOpcode::AtomicWrite),
+        WrOpcode::LocalInv | WrOpcode::BindMw | WrOpcode::RegMr => return None,
     })
 }
 
 /// The completion opcode of a work request carried out locally, without
 /// messages: memory window binds and local invalidation.
-pub(super) fn local_op_wc(opcode: u32) -> Option<WcOpcode> {
-    match opcode {
-        b::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW => Some(WcOpcode::BindMw),
-        b::ib_wr_opcode_IB_WR_LOCAL_INV => Some(WcOpcode::LocalInv),
-        b::ib_wr_opcode_IB_WR_REG_MR => Some(WcOpcode::RegMr),
+pub(super) fn local_op_wc(op: Option<WrOpcode>) -> Option<WcOpcode> {
+    match op? {
+        WrOpcode::BindMw => Some(WcOpcode::BindMw),
+        WrOpcode::LocalInv => Some(WcOpcode::LocalInv),
+        WrOpcode::RegMr => Some(WcOpcode::RegMr),
         _ => None,
     }
 }
@@ -166,7 +169,7 @@ impl Transport {
             return Taken::Stop;
         };
         let mut w = self.out_wr(&req);
-        if let Some(wc_opcode) = local_op_wc(req.opcode) {
+        if let Some(wc_opcode) = local_op_wc(req.wr_opcode()) {
             // Carried out now, in posting order; completes in its
             // turn without a message (a failure fails the QP then).
             w.wc_opcode = wc_opcode;
@@ -175,11 +178,11 @@ impl Transport {
             i.sq_taken = index.wrapping_add(1);
             return Taken::Local;
         }
-        if req.opcode == b::ib_wr_opcode_IB_WR_SEND_WITH_INV {
+        if req.wr_opcode() == Some(WrOpcode::SendWithInv) {
             // The peer's key to invalidate rides in the SEND_INV's rkey.
             w.rkey = req.ex;
         }
-        let checked = match wc_opcode_for(req.opcode) {
+        let checked = match wc_opcode_for(req.wr_opcode()) {
             // UC carries no READs, atomics or SEND_INV (protocol.md 5).
             Some((op, _)) if i.uc.is_some() && (op.expects_response() || op == Opcode::SendInv) => {
                 Err(WcStatus::LocQpOpErr)
@@ -210,8 +213,7 @@ impl Transport {
     fn out_wr(&self, req: &SendReq) -> OutWr {
         OutWr {
             wr_id: req.wr_id,
-            signaled: self.sq_sig_all
-                || req.send_flags & (b::ib_send_flags_IB_SEND_SIGNALED as u32) != 0,
+            signaled: self.sq_sig_all || req.send_flags & SendFlags::SIGNALED != 0,
             sges: req.sges,
             num_sge: req.num_sge,
             inline: req.inline,
@@ -311,7 +313,7 @@ impl Transport {
     /// local invalidation) at send ring index `index`; returns its
     /// completion status.
     fn local_op(&self, req: &SendReq, index: u32, mrs: &SpinLockBh<MrTable>) -> WcStatus {
-        if req.opcode == b::ib_wr_opcode_IB_WR_REG_MR {
+        if req.wr_opcode() == Some(WrOpcode::RegMr) {
             // Kernel consumers only: a process may write any opcode into its
             // ring.
             let done = match self.local.kernel {
@@ -325,7 +327,7 @@ impl Transport {
                 Err(_) => WcStatus::LocQpOpErr,
             };
         }
-        if req.opcode == b::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW {
+        if req.wr_opcode() == Some(WrOpcode::BindMw) {
             let bind = wqe::get_bind(&self.sq, index);
             match mrs.lock().bind(self.local.pd, &bind) {
                 Ok(_) => WcStatus::Success,
