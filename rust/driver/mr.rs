@@ -19,9 +19,8 @@ use crate::ib::device::Device;
 use crate::ib::kdma::{self, KernelConsumer};
 use crate::ib::lock::SpinLockBh;
 use crate::ib::skb::TxTail;
-use crate::ib::types::AccessFlags;
+use crate::ib::types::{AccessFlags, MwType};
 use crate::ib::umem::{PinnedPage, Umem, PAGE_SIZE};
-use crate::sys::bindings as b;
 
 /// Pinned user pages; byte `iova + i` of the region is byte
 /// `first_offset + i` of the page list.
@@ -824,17 +823,18 @@ pub(crate) struct MwState {
 }
 
 impl MwState {
-    /// A new, unbound window of type `mw_type` (`IB_MW_TYPE_*`) in `pd`;
-    /// returns its rkey. A type 1 window reaches nothing until bound.
+    /// A new, unbound window of type `mw_type` in `pd` (`EINVAL` for a type
+    /// the core does not name); returns its rkey. A type 1 window reaches
+    /// nothing until bound.
     pub(crate) fn alloc<D: MrKeys>(
         dev: &Device<D>,
         pd: usize,
-        mw_type: u32,
+        mw_type: Option<MwType>,
     ) -> Result<(u32, Self)> {
         let type2 = match mw_type {
-            b::ib_mw_type_IB_MW_TYPE_1 => false,
-            b::ib_mw_type_IB_MW_TYPE_2 => true,
-            _ => return Err(EINVAL),
+            Some(MwType::Type1) => false,
+            Some(MwType::Type2) => true,
+            None => return Err(EINVAL),
         };
         let (index, key) = dev.data().take_mr_key()?;
         if let Some(slot) = dev.data().mrs().lock().slots.get_mut(index as usize) {

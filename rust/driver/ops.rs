@@ -21,7 +21,7 @@ use crate::ib::device::{DeviceAttr, IbDriver, PortAttr, PortImmutable};
 use crate::ib::kdma::KernelConsumer;
 use crate::ib::restrack::Details;
 use crate::ib::stats::StatDesc;
-use crate::ib::types::{AccessFlags, Mtu};
+use crate::ib::types::{AccessFlags, Mtu, MwType};
 use crate::ib::udata::Udata;
 use crate::ib::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, QpModify, Srq};
 use crate::sys::bindings;
@@ -302,7 +302,11 @@ impl IbDriver for MetaRoceDevice {
         mr.data().map_end(dev, iova, length);
     }
 
-    fn alloc_mw(dev: &MetaRoceIbDevice, pd: usize, mw_type: u32) -> Result<(u32, MwState)> {
+    fn alloc_mw(
+        dev: &MetaRoceIbDevice,
+        pd: usize,
+        mw_type: Option<MwType>,
+    ) -> Result<(u32, MwState)> {
         MwState::alloc(dev, pd, mw_type)
     }
 

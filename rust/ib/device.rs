@@ -11,7 +11,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::netdev::{NetDevice, NetDeviceRef};
-use super::types::AccessFlags;
+use super::types::{AccessFlags, MwType};
 use super::udata::Udata;
 use super::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, QpModify, Srq};
 use crate::sys::bindings;
@@ -182,7 +182,11 @@ pub(crate) trait IbDriver: Sized {
     fn map_mr_end(dev: &Device<Self::Data>, mr: &Mr<Self::Mr>, iova: u64, length: u64);
     /// Creates a memory window of type `mw_type` (`IB_MW_TYPE_*`) in the PD
     /// at `pd_addr`; returns `(rkey, state)`.
-    fn alloc_mw(dev: &Device<Self::Data>, pd_addr: usize, mw_type: u32) -> Result<(u32, Self::Mw)>;
+    fn alloc_mw(
+        dev: &Device<Self::Data>,
+        pd_addr: usize,
+        mw_type: Option<MwType>,
+    ) -> Result<(u32, Self::Mw)>;
     /// The window is about to be freed (its data is dropped right after).
     fn dealloc_mw(dev: &Device<Self::Data>, mw: &Mw<Self::Mw>);
 

@@ -226,6 +226,27 @@ impl QpType {
     }
 }
 
+/// The type of a memory window (`enum ib_mw_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum MwType {
+    /// `IB_MW_TYPE_1`.
+    Type1 = b::ib_mw_type_IB_MW_TYPE_1,
+    /// `IB_MW_TYPE_2`.
+    Type2 = b::ib_mw_type_IB_MW_TYPE_2,
+}
+
+impl MwType {
+    /// The type of C value `v` (`IB_MW_TYPE_*`); `None` for any other.
+    pub(crate) fn from_raw(v: u32) -> Option<Self> {
+        Some(match v {
+            b::ib_mw_type_IB_MW_TYPE_1 => Self::Type1,
+            b::ib_mw_type_IB_MW_TYPE_2 => Self::Type2,
+            _ => return None,
+        })
+    }
+}
+
 /// The MTU of a path or port (`enum ib_mtu`): the payload bytes of one
 /// packet. Ordered by size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

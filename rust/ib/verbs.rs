@@ -17,7 +17,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::device::{Device, IbDriver};
-use super::types::{AccessFlags, Mtu, QpState, QpType};
+use super::types::{AccessFlags, Mtu, MwType, QpState, QpType};
 use super::udata::Udata;
 use crate::sys::bindings;
 
@@ -965,8 +965,11 @@ unsafe extern "C" fn alloc_mw<T: IbDriver>(
         // SAFETY: a zeroed container of our size, with its device, PD and
         // type set by the core.
         unsafe {
-            let (rkey, data) =
-                T::alloc_mw(dev_of::<T>((*mw).device), (*mw).pd as usize, (*mw).type_)?;
+            let (rkey, data) = T::alloc_mw(
+                dev_of::<T>((*mw).device),
+                (*mw).pd as usize,
+                MwType::from_raw((*mw).type_),
+            )?;
             (*mw).rkey = rkey;
             put::<_, T::Mw>(mw, data);
         }
