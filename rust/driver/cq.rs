@@ -18,7 +18,7 @@ use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::ring::SharedRing;
 use crate::ib::types::WcStatus;
 use crate::ib::udata::{CreateCqResp, ResizeCqResp, Udata};
-use crate::ib::verbs::Cq;
+use crate::ib::verbs::{fill_wc, Cq, Wc};
 use crate::sys::bindings;
 
 /// Ring elements are 64 bytes: the 48-byte completion, then (kernel CQs
@@ -181,7 +181,7 @@ impl CqState {
     }
 
     /// Moves completions into `out` (kernel consumers).
-    pub(crate) fn poll(&self, out: &mut [bindings::ib_wc]) -> usize {
+    pub(crate) fn poll(&self, out: &mut [Wc]) -> usize {
         let ring = self.ring.lock();
         let mut cons = ring.consumer();
         let prod = ring.producer();
@@ -194,23 +194,9 @@ impl CqState {
             let c = cqe::Completion::decode(&raw);
             let mut qp = [0u8; 8];
             qp.copy_from_slice(&elem[CQE..CQE + 8]);
-            let wc = &mut out[n];
-            *wc = bindings::ib_wc::default();
-            wc.__bindgen_anon_1.wr_id = c.wr_id;
-            wc.status = c.status;
-            wc.opcode = c.opcode;
-            wc.byte_len = c.byte_len;
-            wc.ex.imm_data = c.ex;
-            wc.qp = u64::from_ne_bytes(qp) as usize as *mut bindings::ib_qp;
-            wc.src_qp = c.src_qp;
-            wc.wc_flags = c.wc_flags as i32;
-            if c.wc_flags & bindings::ib_wc_flags_IB_WC_GRH != 0 {
-                // Datagrams arrive over IPv4 only (v1): the GRH area holds
-                // an IPv4 header, which `ib_init_ah_attr_from_wc` reads.
-                wc.network_hdr_type = bindings::rdma_network_type_RDMA_NETWORK_IPV4 as u8;
-                wc.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE as i32;
-            }
-            wc.port_num = FIRST_PORT;
+            // Datagrams arrive over IPv4 only (v1): a GRH area holds an
+            // IPv4 header.
+            fill_wc(&mut out[n], &c, u64::from_ne_bytes(qp), FIRST_PORT);
             cons = cons.wrapping_add(1);
             n += 1;
         }

@@ -23,7 +23,9 @@ use crate::ib::restrack::Details;
 use crate::ib::stats::StatDesc;
 use crate::ib::types::{AccessFlags, Mtu, MwType};
 use crate::ib::udata::Udata;
-use crate::ib::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, QpModify, Srq};
+use crate::ib::verbs::{
+    Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, QpModify, Srq, Wc,
+};
 use crate::sys::bindings;
 
 impl IbDriver for MetaRoceDevice {
@@ -171,7 +173,7 @@ impl IbDriver for MetaRoceDevice {
         cq.data().resize(dev, cqe, udata)
     }
 
-    fn poll_cq(cq: &Cq<CqState>, wc: &mut [bindings::ib_wc]) -> usize {
+    fn poll_cq(cq: &Cq<CqState>, wc: &mut [Wc]) -> usize {
         cq.data().poll(wc)
     }
 

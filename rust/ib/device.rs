@@ -13,7 +13,7 @@ use kernel::types::Opaque;
 use super::netdev::{NetDevice, NetDeviceRef};
 use super::types::{AccessFlags, MwType};
 use super::udata::Udata;
-use super::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, QpModify, Srq};
+use super::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, QpModify, Srq, Wc};
 use crate::sys::bindings;
 
 /// Device attributes reported by `query_device` (the core's `ib_device_attr`).
@@ -82,7 +82,7 @@ pub(crate) trait IbDriver: Sized {
     /// How many completions the CQ holds (reported to the consumer).
     fn cq_capacity(cq: &Cq<Self::Cq>) -> u32;
     /// Moves up to `wc.len()` completions into `wc`; returns how many.
-    fn poll_cq(cq: &Cq<Self::Cq>, wc: &mut [bindings::ib_wc]) -> usize;
+    fn poll_cq(cq: &Cq<Self::Cq>, wc: &mut [Wc]) -> usize;
     /// Changes the CQ to hold at least `cqe` completions, keeping the
     /// pending ones; [`IbDriver::cq_capacity`] reports the new size after.
     fn resize_cq(

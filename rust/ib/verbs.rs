@@ -19,6 +19,7 @@ use kernel::types::Opaque;
 use super::device::{Device, IbDriver};
 use super::types::{AccessFlags, Mtu, MwType, QpState, QpType};
 use super::udata::Udata;
+use crate::abi::cqe::Completion;
 use crate::sys::bindings;
 
 /// A core object `R` followed by the driver's data `D`.
@@ -1039,6 +1040,29 @@ impl AddressVector {
             av
         }
     }
+}
+
+/// A kernel consumer's completion slot of `poll_cq` (`struct ib_wc`).
+pub(crate) type Wc = bindings::ib_wc;
+
+/// Writes completion `c` of the QP whose `ib_qp` is at `qp_addr` into `wc`,
+/// reported on port `port`. A completion with a GRH area has an IPv4 header
+/// in it (`network_hdr_type`, which `ib_init_ah_attr_from_wc` reads).
+pub(crate) fn fill_wc(wc: &mut Wc, c: &Completion, qp_addr: u64, port: u32) {
+    *wc = Wc::default();
+    wc.__bindgen_anon_1.wr_id = c.wr_id;
+    wc.status = c.status;
+    wc.opcode = c.opcode;
+    wc.byte_len = c.byte_len;
+    wc.ex.imm_data = c.ex;
+    wc.qp = qp_addr as usize as *mut bindings::ib_qp;
+    wc.src_qp = c.src_qp;
+    wc.wc_flags = c.wc_flags as i32;
+    if c.wc_flags & bindings::ib_wc_flags_IB_WC_GRH != 0 {
+        wc.network_hdr_type = bindings::rdma_network_type_RDMA_NETWORK_IPV4 as u8;
+        wc.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE as i32;
+    }
+    wc.port_num = port;
 }
 
 /// A `modify_qp` request (`struct ib_qp_attr` and its `IB_QP_*` mask),
