@@ -24,7 +24,8 @@ use crate::ib::stats::StatDesc;
 use crate::ib::types::{AccessFlags, Mtu, MwType};
 use crate::ib::udata::Udata;
 use crate::ib::verbs::{
-    Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, QpModify, Srq, Wc,
+    Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, QpModify, Srq, SrqAttr,
+    SrqInitAttr, SrqModify, Wc,
 };
 use crate::sys::bindings;
 
@@ -183,7 +184,7 @@ impl IbDriver for MetaRoceDevice {
 
     fn create_srq(
         dev: &MetaRoceIbDevice,
-        attr: &mut bindings::ib_srq_init_attr,
+        attr: &mut SrqInitAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<SrqState> {
         SrqState::create(dev, attr, udata)
@@ -196,14 +197,13 @@ impl IbDriver for MetaRoceDevice {
     fn modify_srq(
         dev: &MetaRoceIbDevice,
         srq: &Srq<SrqState>,
-        attr: &bindings::ib_srq_attr,
-        mask: u32,
+        req: &SrqModify,
         _udata: Option<&Udata<'_>>,
     ) -> Result {
-        srq.data().modify(dev, attr, mask)
+        srq.data().modify(dev, req)
     }
 
-    fn query_srq(srq: &Srq<SrqState>, attr: &mut bindings::ib_srq_attr) -> Result {
+    fn query_srq(srq: &Srq<SrqState>, attr: &mut SrqAttr) -> Result {
         srq.data().query(attr);
         Ok(())
     }

@@ -13,7 +13,10 @@ use kernel::types::Opaque;
 use super::netdev::{NetDevice, NetDeviceRef};
 use super::types::{AccessFlags, MwType};
 use super::udata::Udata;
-use super::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, QpModify, Srq, Wc};
+use super::verbs::{
+    Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, QpModify, Srq, SrqAttr,
+    SrqInitAttr, SrqModify, Wc,
+};
 use crate::sys::bindings;
 
 /// Device attributes reported by `query_device` (the core's `ib_device_attr`).
@@ -96,21 +99,20 @@ pub(crate) trait IbDriver: Sized {
     /// Creates a shared receive queue.
     fn create_srq(
         dev: &Device<Self::Data>,
-        attr: &mut bindings::ib_srq_init_attr,
+        attr: &mut SrqInitAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self::Srq>;
     /// Changes the limit or size of an SRQ.
     fn modify_srq(
         dev: &Device<Self::Data>,
         srq: &Srq<Self::Srq>,
-        attr: &bindings::ib_srq_attr,
-        mask: u32,
+        req: &SrqModify,
         udata: Option<&Udata<'_>>,
     ) -> Result;
     /// The SRQ is about to be destroyed (its data is dropped right after).
     fn destroy_srq(dev: &Device<Self::Data>, srq: &Srq<Self::Srq>);
     /// Reports an SRQ's attributes.
-    fn query_srq(srq: &Srq<Self::Srq>, attr: &mut bindings::ib_srq_attr) -> Result;
+    fn query_srq(srq: &Srq<Self::Srq>, attr: &mut SrqAttr) -> Result;
     /// Posts one receive work request to an SRQ (kernel consumers).
     fn post_srq_recv(srq: &Srq<Self::Srq>, wr: KernelRecvWr<'_>) -> Result;
     /// Creates a queue pair; returns its number and state.

@@ -539,8 +539,7 @@ unsafe extern "C" fn modify_srq<T: IbDriver>(
             T::modify_srq(
                 dev_of::<T>((*srq).device),
                 Srq::<T::Srq>::from_raw(srq),
-                &*attr,
-                mask,
+                &SrqModify::from_raw(&*attr, mask),
                 udata.as_ref(),
             )?;
         }
@@ -1038,6 +1037,42 @@ impl AddressVector {
                 av.sgid = gid.gid.raw;
             }
             av
+        }
+    }
+}
+
+/// An SRQ's attributes (`struct ib_srq_attr`): what `create_srq` is asked
+/// for and grants, and what `query_srq` reports.
+pub(crate) type SrqAttr = bindings::ib_srq_attr;
+
+/// What `create_srq` is given (`struct ib_srq_init_attr`).
+pub(crate) type SrqInitAttr = bindings::ib_srq_init_attr;
+
+impl SrqInitAttr {
+    /// Whether the SRQ asked for is a basic one (`IB_SRQT_BASIC`: no XRC,
+    /// no tag matching).
+    pub(crate) fn is_basic(&self) -> bool {
+        self.srq_type == bindings::ib_srq_type_IB_SRQT_BASIC
+    }
+}
+
+/// A `modify_srq` request (`struct ib_srq_attr` and its `IB_SRQ_*` mask),
+/// read into the attributes the mask names.
+#[derive(Clone, Copy)]
+pub(crate) struct SrqModify {
+    /// `IB_SRQ_MAX_WR`: a new size.
+    pub(crate) max_wr: Option<u32>,
+    /// `IB_SRQ_LIMIT`: the limit that arms the SRQ's limit event.
+    pub(crate) limit: Option<u32>,
+}
+
+impl SrqModify {
+    /// Reads the attributes of `attr` that `mask` names.
+    fn from_raw(attr: &SrqAttr, mask: u32) -> Self {
+        let given = |bit: u32| mask & bit != 0;
+        Self {
+            max_wr: given(bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR).then_some(attr.max_wr),
+            limit: given(bindings::ib_srq_attr_mask_IB_SRQ_LIMIT).then_some(attr.srq_limit),
         }
     }
 }
