@@ -6,8 +6,7 @@ use kernel::prelude::*;
 
 use super::device::MetaRoceIbDevice;
 use crate::ib::udata::{CreateAhResp, Udata};
-use crate::ib::verbs::AddressVector;
-use crate::sys::bindings as b;
+use crate::ib::verbs::{AddressVector, AhAttr};
 
 /// Driver state of an AH.
 pub(crate) struct AhState {
@@ -21,7 +20,7 @@ impl AhState {
     pub(crate) fn create(
         dev: &MetaRoceIbDevice,
         pd: usize,
-        attr: &b::rdma_ah_attr,
+        attr: &AhAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self> {
         let ah_num = dev.data().take_ah_num()?;

@@ -18,7 +18,7 @@ use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::ring::SharedRing;
 use crate::ib::types::WcStatus;
 use crate::ib::udata::{CreateCqResp, ResizeCqResp, Udata};
-use crate::ib::verbs::{fill_wc, Cq, Wc};
+use crate::ib::verbs::{fill_wc, Cq, CqInitAttr, Wc};
 use crate::sys::bindings;
 
 /// Ring elements are 64 bytes: the 48-byte completion, then (kernel CQs
@@ -47,7 +47,7 @@ impl CqState {
     /// device state, which holds the QPs that complete to it.
     pub(crate) fn new<D>(
         dev: &Device<D>,
-        attr: &bindings::ib_cq_init_attr,
+        attr: &CqInitAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self> {
         // Timestamps and ignored overruns are not offered.

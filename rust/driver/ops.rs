@@ -24,8 +24,8 @@ use crate::ib::stats::StatDesc;
 use crate::ib::types::{AccessFlags, Mtu, MwType};
 use crate::ib::udata::Udata;
 use crate::ib::verbs::{
-    Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, QpModify, Srq, SrqAttr,
-    SrqInitAttr, SrqModify, Wc,
+    Ah, AhAttr, Cq, CqInitAttr, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpAttr, QpInit,
+    QpInitAttr, QpModify, Srq, SrqAttr, SrqInitAttr, SrqModify, Wc,
 };
 use crate::sys::bindings;
 
@@ -143,7 +143,7 @@ impl IbDriver for MetaRoceDevice {
     fn create_ah(
         dev: &MetaRoceIbDevice,
         pd: usize,
-        attr: &bindings::rdma_ah_attr,
+        attr: &AhAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<AhState> {
         AhState::create(dev, pd, attr, udata)
@@ -155,7 +155,7 @@ impl IbDriver for MetaRoceDevice {
 
     fn create_cq(
         dev: &MetaRoceIbDevice,
-        attr: &bindings::ib_cq_init_attr,
+        attr: &CqInitAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<CqState> {
         CqState::new(dev, attr, udata)
@@ -229,12 +229,7 @@ impl IbDriver for MetaRoceDevice {
         qp.data().modify(dev, req)
     }
 
-    fn query_qp(
-        qp: &Qp<QpState>,
-        attr: &mut bindings::ib_qp_attr,
-        _mask: u32,
-        init: &mut bindings::ib_qp_init_attr,
-    ) -> Result {
+    fn query_qp(qp: &Qp<QpState>, attr: &mut QpAttr, _mask: u32, init: &mut QpInitAttr) -> Result {
         qp.data().query(attr, init);
         Ok(())
     }

@@ -26,9 +26,11 @@ use crate::ib::restrack::Details;
 use crate::ib::ring::{MmapInfo, SharedRing};
 use crate::ib::types::{AccessFlags, Mtu, QpState as Qps, QpType, WrOpcode};
 use crate::ib::udata::{CreateQpResp, Udata};
-use crate::ib::verbs::{self, AddressVector, KernelRecvWr, KernelSendWr, Qp, QpInit, QpModify};
+use crate::ib::verbs::{
+    self, AddressVector, KernelRecvWr, KernelSendWr, Qp, QpAttr, QpCap, QpInit, QpInitAttr,
+    QpModify,
+};
 use crate::ib::worker::in_task;
-use crate::sys::bindings as b;
 
 /// Attributes set through `modify_qp`.
 #[derive(Clone, Copy, Default)]
@@ -73,7 +75,7 @@ pub(crate) struct QpState {
     /// UD and GSI: the datagram send and receive path.
     datagram: Option<Arc<Datagram>>,
     /// Capabilities granted at creation.
-    cap: b::ib_qp_cap,
+    cap: QpCap,
     /// Completions for every send, not only signalled ones.
     sq_sig_all: bool,
     /// The rings belong to a process (which resets its own indices).
@@ -129,6 +131,7 @@ impl QpState {
             );
             return Err(refuse(dev, "create_qp", None, eopnotsupp(), why));
         }
+        let sq_sig_all = attr.signals_all();
         let cap = &mut attr.cap;
         check_limits(
             dev,
@@ -179,7 +182,6 @@ impl QpState {
             udata.respond(&CreateQpResp { rq_mi, sq_mi })?;
         }
 
-        let sq_sig_all = attr.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR;
         let transport = Transport::new(
             qpn,
             init.qp_addr,
@@ -428,13 +430,13 @@ impl QpState {
     }
 
     /// Fills `query_qp`'s answers.
-    pub(crate) fn query(&self, attr: &mut b::ib_qp_attr, init: &mut b::ib_qp_init_attr) {
+    pub(crate) fn query(&self, attr: &mut QpAttr, init: &mut QpInitAttr) {
         let a = *self.attrs.lock();
         let state = self.state();
         attr.qp_state = state.raw();
         attr.cur_qp_state = state.raw();
         attr.path_mtu = a.path_mtu.map_or(0, Mtu::raw);
-        attr.path_mig_state = b::ib_mig_state_IB_MIG_MIGRATED;
+        attr.set_no_alternate_path();
         attr.qkey = a.qkey;
         attr.rq_psn = a.rq_psn;
         attr.sq_psn = a.sq_psn;
@@ -451,11 +453,7 @@ impl QpState {
         attr.rnr_retry = a.rnr_retry;
         init.cap = self.cap;
         init.qp_type = self.qp_type.raw();
-        init.sq_sig_type = if self.sq_sig_all {
-            b::ib_sig_type_IB_SIGNAL_ALL_WR
-        } else {
-            b::ib_sig_type_IB_SIGNAL_REQ_WR
-        };
+        init.set_signals_all(self.sq_sig_all);
     }
 
     /// The QP's state: the error state once the data path failed (a work

@@ -21,7 +21,7 @@ use crate::abi::send::{Payload, SendHeader};
 use crate::abi::{recv, send};
 use crate::ib::ring::SharedRing;
 use crate::ib::types::{AccessFlags, WcOpcode, WcStatus, WrOpcode};
-use crate::sys::bindings;
+use crate::ib::verbs::KernelSge;
 
 pub(crate) use crate::abi::send::{Remote, SendWr};
 pub(crate) use crate::abi::sge::Sge;
@@ -162,7 +162,7 @@ fn get<T>(
 /// Appends a kernel consumer's receive request (`wr_id`, `sges`) to a
 /// receive ring; `ENOMEM` when the ring is full. The caller serialises
 /// producers of the ring.
-pub(crate) fn push_recv(ring: &SharedRing, wr_id: u64, sges: &[bindings::ib_sge]) -> Result {
+pub(crate) fn push_recv(ring: &SharedRing, wr_id: u64, sges: &[KernelSge]) -> Result {
     if sges.len() > MAX_SGE as usize {
         return Err(EINVAL);
     }

@@ -14,8 +14,8 @@ use super::netdev::{NetDevice, NetDeviceRef};
 use super::types::{AccessFlags, MwType};
 use super::udata::Udata;
 use super::verbs::{
-    Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, QpModify, Srq, SrqAttr,
-    SrqInitAttr, SrqModify, Wc,
+    Ah, AhAttr, Cq, CqInitAttr, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpAttr, QpInit,
+    QpInitAttr, QpModify, Srq, SrqAttr, SrqInitAttr, SrqModify, Wc,
 };
 use crate::sys::bindings;
 
@@ -71,7 +71,7 @@ pub(crate) trait IbDriver: Sized {
     fn create_ah(
         dev: &Device<Self::Data>,
         pd_addr: usize,
-        attr: &bindings::rdma_ah_attr,
+        attr: &AhAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self::Ah>;
     /// The AH is about to be destroyed (its data is dropped right after).
@@ -79,7 +79,7 @@ pub(crate) trait IbDriver: Sized {
     /// Creates a completion queue.
     fn create_cq(
         dev: &Device<Self::Data>,
-        attr: &bindings::ib_cq_init_attr,
+        attr: &CqInitAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self::Cq>;
     /// How many completions the CQ holds (reported to the consumer).
@@ -129,12 +129,7 @@ pub(crate) trait IbDriver: Sized {
         udata: Option<&Udata<'_>>,
     ) -> Result;
     /// Reports a QP's attributes.
-    fn query_qp(
-        qp: &Qp<Self::Qp>,
-        attr: &mut bindings::ib_qp_attr,
-        mask: u32,
-        init: &mut bindings::ib_qp_init_attr,
-    ) -> Result;
+    fn query_qp(qp: &Qp<Self::Qp>, attr: &mut QpAttr, mask: u32, init: &mut QpInitAttr) -> Result;
     /// The QP is about to be destroyed: stop using it (its data is dropped
     /// right after).
     fn destroy_qp(dev: &Device<Self::Data>, qp: &Qp<Self::Qp>);

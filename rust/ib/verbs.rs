@@ -173,10 +173,53 @@ impl<D> Qp<D> {
     }
 }
 
+/// The attributes `create_qp` is given and answers with (`struct
+/// ib_qp_init_attr`), and `query_qp` reports.
+pub(crate) type QpInitAttr = bindings::ib_qp_init_attr;
+
+impl QpInitAttr {
+    /// Whether every send work request completes (`IB_SIGNAL_ALL_WR`), not
+    /// only the signalled ones.
+    pub(crate) fn signals_all(&self) -> bool {
+        self.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR
+    }
+
+    /// Reports whether every send work request completes.
+    pub(crate) fn set_signals_all(&mut self, all: bool) {
+        self.sq_sig_type = if all {
+            bindings::ib_sig_type_IB_SIGNAL_ALL_WR
+        } else {
+            bindings::ib_sig_type_IB_SIGNAL_REQ_WR
+        };
+    }
+}
+
+/// A QP's attributes as `query_qp` reports them (`struct ib_qp_attr`).
+pub(crate) type QpAttr = bindings::ib_qp_attr;
+
+impl QpAttr {
+    /// Reports a QP without an alternate path (`IB_MIG_MIGRATED`).
+    pub(crate) fn set_no_alternate_path(&mut self) {
+        self.path_mig_state = bindings::ib_mig_state_IB_MIG_MIGRATED;
+    }
+}
+
+/// A QP's capabilities (`struct ib_qp_cap`): ring sizes, SGEs, inline bytes.
+pub(crate) type QpCap = bindings::ib_qp_cap;
+
+/// A kernel consumer's scatter/gather element (`struct ib_sge`).
+pub(crate) type KernelSge = bindings::ib_sge;
+
+/// An address handle's attributes (`struct rdma_ah_attr`).
+pub(crate) type AhAttr = bindings::rdma_ah_attr;
+
+/// What `create_cq` is given (`struct ib_cq_init_attr`).
+pub(crate) type CqInitAttr = bindings::ib_cq_init_attr;
+
 /// What `create_qp` is given, with the core's object pointers checked.
 pub(crate) struct QpInit<'a, T: IbDriver> {
     /// The attributes; the driver writes back the capabilities it granted.
-    pub(crate) attr: &'a mut bindings::ib_qp_init_attr,
+    pub(crate) attr: &'a mut QpInitAttr,
     /// Completions of sends.
     pub(crate) send_cq: ObjRef<bindings::ib_cq, T::Cq>,
     /// Completions of receives.
@@ -1016,7 +1059,7 @@ pub(crate) struct AddressVector {
 
 impl AddressVector {
     /// Reads the RoCE address out of an `rdma_ah_attr`.
-    pub(crate) fn from_attr(attr: &bindings::rdma_ah_attr) -> Self {
+    pub(crate) fn from_attr(attr: &AhAttr) -> Self {
         let grh = &attr.grh;
         // SAFETY: `ib_gid` is a union of byte views of the same 16 bytes, and
         // for RoCE attributes (ours: the port is RoCE) the `roce` member of
@@ -1202,7 +1245,7 @@ pub(crate) struct SendWr<'a, A> {
     /// Immediate data or the rkey to invalidate.
     pub(crate) ex: u32,
     /// Local data.
-    pub(crate) sges: &'a [bindings::ib_sge],
+    pub(crate) sges: &'a [KernelSge],
     /// RDMA target (READ/WRITE): remote address and key.
     pub(crate) rdma: Option<(u64, u32)>,
     /// Atomic target and operands (CMP_AND_SWP, FETCH_AND_ADD).
@@ -1367,7 +1410,7 @@ impl<'a> KernelRecvWr<'a> {
     }
 
     /// The consumer's id and the SGEs.
-    pub(crate) fn read(&self) -> Result<(u64, &'a [bindings::ib_sge])> {
+    pub(crate) fn read(&self) -> Result<(u64, &'a [KernelSge])> {
         let wr = self.raw;
         let num = usize::try_from(wr.num_sge).map_err(|_| EINVAL)?;
         if num > 0 && wr.sg_list.is_null() {
