@@ -16,10 +16,9 @@ use crate::abi::cqe;
 use crate::ib::device::Device;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::ring::SharedRing;
-use crate::ib::types::WcStatus;
+use crate::ib::types::{CqNotifyFlags, WcStatus};
 use crate::ib::udata::{CreateCqResp, ResizeCqResp, Udata};
 use crate::ib::verbs::{fill_wc, Cq, CqInitAttr, Wc};
-use crate::sys::bindings;
 
 /// Ring elements are 64 bytes: the 48-byte completion, then (kernel CQs
 /// only) the address of the `ib_qp` for `ib_wc.qp`.
@@ -163,9 +162,8 @@ impl CqState {
             ring.set_producer(prod.wrapping_add(1));
         }
         let armed = self.armed.load(Ordering::Acquire);
-        let fire = armed == bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP
-            || (armed == bindings::ib_cq_notify_flags_IB_CQ_SOLICITED
-                && (solicited || c.status != WcStatus::Success));
+        let fire = armed == CqNotifyFlags::NEXT_COMP
+            || (armed == CqNotifyFlags::SOLICITED && (solicited || c.status != WcStatus::Success));
         if fire && self.armed.swap(0, Ordering::AcqRel) != 0 {
             self.event_pending.store(true, Ordering::Release);
         }
@@ -206,11 +204,11 @@ impl CqState {
 
     /// Arms the CQ; with `IB_CQ_REPORT_MISSED_EVENTS` returns 1 if
     /// completions are already waiting.
-    pub(crate) fn arm(&self, flags: u32) -> i32 {
-        let kind = flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
+    pub(crate) fn arm(&self, flags: CqNotifyFlags) -> i32 {
+        let kind = flags.arm();
         // NEXT_COMP is the wider condition: never narrow an armed CQ.
         let _ = self.armed.fetch_max(kind, Ordering::AcqRel);
-        let missed = flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0 && {
+        let missed = flags.report_missed() && {
             let ring = self.ring.lock();
             ring.producer() != ring.consumer()
         };

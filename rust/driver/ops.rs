@@ -21,7 +21,7 @@ use crate::ib::device::{DeviceAttr, IbDriver, PortAttr, PortImmutable};
 use crate::ib::kdma::KernelConsumer;
 use crate::ib::restrack::Details;
 use crate::ib::stats::StatDesc;
-use crate::ib::types::{AccessFlags, Mtu, MwType};
+use crate::ib::types::{AccessFlags, CqNotifyFlags, Mtu, MwType};
 use crate::ib::udata::Udata;
 use crate::ib::verbs::{
     Ah, AhAttr, Cq, CqInitAttr, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpAttr, QpInit,
@@ -178,7 +178,7 @@ impl IbDriver for MetaRoceDevice {
         cq.data().poll(wc)
     }
 
-    fn req_notify_cq(cq: &Cq<CqState>, flags: u32) -> Result<i32> {
+    fn req_notify_cq(cq: &Cq<CqState>, flags: CqNotifyFlags) -> Result<i32> {
         Ok(cq.data().arm(flags))
     }
 

@@ -11,7 +11,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::netdev::{NetDevice, NetDeviceRef};
-use super::types::{AccessFlags, MwType};
+use super::types::{AccessFlags, CqNotifyFlags, MwType};
 use super::udata::Udata;
 use super::verbs::{
     Ah, AhAttr, Cq, CqInitAttr, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpAttr, QpInit,
@@ -95,7 +95,7 @@ pub(crate) trait IbDriver: Sized {
         udata: Option<&Udata<'_>>,
     ) -> Result;
     /// Arms the CQ; returns 1 if completions were missed (as the verb does).
-    fn req_notify_cq(cq: &Cq<Self::Cq>, flags: u32) -> Result<i32>;
+    fn req_notify_cq(cq: &Cq<Self::Cq>, flags: CqNotifyFlags) -> Result<i32>;
     /// Creates a shared receive queue.
     fn create_srq(
         dev: &Device<Self::Data>,

@@ -368,3 +368,32 @@ impl core::ops::BitOr for AccessFlags {
         self.union(other)
     }
 }
+
+/// The flags of `req_notify_cq` (`enum ib_cq_notify_flags`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CqNotifyFlags(u32);
+
+impl CqNotifyFlags {
+    /// `IB_CQ_SOLICITED`: armed for the next solicited or failed completion.
+    pub(crate) const SOLICITED: u32 = b::ib_cq_notify_flags_IB_CQ_SOLICITED;
+    /// `IB_CQ_NEXT_COMP`: armed for the next completion (the wider
+    /// condition, and the larger value).
+    pub(crate) const NEXT_COMP: u32 = b::ib_cq_notify_flags_IB_CQ_NEXT_COMP;
+
+    /// The flags of C value `v`.
+    pub(crate) const fn from_raw(v: u32) -> Self {
+        Self(v)
+    }
+
+    /// What the CQ is armed for: the `IB_CQ_SOLICITED_MASK` bits as given
+    /// (`SOLICITED`, `NEXT_COMP`, or 0).
+    pub(crate) const fn arm(self) -> u32 {
+        self.0 & b::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK
+    }
+
+    /// `IB_CQ_REPORT_MISSED_EVENTS`: the caller wants to know whether
+    /// completions are already waiting.
+    pub(crate) const fn report_missed(self) -> bool {
+        self.0 & b::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0
+    }
+}

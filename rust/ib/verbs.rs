@@ -17,7 +17,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::device::{Device, IbDriver};
-use super::types::{AccessFlags, Mtu, MwType, QpState, QpType};
+use super::types::{AccessFlags, CqNotifyFlags, Mtu, MwType, QpState, QpType};
 use super::udata::Udata;
 use crate::abi::cqe::Completion;
 use crate::sys::bindings;
@@ -533,6 +533,7 @@ unsafe extern "C" fn req_notify_cq<T: IbDriver>(
     cq: *mut bindings::ib_cq,
     flags: bindings::ib_cq_notify_flags,
 ) -> kernel::ffi::c_int {
+    let flags = CqNotifyFlags::from_raw(flags);
     // SAFETY: a live CQ of ours.
     match T::req_notify_cq(unsafe { Cq::<T::Cq>::from_raw(cq) }, flags) {
         Ok(v) => v,
