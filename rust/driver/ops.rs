@@ -17,7 +17,7 @@ use super::port::{node_guid_from_mac, FIRST_PORT, GID_TABLE_LEN, MAX_HEADER_BYTE
 use super::qp::QpState;
 use super::srq::SrqState;
 use super::stats::{NAMES, QP_COUNTERS};
-use crate::ib::device::{DeviceAttr, IbDriver, PortAttr, PortImmutable};
+use crate::ib::device::{DeviceAttr, DeviceCaps, IbDriver, PortAttr, PortImmutable, PortState};
 use crate::ib::kdma::KernelConsumer;
 use crate::ib::restrack::Details;
 use crate::ib::stats::StatDesc;
@@ -27,7 +27,6 @@ use crate::ib::verbs::{
     Ah, AhAttr, Cq, CqInitAttr, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpAttr, QpInit,
     QpInitAttr, QpModify, Srq, SrqAttr, SrqInitAttr, SrqModify, Wc,
 };
-use crate::sys::bindings;
 
 impl IbDriver for MetaRoceDevice {
     type Data = DeviceState;
@@ -50,7 +49,7 @@ impl IbDriver for MetaRoceDevice {
         attr.vendor_part_id = 0;
         attr.hw_ver = 0;
         // The device can be removed with `rdma link delete`.
-        attr.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+        attr.set_user_unregister();
         attr.max_pkeys = 1;
         attr.max_qp = MAX_QP as i32;
         attr.max_qp_wr = MAX_QP_WR as i32;
@@ -74,14 +73,15 @@ impl IbDriver for MetaRoceDevice {
         attr.local_ca_ack_delay = 15;
         // Atomics (protocol.md 5.1) are atomic among all the device runs,
         // and with the CPUs (each is one compare-and-exchange on the word).
-        attr.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_HCA;
-        attr.device_cap_flags = (bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
-            | bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN
-            | bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE
-            | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
-            | bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS
-            | bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE)
-            as u64;
+        attr.set_atomics_hca();
+        attr.set_caps(
+            DeviceCaps::SYS_IMAGE_GUID
+                .union(DeviceCaps::RC_RNR_NAK_GEN)
+                .union(DeviceCaps::SRQ_RESIZE)
+                .union(DeviceCaps::MEM_WINDOW)
+                .union(DeviceCaps::MEM_MGT_EXTENSIONS)
+                .union(DeviceCaps::ATOMIC_WRITE),
+        );
         Ok(())
     }
 
@@ -92,11 +92,9 @@ impl IbDriver for MetaRoceDevice {
         let ndev = dev.netdev(port).ok_or(ENODEV)?;
         // Active while any plane can carry packets.
         if dev.data().planes.lock().any_carrier() {
-            attr.state = bindings::ib_port_state_IB_PORT_ACTIVE;
-            attr.phys_state = bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP as u8;
+            attr.set_state(PortState::Active);
         } else {
-            attr.state = bindings::ib_port_state_IB_PORT_DOWN;
-            attr.phys_state = bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED as u8;
+            attr.set_state(PortState::Down);
         }
         attr.max_mtu = Mtu::Bytes4096.raw();
         attr.active_mtu = Mtu::for_payload(ndev.mtu().saturating_sub(MAX_HEADER_BYTES)).raw();
@@ -117,10 +115,9 @@ impl IbDriver for MetaRoceDevice {
         if port != FIRST_PORT {
             return Err(EINVAL);
         }
-        imm.core_cap_flags = bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+        imm.set_roce_v2();
         imm.gid_tbl_len = GID_TABLE_LEN as i32;
         imm.pkey_tbl_len = 1;
-        imm.max_mad_size = bindings::IB_MGMT_MAD_SIZE as u32;
         Ok(())
     }
 

@@ -26,6 +26,92 @@ pub(crate) type PortAttr = bindings::ib_port_attr;
 /// Port properties fixed at registration (the core's `ib_port_immutable`).
 pub(crate) type PortImmutable = bindings::ib_port_immutable;
 
+/// `device_cap_flags` of `query_device` (`enum ib_device_cap_flags`): a
+/// set of what the device offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DeviceCaps(bindings::ib_device_cap_flags);
+
+impl DeviceCaps {
+    /// `IB_DEVICE_SYS_IMAGE_GUID`: `sys_image_guid` is set.
+    pub(crate) const SYS_IMAGE_GUID: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID);
+    /// `IB_DEVICE_RC_RNR_NAK_GEN`.
+    pub(crate) const RC_RNR_NAK_GEN: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN);
+    /// `IB_DEVICE_SRQ_RESIZE`.
+    pub(crate) const SRQ_RESIZE: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE);
+    /// `IB_DEVICE_MEM_WINDOW`: memory windows.
+    pub(crate) const MEM_WINDOW: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW);
+    /// `IB_DEVICE_MEM_MGT_EXTENSIONS`: fast registration and local
+    /// invalidation.
+    pub(crate) const MEM_MGT_EXTENSIONS: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS);
+    /// `IB_DEVICE_ATOMIC_WRITE`.
+    pub(crate) const ATOMIC_WRITE: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE);
+
+    /// Both sets' flags.
+    pub(crate) const fn union(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+}
+
+impl DeviceAttr {
+    /// Reports the device capabilities `caps`.
+    pub(crate) fn set_caps(&mut self, caps: DeviceCaps) {
+        self.device_cap_flags = caps.0 as u64;
+    }
+
+    /// Reports that the device can be unregistered while processes use it
+    /// (`IBK_ALLOW_USER_UNREG`), the only kernel capability it has.
+    pub(crate) fn set_user_unregister(&mut self) {
+        self.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+    }
+
+    /// Reports atomics that are atomic among all the device runs
+    /// (`IB_ATOMIC_HCA`).
+    pub(crate) fn set_atomics_hca(&mut self) {
+        self.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_HCA;
+    }
+}
+
+/// Whether a port carries packets: its `ib_port_state` and
+/// `ib_port_phys_state` together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PortState {
+    /// `IB_PORT_DOWN`, physically `IB_PORT_PHYS_STATE_DISABLED`.
+    Down,
+    /// `IB_PORT_ACTIVE`, physically `IB_PORT_PHYS_STATE_LINK_UP`.
+    Active,
+}
+
+impl PortAttr {
+    /// Reports the port's state.
+    pub(crate) fn set_state(&mut self, state: PortState) {
+        let (s, phys) = match state {
+            PortState::Down => (
+                bindings::ib_port_state_IB_PORT_DOWN,
+                bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED,
+            ),
+            PortState::Active => (
+                bindings::ib_port_state_IB_PORT_ACTIVE,
+                bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP,
+            ),
+        };
+        self.state = s;
+        self.phys_state = phys as u8;
+    }
+}
+
+impl PortImmutable {
+    /// A RoCE v2 port (`RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP`) whose MADs are
+    /// `IB_MGMT_MAD_SIZE` bytes.
+    pub(crate) fn set_roce_v2(&mut self) {
+        self.core_cap_flags = bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+        self.max_mad_size = bindings::IB_MGMT_MAD_SIZE as u32;
+    }
+}
+
 /// The driver id the core tells our devices apart by (in
 /// `ib_device_get_by_netdev` and `ib_unregister_driver`), and user space
 /// matches the provider by. Not `RDMA_DRIVER_UNKNOWN`: the core's lookups
