@@ -11,13 +11,13 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::netdev::{NetDevice, NetDeviceRef};
+use super::sys::bindings;
 use super::types::{AccessFlags, CqNotifyFlags, MwType};
 use super::udata::Udata;
 use super::verbs::{
     Ah, AhAttr, Cq, CqInitAttr, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpAttr, QpInit,
     QpInitAttr, QpModify, Srq, SrqAttr, SrqInitAttr, SrqModify, Wc,
 };
-use crate::sys::bindings;
 
 /// Device attributes reported by `query_device` (the core's `ib_device_attr`).
 pub(crate) type DeviceAttr = bindings::ib_device_attr;

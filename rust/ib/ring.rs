@@ -15,15 +15,15 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::error::to_result;
 use kernel::prelude::*;
 
+use super::sys::bindings;
 use super::udata::Udata;
 use crate::abi::ring::Geometry;
-use crate::sys::bindings;
 
 const PAGE_SIZE: usize = 1 << bindings::PAGE_SHIFT;
 
 // The ring format of `crate::abi` (the WQE and CQE layout) is that of
 // include/uapi/rdma/metaroce-abi.h as bindgen sees it.
-crate::check_layout!(crate::abi, crate::sys::bindings);
+crate::check_layout!(crate::abi, crate::ib::sys::bindings);
 
 // The driver reads the opcodes a process writes (`IB_UVERBS_WR_*`, the
 // ring format's) as the kernel's `IB_WR_*`: the same values.

@@ -12,7 +12,7 @@
 //! the caller refuses that with the errno it always answered, never a
 //! panic.
 
-use crate::sys::bindings as b;
+use super::sys::bindings as b;
 
 /// The status of a work completion (`enum ib_wc_status`): the ones this
 /// driver completes work requests with.

@@ -8,7 +8,7 @@ use core::ptr::NonNull;
 use kernel::error::to_result;
 use kernel::prelude::*;
 
-use crate::sys::bindings;
+use super::sys::bindings;
 
 /// Plain data that may be copied to or from user space byte for byte.
 ///

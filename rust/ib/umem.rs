@@ -11,8 +11,8 @@ use kernel::prelude::*;
 
 use super::device::Device;
 use super::skb::TxTail;
+use super::sys::bindings;
 use super::types::AccessFlags;
-use crate::sys::bindings;
 
 /// Bytes per page.
 pub(crate) const PAGE_SIZE: usize = 1 << bindings::PAGE_SHIFT;

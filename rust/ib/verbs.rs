@@ -17,10 +17,10 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::device::{Device, IbDriver};
+use super::sys::bindings;
 use super::types::{AccessFlags, CqNotifyFlags, Mtu, MwType, QpState, QpType};
 use super::udata::Udata;
 use crate::abi::cqe::Completion;
-use crate::sys::bindings;
 
 /// A core object `R` followed by the driver's data `D`.
 #[repr(C)]
