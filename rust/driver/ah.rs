@@ -5,8 +5,9 @@
 use kernel::prelude::*;
 
 use super::device::MetaRoceIbDevice;
-use crate::ib::udata::{CreateAhResp, Udata};
-use crate::ib::verbs::{AddressVector, AhAttr};
+use crate::ib::udata::Udata;
+use crate::ib::verbs::AddressVector;
+use crate::sys::bindings as b;
 
 /// Driver state of an AH.
 pub(crate) struct AhState {
@@ -20,13 +21,13 @@ impl AhState {
     pub(crate) fn create(
         dev: &MetaRoceIbDevice,
         pd: usize,
-        attr: &AhAttr,
+        attr: &b::rdma_ah_attr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self> {
         let ah_num = dev.data().take_ah_num()?;
         let av = AddressVector::from_attr(attr);
         if let Some(udata) = udata {
-            if let Err(e) = udata.respond(&CreateAhResp {
+            if let Err(e) = udata.respond(&b::metaroce_create_ah_resp {
                 ah_num,
                 reserved: 0,
             }) {

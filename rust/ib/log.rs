@@ -7,7 +7,7 @@ use core::fmt;
 
 use kernel::prelude::*;
 
-use super::sys::bindings;
+use crate::sys::bindings;
 
 /// Logs `line` at info level unless the module's refusal lines are over the
 /// kernel's default rate (10 per 5 s); the kernel then counts the lines it
