@@ -4,8 +4,9 @@
 //! selective acknowledgement and ordered completions.
 //!
 //! `rdma link add mr0 type metaroce netdev eth0` creates a device.
-//! Layers: `sys` (bindgen output and C helpers), `ib` (safe wrappers, the
-//! only `unsafe` code), `driver` (the driver logic, no `unsafe`).
+//! Layers: `ib` (safe wrappers, the only `unsafe` code, over its private
+//! `ib::sys`: bindgen output and C helpers), `driver` (the driver logic, no
+//! `unsafe`, no bindgen names).
 
 // `DeviceState`'s pin initialiser has more fields than the default limit
 // of macro recursion expands.
@@ -15,7 +16,6 @@ use kernel::prelude::*;
 
 mod driver;
 mod ib;
-mod sys;
 
 /// The transport engine: pure safe `no_std` protocol logic, compiled here from
 /// the same files as the host crate `rust/engine` (tested with `cargo test`).

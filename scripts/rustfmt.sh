@@ -65,7 +65,9 @@ while read -r edition files; do
 	# -v names each file rustfmt reaches ("Formatting <path>").
 	# shellcheck disable=SC2086 # $files: paths without spaces, split on purpose
 	rustfmt --edition "$edition" --config-path .rustfmt.toml --color $color "${check[@]}" -v $files > "$out" 2>&1 || rc=$?
-	sed -n "s|^Formatting $repo/||p" "$out" >> "$out.seen"
+	# A `#[path]` module is named through its declaring file's directory
+	# (rust/ib/../sys/mod.rs): each "dir/../" is dropped.
+	sed -n "s|^Formatting $repo/||p" "$out" | sed -e ':a' -e 's|[^/]*/\.\./||' -e 'ta' >> "$out.seen"
 	[ -n "$list" ] || grep -v '^Formatting /\|^Spent [0-9.]* secs\|^Using rustfmt config file ' "$out" || true
 done < <(roots | sort -u | awk '{ f[$1] = f[$1] " " $2 } END { for (e in f) print e f[e] }')
 

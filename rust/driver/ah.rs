@@ -5,9 +5,8 @@
 use kernel::prelude::*;
 
 use super::device::MetaRoceIbDevice;
-use crate::ib::udata::Udata;
-use crate::ib::verbs::AddressVector;
-use crate::sys::bindings as b;
+use crate::ib::udata::{CreateAhResp, Udata};
+use crate::ib::verbs::{AddressVector, AhAttr};
 
 /// Driver state of an AH.
 pub(crate) struct AhState {
@@ -21,13 +20,13 @@ impl AhState {
     pub(crate) fn create(
         dev: &MetaRoceIbDevice,
         pd: usize,
-        attr: &b::rdma_ah_attr,
+        attr: &AhAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self> {
         let ah_num = dev.data().take_ah_num()?;
         let av = AddressVector::from_attr(attr);
         if let Some(udata) = udata {
-            if let Err(e) = udata.respond(&b::metaroce_create_ah_resp {
+            if let Err(e) = udata.respond(&CreateAhResp {
                 ah_num,
                 reserved: 0,
             }) {

@@ -12,12 +12,13 @@ use super::limits::MAX_CQE;
 use super::port::FIRST_PORT;
 use super::refusal::{check_limits, refuse};
 use super::wqe::{geometry, Completion, CQE};
+use crate::abi::cqe;
 use crate::ib::device::Device;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::ring::SharedRing;
-use crate::ib::udata::Udata;
-use crate::ib::verbs::Cq;
-use crate::sys::bindings;
+use crate::ib::types::{CqNotifyFlags, WcStatus};
+use crate::ib::udata::{CreateCqResp, ResizeCqResp, Udata};
+use crate::ib::verbs::{fill_wc, Cq, CqInitAttr, Wc};
 
 /// Ring elements are 64 bytes: the 48-byte completion, then (kernel CQs
 /// only) the address of the `ib_qp` for `ib_wc.qp`.
@@ -45,7 +46,7 @@ impl CqState {
     /// device state, which holds the QPs that complete to it.
     pub(crate) fn new<D>(
         dev: &Device<D>,
-        attr: &bindings::ib_cq_init_attr,
+        attr: &CqInitAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self> {
         // Timestamps and ignored overruns are not offered.
@@ -60,7 +61,7 @@ impl CqState {
         let mut ring = new_ring(attr.cqe)?;
         if let Some(udata) = udata {
             let mi = ring.expose_for(udata)?;
-            udata.respond(&bindings::metaroce_create_cq_resp { mi })?;
+            udata.respond(&CreateCqResp { mi })?;
         }
         Ok(Self {
             ring: KBox::pin_init(new_spinlock_bh!(ring, "metaroce_cq_ring"), GFP_KERNEL)?,
@@ -88,7 +89,7 @@ impl CqState {
         let mut ring = new_ring(cqe)?;
         if let Some(udata) = udata {
             let mi = ring.expose_for(udata)?;
-            udata.respond(&bindings::metaroce_resize_cq_resp { mi })?;
+            udata.respond(&ResizeCqResp { mi })?;
         }
         let swapped = {
             let mut cur = self.ring.lock();
@@ -155,19 +156,14 @@ impl CqState {
                 return Err(ENOSPC);
             }
             let mut elem = [0u8; CQ_ELEM];
-            let c = Completion {
-                port_num: FIRST_PORT as u8,
-                ..*c
-            };
-            elem[..CQE].copy_from_slice(&c.encode());
+            elem[..CQE].copy_from_slice(&c.cqe(FIRST_PORT as u8).encode());
             elem[CQE..CQE + 8].copy_from_slice(&qp_addr.to_ne_bytes());
             ring.write(prod, &elem);
             ring.set_producer(prod.wrapping_add(1));
         }
         let armed = self.armed.load(Ordering::Acquire);
-        let fire = armed == bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP
-            || (armed == bindings::ib_cq_notify_flags_IB_CQ_SOLICITED
-                && (solicited || c.status != 0));
+        let fire = armed == CqNotifyFlags::NEXT_COMP
+            || (armed == CqNotifyFlags::SOLICITED && (solicited || c.status != WcStatus::Success));
         if fire && self.armed.swap(0, Ordering::AcqRel) != 0 {
             self.event_pending.store(true, Ordering::Release);
         }
@@ -183,7 +179,7 @@ impl CqState {
     }
 
     /// Moves completions into `out` (kernel consumers).
-    pub(crate) fn poll(&self, out: &mut [bindings::ib_wc]) -> usize {
+    pub(crate) fn poll(&self, out: &mut [Wc]) -> usize {
         let ring = self.ring.lock();
         let mut cons = ring.consumer();
         let prod = ring.producer();
@@ -191,28 +187,14 @@ impl CqState {
         while n < out.len() && cons != prod {
             let mut elem = [0u8; CQ_ELEM];
             ring.read(cons, &mut elem);
-            let mut cqe = [0u8; CQE];
-            cqe.copy_from_slice(&elem[..CQE]);
-            let c = Completion::decode(&cqe);
+            let mut raw = [0u8; CQE];
+            raw.copy_from_slice(&elem[..CQE]);
+            let c = cqe::Completion::decode(&raw);
             let mut qp = [0u8; 8];
             qp.copy_from_slice(&elem[CQE..CQE + 8]);
-            let wc = &mut out[n];
-            *wc = bindings::ib_wc::default();
-            wc.__bindgen_anon_1.wr_id = c.wr_id;
-            wc.status = c.status;
-            wc.opcode = c.opcode;
-            wc.byte_len = c.byte_len;
-            wc.ex.imm_data = c.ex;
-            wc.qp = u64::from_ne_bytes(qp) as usize as *mut bindings::ib_qp;
-            wc.src_qp = c.src_qp;
-            wc.wc_flags = c.wc_flags as i32;
-            if c.wc_flags & bindings::ib_wc_flags_IB_WC_GRH != 0 {
-                // Datagrams arrive over IPv4 only (v1): the GRH area holds
-                // an IPv4 header, which `ib_init_ah_attr_from_wc` reads.
-                wc.network_hdr_type = bindings::rdma_network_type_RDMA_NETWORK_IPV4 as u8;
-                wc.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE as i32;
-            }
-            wc.port_num = FIRST_PORT;
+            // Datagrams arrive over IPv4 only (v1): a GRH area holds an
+            // IPv4 header.
+            fill_wc(&mut out[n], &c, u64::from_ne_bytes(qp), FIRST_PORT);
             cons = cons.wrapping_add(1);
             n += 1;
         }
@@ -222,11 +204,11 @@ impl CqState {
 
     /// Arms the CQ; with `IB_CQ_REPORT_MISSED_EVENTS` returns 1 if
     /// completions are already waiting.
-    pub(crate) fn arm(&self, flags: u32) -> i32 {
-        let kind = flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
+    pub(crate) fn arm(&self, flags: CqNotifyFlags) -> i32 {
+        let kind = flags.arm();
         // NEXT_COMP is the wider condition: never narrow an armed CQ.
         let _ = self.armed.fetch_max(kind, Ordering::AcqRel);
-        let missed = flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0 && {
+        let missed = flags.report_missed() && {
             let ring = self.ring.lock();
             ring.producer() != ring.consumer()
         };

@@ -27,13 +27,14 @@ use super::stats::Counter;
 use super::transport::{gather_sges, now_ns, put_data_packet, scatter, Transport, TxCtx};
 use super::tx::send_data;
 use super::wqe::{self, Completion};
+use crate::abi::opcode::{SendFlags, WcFlags};
 use crate::engine::wire::{self, DataHeader, Opcode, Syndrome};
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::NetDeviceRef;
 use crate::ib::skb::{Ecn, Ipv4Addr, IPV4_HEADER_LEN};
+use crate::ib::types::{WcOpcode, WcStatus, WrOpcode};
 use crate::ib::udp::TxV4;
 use crate::ib::verbs::AddressVector;
-use crate::sys::bindings as b;
 
 /// The Q_Key of the GSI QP (QP1), which every GSI datagram carries.
 pub(crate) const GSI_QKEY: u32 = 0x8001_0000;
@@ -277,10 +278,9 @@ impl Datagram {
     ) -> Result {
         let t = &*self.t;
         let (status, wr_id, len, signaled) = match wqe::get_send(&t.sq, index) {
-            Err(_) => (b::ib_wc_status_IB_WC_LOC_QP_OP_ERR, 0, 0, true),
+            Err(_) => (WcStatus::LocQpOpErr, 0, 0, true),
             Ok(req) => {
-                let signaled = t.sq_sig_all
-                    || req.send_flags & (b::ib_send_flags_IB_SEND_SIGNALED as u32) != 0;
+                let signaled = t.sq_sig_all || req.send_flags & SendFlags::SIGNALED != 0;
                 let len = u32::try_from(req.len()).unwrap_or(u32::MAX);
                 // The `ud` member of the WQE's `wr` union: remote QPN and
                 // Q_Key where `remote_addr` sits, the AH number at `rkey`.
@@ -290,14 +290,14 @@ impl Datagram {
                 if qkey & QKEY_CONTROLLED != 0 {
                     qkey = self.qkey.load(Ordering::Relaxed);
                 }
-                let with_imm = req.opcode == b::ib_wr_opcode_IB_WR_SEND_WITH_IMM;
-                let status = if req.opcode != b::ib_wr_opcode_IB_WR_SEND && !with_imm {
-                    b::ib_wc_status_IB_WC_LOC_QP_OP_ERR
+                let with_imm = req.wr_opcode() == Some(WrOpcode::SendWithImm);
+                let status = if req.wr_opcode() != Some(WrOpcode::Send) && !with_imm {
+                    WcStatus::LocQpOpErr
                 } else if len > i.mtu || len as usize > wire::MAX_PAYLOAD {
-                    b::ib_wc_status_IB_WC_LOC_LEN_ERR
+                    WcStatus::LocLenErr
                 } else {
                     match ahs.get(req.rkey, t.local.pd) {
-                        None => b::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
+                        None => WcStatus::LocQpOpErr,
                         Some((src, dst)) => {
                             let psn = i.next_psn;
                             i.next_psn = psn.wrapping_add(1);
@@ -336,16 +336,12 @@ impl Datagram {
                 (status, req.wr_id, len, signaled)
             }
         };
-        if !signaled && status == b::ib_wc_status_IB_WC_SUCCESS {
+        if !signaled && status == WcStatus::Success {
             return Ok(());
         }
         let wc = Completion {
-            wr_id,
-            status,
-            opcode: b::ib_wc_opcode_IB_WC_SEND,
             byte_len: len,
-            qp_num: t.qpn,
-            ..Default::default()
+            ..Completion::new(wr_id, status, WcOpcode::Send, t.qpn)
         };
         t.send_cq.data().push(&t.send_cq, &wc, t.qp_addr, false)
     }
@@ -358,7 +354,7 @@ impl Datagram {
         to: &TxV4,
         h: &DataHeader,
         req: &wqe::SendReq,
-    ) -> u32 {
+    ) -> WcStatus {
         let n = h.payload_len as usize;
         let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
         let mut unreadable = false;
@@ -384,13 +380,13 @@ impl Datagram {
             })
         });
         if unreadable {
-            return b::ib_wc_status_IB_WC_LOC_PROT_ERR;
+            return WcStatus::LocProtErr;
         }
         if sent.is_ok() {
             tx.counters.inc(Counter::UdTxPackets);
         }
         // A datagram lost on the way out is lost like one on the wire.
-        b::ib_wc_status_IB_WC_SUCCESS
+        WcStatus::Success
     }
 
     /// Places a received datagram into the next receive buffer and
@@ -456,27 +452,18 @@ impl Datagram {
             place(&w.sges[..w.num_sge], ip, payload, &tx.mrs.lock(), t),
         );
         let status = match placed {
-            Ok(()) => b::ib_wc_status_IB_WC_SUCCESS,
-            Err(Syndrome::InvalidRequest) => b::ib_wc_status_IB_WC_LOC_LEN_ERR,
-            Err(_) => b::ib_wc_status_IB_WC_LOC_PROT_ERR,
+            Ok(()) => WcStatus::Success,
+            Err(Syndrome::InvalidRequest) => WcStatus::LocLenErr,
+            Err(_) => WcStatus::LocProtErr,
         };
         let with_imm = h.flags & wire::FLAG_IMM != 0;
         let wc = Completion {
-            wr_id,
-            status,
-            opcode: b::ib_wc_opcode_IB_WC_RECV,
             byte_len: (GRH_LEN + payload.len()) as u32,
-            qp_num: t.qpn,
             // The parser holds it to 24 bits.
             src_qp: h.remote_va as u32,
             ex: if with_imm { h.imm.to_be() } else { 0 },
-            wc_flags: b::ib_wc_flags_IB_WC_GRH
-                | if with_imm {
-                    b::ib_wc_flags_IB_WC_WITH_IMM
-                } else {
-                    0
-                },
-            ..Default::default()
+            wc_flags: WcFlags::GRH | if with_imm { WcFlags::WITH_IMM } else { 0 },
+            ..Completion::new(wr_id, status, WcOpcode::Recv, t.qpn)
         };
         if t.recv_cq
             .data()
@@ -490,7 +477,7 @@ impl Datagram {
         if let (Some(rq), Some(cons)) = (&t.rq, own_index) {
             rq.set_consumer(cons.wrapping_add(1));
         }
-        status == b::ib_wc_status_IB_WC_SUCCESS
+        status == WcStatus::Success
     }
 }
 

@@ -16,6 +16,7 @@ use kernel::prelude::*;
 
 use crate::ib::kdma::{self, KernelConsumer};
 use crate::ib::skb::TxTail;
+use crate::ib::types::AccessFlags;
 
 /// A page list: what `ib_map_mr_sg` produced.
 struct Mapping {
@@ -64,8 +65,8 @@ pub(crate) struct FastRegion {
     pub(super) key: u32,
     /// The protection domain (address of its `ib_pd`).
     pub(super) pd: usize,
-    /// `IB_ACCESS_*` of the last registration.
-    pub(super) access: u32,
+    /// The rights of the last registration.
+    pub(super) access: AccessFlags,
     /// Registered and not invalidated since.
     pub(super) valid: bool,
     /// Only kernel consumers allocate these (`ib_alloc_mr` is not a user
@@ -89,7 +90,7 @@ impl FastRegion {
         Ok(Self {
             key,
             pd,
-            access: 0,
+            access: AccessFlags::NONE,
             valid: false,
             who,
             staged: Mapping::new(max_pages)?,
@@ -133,7 +134,13 @@ impl FastRegion {
     /// `IB_WR_REG_MR`: `[iova, iova + length)`, inside the staged mapping,
     /// becomes reachable under the key byte of `new_key` with `access`.
     /// `EINVAL` when already registered or outside the mapping.
-    pub(super) fn register(&mut self, new_key: u32, iova: u64, length: u64, access: u32) -> Result {
+    pub(super) fn register(
+        &mut self,
+        new_key: u32,
+        iova: u64,
+        length: u64,
+        access: AccessFlags,
+    ) -> Result {
         let end = iova.checked_add(length).ok_or(EINVAL)?;
         let m = &self.staged;
         let map_end = m.iova.checked_add(m.length).ok_or(EINVAL)?;

@@ -19,8 +19,8 @@ use crate::ib::device::Device;
 use crate::ib::kdma::{self, KernelConsumer};
 use crate::ib::lock::SpinLockBh;
 use crate::ib::skb::TxTail;
+use crate::ib::types::{AccessFlags, MwType};
 use crate::ib::umem::{PinnedPage, Umem, PAGE_SIZE};
-use crate::sys::bindings as b;
 
 /// Pinned user pages; byte `iova + i` of the region is byte
 /// `first_offset + i` of the page list.
@@ -36,8 +36,7 @@ pub(crate) struct UserPages {
 /// A registered region as the data path sees it.
 pub(crate) struct Region {
     key: u32,
-    /// `IB_ACCESS_*`.
-    access: u32,
+    access: AccessFlags,
     /// The protection domain (address of its `ib_pd`).
     pd: usize,
     /// `None`: the all-memory DMA region of kernel consumers (addresses are
@@ -147,8 +146,8 @@ struct Binding {
     region_key: u32,
     addr: u64,
     length: u64,
-    /// `IB_ACCESS_REMOTE_*` the window grants.
-    access: u32,
+    /// The remote rights the window grants.
+    access: AccessFlags,
 }
 
 /// A slot of the key table.
@@ -167,7 +166,7 @@ enum Mem<'a> {
 }
 
 impl Mem<'_> {
-    fn access(&self) -> u32 {
+    fn access(&self) -> AccessFlags {
         match self {
             Mem::Region(r) => r.access,
             Mem::Fast(f) => f.access,
@@ -225,19 +224,19 @@ impl Mem<'_> {
 /// region's or a window's) and, for a window, its range.
 struct Reach<'a> {
     region: Mem<'a>,
-    access: u32,
+    access: AccessFlags,
     window: Option<(u64, u64)>,
 }
 
 impl Reach<'_> {
-    /// The key grants `right` (one `IB_ACCESS_REMOTE_*`) on `[va, va + len)`.
-    fn allows(&self, right: u32, va: u64, len: u64) -> bool {
+    /// The key grants `right` (one remote right) on `[va, va + len)`.
+    fn allows(&self, right: AccessFlags, va: u64, len: u64) -> bool {
         let in_window = self.window.is_none_or(|(addr, length)| {
             va.checked_sub(addr)
                 .and_then(|off| off.checked_add(len))
                 .is_some_and(|end| end <= length)
         });
-        self.access & right != 0 && in_window && self.region.contains(va, len)
+        self.access.intersects(right) && in_window && self.region.contains(va, len)
     }
 }
 
@@ -251,15 +250,15 @@ pub(crate) struct Bind {
     pub(crate) region_key: u32,
     pub(crate) addr: u64,
     pub(crate) length: u64,
-    pub(crate) access: u32,
+    pub(crate) access: AccessFlags,
 }
 
 /// Rights a window may grant (LOCAL_WRITE means nothing for a window and
 /// is accepted, as other providers do).
-const WINDOW_ACCESS: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE
-    | b::ib_access_flags_IB_ACCESS_REMOTE_WRITE
-    | b::ib_access_flags_IB_ACCESS_REMOTE_READ
-    | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
+const WINDOW_ACCESS: AccessFlags = AccessFlags::LOCAL_WRITE
+    .union(AccessFlags::REMOTE_WRITE)
+    .union(AccessFlags::REMOTE_READ)
+    .union(AccessFlags::REMOTE_ATOMIC);
 
 /// The regions and windows of a device by key index. Lookups happen under
 /// the device's bh-safe lock of this table, so a region is never unpinned
@@ -310,8 +309,8 @@ impl MrTable {
     /// `req.region_key` names becomes reachable (see
     /// [`FastRegion::register`]); `req.window_key` is unused.
     pub(crate) fn fast_register(&mut self, pd: usize, req: &Bind) -> Result {
-        if req.access & !SUPPORTED_ACCESS != 0
-            || req.access & b::ib_access_flags_IB_ACCESS_MW_BIND != 0
+        if !req.access.without(SUPPORTED_ACCESS).is_empty()
+            || req.access.intersects(AccessFlags::MW_BIND)
         {
             return Err(EINVAL);
         }
@@ -351,7 +350,7 @@ impl MrTable {
     /// refuse (IBA 10.6.7.2: the region allows binding, and local writes if
     /// the window grants remote writes; the range lies inside the region).
     pub(crate) fn bind(&mut self, pd: usize, req: &Bind) -> Result<u32> {
-        if req.access & !WINDOW_ACCESS != 0 {
+        if !req.access.without(WINDOW_ACCESS).is_empty() {
             return Err(EINVAL);
         }
         let binding = if req.length == 0 {
@@ -360,12 +359,10 @@ impl MrTable {
             let Some(Mem::Region(r)) = self.find(req.region_key, pd) else {
                 return Err(EINVAL);
             };
-            let writes = b::ib_access_flags_IB_ACCESS_REMOTE_WRITE
-                | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
+            let writes = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC;
             if r.pages.is_none()
-                || r.access & b::ib_access_flags_IB_ACCESS_MW_BIND == 0
-                || (req.access & writes != 0
-                    && r.access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0)
+                || !r.access.intersects(AccessFlags::MW_BIND)
+                || (req.access.intersects(writes) && !r.access.intersects(AccessFlags::LOCAL_WRITE))
                 || !r.contains(req.addr, req.length)
             {
                 return Err(EINVAL);
@@ -451,13 +448,7 @@ impl MrTable {
         let in_msg = offset
             .checked_add(data.len() as u64)
             .is_some_and(|end| end <= u64::from(msg_len));
-        if !in_msg
-            || !r.allows(
-                b::ib_access_flags_IB_ACCESS_REMOTE_WRITE,
-                va,
-                u64::from(msg_len),
-            )
-        {
+        if !in_msg || !r.allows(AccessFlags::REMOTE_WRITE, va, u64::from(msg_len)) {
             return Err(Syndrome::RemoteAccess);
         }
         r.region
@@ -475,7 +466,7 @@ impl MrTable {
         len: u64,
     ) -> core::result::Result<(), Syndrome> {
         let r = self.find_remote(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
-        if !r.allows(b::ib_access_flags_IB_ACCESS_REMOTE_READ, va, len) {
+        if !r.allows(AccessFlags::REMOTE_READ, va, len) {
             return Err(Syndrome::RemoteAccess);
         }
         Ok(())
@@ -491,7 +482,7 @@ impl MrTable {
         rkey: u32,
         pd: usize,
         va: u64,
-        access: u32,
+        access: AccessFlags,
     ) -> core::result::Result<&Region, Syndrome> {
         let r = self.find_remote(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
         if !r.allows(access, va, u64::from(ATOMIC_LEN)) {
@@ -511,7 +502,7 @@ impl MrTable {
         rkey: u32,
         pd: usize,
         va: u64,
-        access: u32,
+        access: AccessFlags,
     ) -> core::result::Result<(), Syndrome> {
         self.atomic_target(rkey, pd, va, access).map(|_| ())
     }
@@ -524,7 +515,7 @@ impl MrTable {
         rkey: u32,
         pd: usize,
         va: u64,
-        access: u32,
+        access: AccessFlags,
         op: impl Fn(u64) -> u64,
     ) -> core::result::Result<u64, Syndrome> {
         let r = self.atomic_target(rkey, pd, va, access)?;
@@ -550,7 +541,7 @@ impl MrTable {
         out: &mut TxTail<'_>,
     ) -> Result {
         let r = self.find_remote(rkey, pd).ok_or(EACCES)?;
-        if !r.allows(b::ib_access_flags_IB_ACCESS_REMOTE_READ, va, len as u64) {
+        if !r.allows(AccessFlags::REMOTE_READ, va, len as u64) {
             return Err(EACCES);
         }
         r.region.copy_out(va, len, out)
@@ -572,7 +563,7 @@ impl MrTable {
             // Kernel memory named by a user QP.
             return Err(EACCES);
         }
-        if write && r.access() & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0 {
+        if write && !r.access().intersects(AccessFlags::LOCAL_WRITE) {
             return Err(EACCES);
         }
         if !r.contains(va, u64::from(len)) {
@@ -584,7 +575,7 @@ impl MrTable {
     /// The receive path fills a posted buffer: needs LOCAL_WRITE.
     pub(crate) fn write_local(&self, lkey: u32, who: &Requester, va: u64, data: &[u8]) -> Result {
         let r = self.find(lkey, who.pd).ok_or(EACCES)?;
-        if r.access() & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0 {
+        if !r.access().intersects(AccessFlags::LOCAL_WRITE) {
             return Err(EACCES);
         }
         r.write_for(who, va, data)
@@ -628,32 +619,33 @@ pub(crate) struct MrState {
 
 /// Access flags this device accepts. `MW_BIND` permits binding memory
 /// windows to the MR.
-const SUPPORTED_ACCESS: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE
-    | b::ib_access_flags_IB_ACCESS_REMOTE_WRITE
-    | b::ib_access_flags_IB_ACCESS_REMOTE_READ
-    | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
-    | b::ib_access_flags_IB_ACCESS_MW_BIND
-    | b::ib_access_flags_IB_ACCESS_RELAXED_ORDERING;
+const SUPPORTED_ACCESS: AccessFlags = AccessFlags::LOCAL_WRITE
+    .union(AccessFlags::REMOTE_WRITE)
+    .union(AccessFlags::REMOTE_READ)
+    .union(AccessFlags::REMOTE_ATOMIC)
+    .union(AccessFlags::MW_BIND)
+    .union(AccessFlags::RELAXED_ORDERING);
 
 /// Refuses (`EINVAL`, logged) access flags outside [`SUPPORTED_ACCESS`].
-fn check_access<D>(dev: &Device<D>, verb: &str, access: u32) -> Result {
-    match access & !SUPPORTED_ACCESS {
-        0 => Ok(()),
-        bad => Err(refuse(
-            dev,
-            verb,
-            None,
-            EINVAL,
-            format_args!("access flags {bad:#x} not supported"),
-        )),
+fn check_access<D>(dev: &Device<D>, verb: &str, access: AccessFlags) -> Result {
+    let bad = access.without(SUPPORTED_ACCESS);
+    if bad.is_empty() {
+        return Ok(());
     }
+    Err(refuse(
+        dev,
+        verb,
+        None,
+        EINVAL,
+        format_args!("access flags {:#x} not supported", bad.raw()),
+    ))
 }
 
 impl MrState {
     fn insert<D: MrKeys>(
         dev: &Device<D>,
         pd: usize,
-        access: u32,
+        access: AccessFlags,
         pages: Option<UserPages>,
     ) -> Result<((u32, u32), Self)> {
         let (index, key) = dev.data().take_mr_key()?;
@@ -763,7 +755,7 @@ impl MrState {
         start: u64,
         length: u64,
         iova: u64,
-        access: u32,
+        access: AccessFlags,
     ) -> Result<((u32, u32), Self)> {
         if length == 0 {
             return Err(refuse(
@@ -802,7 +794,7 @@ impl MrState {
     pub(crate) fn register_dma<D: MrKeys>(
         dev: &Device<D>,
         pd: usize,
-        access: u32,
+        access: AccessFlags,
     ) -> Result<((u32, u32), Self)> {
         check_access(dev, "get_dma_mr", access)?;
         Self::insert(dev, pd, access, None)
@@ -831,17 +823,18 @@ pub(crate) struct MwState {
 }
 
 impl MwState {
-    /// A new, unbound window of type `mw_type` (`IB_MW_TYPE_*`) in `pd`;
-    /// returns its rkey. A type 1 window reaches nothing until bound.
+    /// A new, unbound window of type `mw_type` in `pd` (`EINVAL` for a type
+    /// the core does not name); returns its rkey. A type 1 window reaches
+    /// nothing until bound.
     pub(crate) fn alloc<D: MrKeys>(
         dev: &Device<D>,
         pd: usize,
-        mw_type: u32,
+        mw_type: Option<MwType>,
     ) -> Result<(u32, Self)> {
         let type2 = match mw_type {
-            b::ib_mw_type_IB_MW_TYPE_1 => false,
-            b::ib_mw_type_IB_MW_TYPE_2 => true,
-            _ => return Err(EINVAL),
+            Some(MwType::Type1) => false,
+            Some(MwType::Type2) => true,
+            None => return Err(EINVAL),
         };
         let (index, key) = dev.data().take_mr_key()?;
         if let Some(slot) = dev.data().mrs().lock().slots.get_mut(index as usize) {

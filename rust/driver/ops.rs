@@ -13,19 +13,20 @@ use super::device::{DeviceState, MetaRoceDevice, MetaRoceIbDevice};
 use super::limits::*;
 use super::mr::{MrState, MwState};
 use super::net::log_last_drop;
-use super::port::{
-    ib_mtu_for_payload, node_guid_from_mac, FIRST_PORT, GID_TABLE_LEN, MAX_HEADER_BYTES,
-};
+use super::port::{node_guid_from_mac, FIRST_PORT, GID_TABLE_LEN, MAX_HEADER_BYTES};
 use super::qp::QpState;
 use super::srq::SrqState;
 use super::stats::{NAMES, QP_COUNTERS};
-use crate::ib::device::{DeviceAttr, IbDriver, PortAttr, PortImmutable};
+use crate::ib::device::{DeviceAttr, DeviceCaps, IbDriver, PortAttr, PortImmutable, PortState};
 use crate::ib::kdma::KernelConsumer;
 use crate::ib::restrack::Details;
 use crate::ib::stats::StatDesc;
+use crate::ib::types::{AccessFlags, CqNotifyFlags, Mtu, MwType};
 use crate::ib::udata::Udata;
-use crate::ib::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, Srq};
-use crate::sys::bindings;
+use crate::ib::verbs::{
+    Ah, AhAttr, Cq, CqInitAttr, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpAttr, QpInit,
+    QpInitAttr, QpModify, Srq, SrqAttr, SrqInitAttr, SrqModify, Wc,
+};
 
 impl IbDriver for MetaRoceDevice {
     type Data = DeviceState;
@@ -48,7 +49,7 @@ impl IbDriver for MetaRoceDevice {
         attr.vendor_part_id = 0;
         attr.hw_ver = 0;
         // The device can be removed with `rdma link delete`.
-        attr.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+        attr.set_user_unregister();
         attr.max_pkeys = 1;
         attr.max_qp = MAX_QP as i32;
         attr.max_qp_wr = MAX_QP_WR as i32;
@@ -72,14 +73,15 @@ impl IbDriver for MetaRoceDevice {
         attr.local_ca_ack_delay = 15;
         // Atomics (protocol.md 5.1) are atomic among all the device runs,
         // and with the CPUs (each is one compare-and-exchange on the word).
-        attr.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_HCA;
-        attr.device_cap_flags = (bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
-            | bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN
-            | bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE
-            | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
-            | bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS
-            | bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE)
-            as u64;
+        attr.set_atomics_hca();
+        attr.set_caps(
+            DeviceCaps::SYS_IMAGE_GUID
+                .union(DeviceCaps::RC_RNR_NAK_GEN)
+                .union(DeviceCaps::SRQ_RESIZE)
+                .union(DeviceCaps::MEM_WINDOW)
+                .union(DeviceCaps::MEM_MGT_EXTENSIONS)
+                .union(DeviceCaps::ATOMIC_WRITE),
+        );
         Ok(())
     }
 
@@ -90,15 +92,13 @@ impl IbDriver for MetaRoceDevice {
         let ndev = dev.netdev(port).ok_or(ENODEV)?;
         // Active while any plane can carry packets.
         if dev.data().planes.lock().any_carrier() {
-            attr.state = bindings::ib_port_state_IB_PORT_ACTIVE;
-            attr.phys_state = bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP as u8;
+            attr.set_state(PortState::Active);
         } else {
-            attr.state = bindings::ib_port_state_IB_PORT_DOWN;
-            attr.phys_state = bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED as u8;
+            attr.set_state(PortState::Down);
         }
-        attr.max_mtu = bindings::ib_mtu_IB_MTU_4096;
-        attr.active_mtu = ib_mtu_for_payload(ndev.mtu().saturating_sub(MAX_HEADER_BYTES));
-        attr.phys_mtu = bindings::ib_mtu_IB_MTU_4096;
+        attr.max_mtu = Mtu::Bytes4096.raw();
+        attr.active_mtu = Mtu::for_payload(ndev.mtu().saturating_sub(MAX_HEADER_BYTES)).raw();
+        attr.phys_mtu = Mtu::Bytes4096.raw();
         attr.gid_tbl_len = GID_TABLE_LEN as i32;
         attr.pkey_tbl_len = 1;
         // The engine carries at most MAX_MSG_PKTS packets per message; the
@@ -115,10 +115,9 @@ impl IbDriver for MetaRoceDevice {
         if port != FIRST_PORT {
             return Err(EINVAL);
         }
-        imm.core_cap_flags = bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+        imm.set_roce_v2();
         imm.gid_tbl_len = GID_TABLE_LEN as i32;
         imm.pkey_tbl_len = 1;
-        imm.max_mad_size = bindings::IB_MGMT_MAD_SIZE as u32;
         Ok(())
     }
 
@@ -141,7 +140,7 @@ impl IbDriver for MetaRoceDevice {
     fn create_ah(
         dev: &MetaRoceIbDevice,
         pd: usize,
-        attr: &bindings::rdma_ah_attr,
+        attr: &AhAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<AhState> {
         AhState::create(dev, pd, attr, udata)
@@ -153,7 +152,7 @@ impl IbDriver for MetaRoceDevice {
 
     fn create_cq(
         dev: &MetaRoceIbDevice,
-        attr: &bindings::ib_cq_init_attr,
+        attr: &CqInitAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<CqState> {
         CqState::new(dev, attr, udata)
@@ -172,17 +171,17 @@ impl IbDriver for MetaRoceDevice {
         cq.data().resize(dev, cqe, udata)
     }
 
-    fn poll_cq(cq: &Cq<CqState>, wc: &mut [bindings::ib_wc]) -> usize {
+    fn poll_cq(cq: &Cq<CqState>, wc: &mut [Wc]) -> usize {
         cq.data().poll(wc)
     }
 
-    fn req_notify_cq(cq: &Cq<CqState>, flags: u32) -> Result<i32> {
+    fn req_notify_cq(cq: &Cq<CqState>, flags: CqNotifyFlags) -> Result<i32> {
         Ok(cq.data().arm(flags))
     }
 
     fn create_srq(
         dev: &MetaRoceIbDevice,
-        attr: &mut bindings::ib_srq_init_attr,
+        attr: &mut SrqInitAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<SrqState> {
         SrqState::create(dev, attr, udata)
@@ -195,14 +194,13 @@ impl IbDriver for MetaRoceDevice {
     fn modify_srq(
         dev: &MetaRoceIbDevice,
         srq: &Srq<SrqState>,
-        attr: &bindings::ib_srq_attr,
-        mask: u32,
+        req: &SrqModify,
         _udata: Option<&Udata<'_>>,
     ) -> Result {
-        srq.data().modify(dev, attr, mask)
+        srq.data().modify(dev, req)
     }
 
-    fn query_srq(srq: &Srq<SrqState>, attr: &mut bindings::ib_srq_attr) -> Result {
+    fn query_srq(srq: &Srq<SrqState>, attr: &mut SrqAttr) -> Result {
         srq.data().query(attr);
         Ok(())
     }
@@ -222,19 +220,13 @@ impl IbDriver for MetaRoceDevice {
     fn modify_qp(
         dev: &MetaRoceIbDevice,
         qp: &Qp<QpState>,
-        attr: &bindings::ib_qp_attr,
-        mask: u32,
+        req: &QpModify,
         _udata: Option<&Udata<'_>>,
     ) -> Result {
-        qp.data().modify(dev, attr, mask)
+        qp.data().modify(dev, req)
     }
 
-    fn query_qp(
-        qp: &Qp<QpState>,
-        attr: &mut bindings::ib_qp_attr,
-        _mask: u32,
-        init: &mut bindings::ib_qp_init_attr,
-    ) -> Result {
+    fn query_qp(qp: &Qp<QpState>, attr: &mut QpAttr, _mask: u32, init: &mut QpInitAttr) -> Result {
         qp.data().query(attr, init);
         Ok(())
     }
@@ -262,7 +254,7 @@ impl IbDriver for MetaRoceDevice {
     fn get_dma_mr(
         dev: &MetaRoceIbDevice,
         pd: &Pd<()>,
-        access: u32,
+        access: AccessFlags,
     ) -> Result<((u32, u32), MrState)> {
         MrState::register_dma(dev, pd.as_raw() as usize, access)
     }
@@ -273,7 +265,7 @@ impl IbDriver for MetaRoceDevice {
         start: u64,
         length: u64,
         iova: u64,
-        access: u32,
+        access: AccessFlags,
         _udata: Option<&Udata<'_>>,
     ) -> Result<((u32, u32), MrState)> {
         MrState::register_user(dev, pd.as_raw() as usize, start, length, iova, access)
@@ -304,7 +296,11 @@ impl IbDriver for MetaRoceDevice {
         mr.data().map_end(dev, iova, length);
     }
 
-    fn alloc_mw(dev: &MetaRoceIbDevice, pd: usize, mw_type: u32) -> Result<(u32, MwState)> {
+    fn alloc_mw(
+        dev: &MetaRoceIbDevice,
+        pd: usize,
+        mw_type: Option<MwType>,
+    ) -> Result<(u32, MwState)> {
         MwState::alloc(dev, pd, mw_type)
     }
 

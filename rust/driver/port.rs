@@ -4,7 +4,7 @@
 //! MTU (from the netdev MTU of the first plane) and the node GUID.
 
 use crate::ib::device::Device;
-use crate::sys::bindings;
+use crate::ib::types::Mtu;
 
 /// The device's only port: its first plane (further planes are not RDMA
 /// ports, see `plane.rs`).
@@ -20,26 +20,10 @@ pub(crate) const MAX_HEADER_BYTES: u32 = 40 + 8 + 80;
 
 /// The IB MTU currently usable on the device's first port (only the
 /// `ib_device`'s netdev is read: any driver data).
-pub(crate) fn active_mtu<D>(dev: &Device<D>) -> u32 {
+pub(crate) fn active_mtu<D>(dev: &Device<D>) -> Mtu {
     dev.netdev(FIRST_PORT)
-        .map(|n| ib_mtu_for_payload(n.mtu().saturating_sub(MAX_HEADER_BYTES)))
-        .unwrap_or(bindings::ib_mtu_IB_MTU_256)
-}
-
-/// The payload size of IB MTU `mtu` (`IB_MTU_*`).
-pub(crate) fn mtu_bytes(mtu: u32) -> u32 {
-    256u32 << mtu.saturating_sub(bindings::ib_mtu_IB_MTU_256).min(4)
-}
-
-/// Maps a payload size to the largest IB MTU enum value that fits in it.
-pub(crate) fn ib_mtu_for_payload(payload: u32) -> u32 {
-    match payload {
-        4096.. => bindings::ib_mtu_IB_MTU_4096,
-        2048.. => bindings::ib_mtu_IB_MTU_2048,
-        1024.. => bindings::ib_mtu_IB_MTU_1024,
-        512.. => bindings::ib_mtu_IB_MTU_512,
-        _ => bindings::ib_mtu_IB_MTU_256,
-    }
+        .map(|n| Mtu::for_payload(n.mtu().saturating_sub(MAX_HEADER_BYTES)))
+        .unwrap_or(Mtu::Bytes256)
 }
 
 /// The node GUID: the EUI-64 of the netdev's MAC address (as RoCE does), so

@@ -14,7 +14,7 @@ use super::device::{MetaRoceDevice, MetaRoceIbDevice};
 use super::gid::gid_ipv4;
 use super::limits::{MAX_INLINE, MAX_QP_WR, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::Requester;
-use super::port::{active_mtu, mtu_bytes, FIRST_PORT};
+use super::port::{active_mtu, FIRST_PORT};
 use super::qp_counters::QpCounters;
 use super::refusal::{check_limits, qp_state_name, qp_type_name, refuse};
 use super::transport::{Peer, Transport};
@@ -23,19 +23,23 @@ use super::wqe::{self, geometry, Remote, SendWr, Sge};
 use crate::ib::eopnotsupp;
 use crate::ib::lock::{irqs_disabled, new_spinlock_irq, SpinLockIrq};
 use crate::ib::restrack::Details;
-use crate::ib::ring::SharedRing;
-use crate::ib::udata::Udata;
-use crate::ib::verbs::{self, AddressVector, KernelRecvWr, KernelSendWr, Qp, QpInit};
+use crate::ib::ring::{MmapInfo, SharedRing};
+use crate::ib::types::{AccessFlags, Mtu, QpState as Qps, QpType, WrOpcode};
+use crate::ib::udata::{CreateQpResp, Udata};
+use crate::ib::verbs::{
+    self, AddressVector, KernelRecvWr, KernelSendWr, Qp, QpAttr, QpCap, QpInit, QpInitAttr,
+    QpModify,
+};
 use crate::ib::worker::in_task;
-use crate::sys::bindings as b;
 
 /// Attributes set through `modify_qp`.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct QpAttrs {
-    /// `IB_QPS_*`.
-    pub(crate) state: u32,
-    /// `IB_MTU_*` of the path.
-    pub(crate) path_mtu: u32,
+    /// The QP's state.
+    pub(crate) state: Qps,
+    /// The path MTU; `None` until `modify_qp` sets one (then 256 bytes are
+    /// used and 0 is reported).
+    pub(crate) path_mtu: Option<Mtu>,
     /// UD Q_Key.
     pub(crate) qkey: u32,
     /// First expected incoming PSN (kept for query; paths number their own).
@@ -44,8 +48,8 @@ pub(crate) struct QpAttrs {
     pub(crate) sq_psn: u32,
     /// The connected peer QP (RC).
     pub(crate) dest_qp_num: u32,
-    /// `IB_ACCESS_*` remote access allowed to this QP.
-    pub(crate) access: u32,
+    /// The remote access allowed to this QP.
+    pub(crate) access: AccessFlags,
     /// The peer's address (RC).
     pub(crate) av: AddressVector,
     /// Outstanding READs this side may issue / accept.
@@ -64,15 +68,14 @@ pub(crate) struct QpAttrs {
 
 /// Driver state of a QP.
 pub(crate) struct QpState {
-    /// `IB_QPT_*`.
-    qp_type: u32,
+    qp_type: QpType,
     qpn: u32,
     /// The rings, the CQs and (RC) the engine.
     transport: Arc<Transport>,
     /// UD and GSI: the datagram send and receive path.
     datagram: Option<Arc<Datagram>>,
     /// Capabilities granted at creation.
-    cap: b::ib_qp_cap,
+    cap: QpCap,
     /// Completions for every send, not only signalled ones.
     sq_sig_all: bool,
     /// The rings belong to a process (which resets its own indices).
@@ -85,24 +88,10 @@ pub(crate) struct QpState {
     rq_lock: Pin<KBox<SpinLockIrq<()>>>,
     /// Attributes, changed only by `modify_qp`.
     attrs: Pin<KBox<Mutex<QpAttrs>>>,
-    /// `attrs.state`, readable without the mutex: kernel consumers post
-    /// from atomic context, where the mutex must not be taken.
+    /// `attrs.state` (its C value), readable without the mutex: kernel
+    /// consumers post from atomic context, where the mutex must not be
+    /// taken.
     state: AtomicU32,
-}
-
-fn supported(qp_type: u32) -> bool {
-    matches!(
-        qp_type,
-        b::ib_qp_type_IB_QPT_RC
-            | b::ib_qp_type_IB_QPT_UC
-            | b::ib_qp_type_IB_QPT_UD
-            | b::ib_qp_type_IB_QPT_GSI
-    )
-}
-
-/// RC and UC: one peer QP, carried by the engine (UC: see `uc.rs`).
-fn connected(qp_type: u32) -> bool {
-    matches!(qp_type, b::ib_qp_type_IB_QPT_RC | b::ib_qp_type_IB_QPT_UC)
 }
 
 impl QpState {
@@ -114,7 +103,7 @@ impl QpState {
     /// Writes the transport's state for `rdma resource show qp -dd`: RC
     /// and UC QPs (the engine's paths); a datagram QP has none.
     pub(crate) fn details(&self, out: &mut Details<'_>) -> Result {
-        if !connected(self.qp_type) {
+        if !self.qp_type.is_connected() {
             return Ok(());
         }
         self.transport
@@ -128,13 +117,13 @@ impl QpState {
         udata: Option<&Udata<'_>>,
     ) -> Result<(u32, Self)> {
         let attr = init.attr;
-        if !supported(attr.qp_type) {
+        let Some(qp_type) = QpType::from_raw(attr.qp_type) else {
             let why = format_args!(
                 "QP type {} not supported (RC, UC, UD and GSI are)",
                 attr.qp_type
             );
             return Err(refuse(dev, "create_qp", None, eopnotsupp(), why));
-        }
+        };
         if attr.create_flags != 0 {
             let why = format_args!(
                 "create flags {:#x} not supported (none are)",
@@ -142,6 +131,7 @@ impl QpState {
             );
             return Err(refuse(dev, "create_qp", None, eopnotsupp(), why));
         }
+        let sq_sig_all = attr.signals_all();
         let cap = &mut attr.cap;
         check_limits(
             dev,
@@ -176,7 +166,7 @@ impl QpState {
             cap.max_recv_sge = cap.max_recv_sge.max(1);
         }
 
-        let qpn = if attr.qp_type == b::ib_qp_type_IB_QPT_GSI {
+        let qpn = if qp_type == QpType::Gsi {
             1
         } else {
             dev.data().take_qpn()?
@@ -187,12 +177,11 @@ impl QpState {
             let sq_mi = sq.expose_for(udata)?;
             let rq_mi = match rq.as_mut() {
                 Some(rq) => rq.expose_for(udata)?,
-                None => b::metaroce_mmap_info::default(),
+                None => MmapInfo::default(),
             };
-            udata.respond(&b::metaroce_create_qp_resp { rq_mi, sq_mi })?;
+            udata.respond(&CreateQpResp { rq_mi, sq_mi })?;
         }
 
-        let sq_sig_all = attr.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR;
         let transport = Transport::new(
             qpn,
             init.qp_addr,
@@ -206,18 +195,15 @@ impl QpState {
             (init.send_cq, init.recv_cq),
             sq_sig_all,
         )?;
-        if attr.qp_type == b::ib_qp_type_IB_QPT_UC {
+        if qp_type == QpType::Uc {
             transport.set_unreliable();
         }
-        let datagram = match attr.qp_type {
-            t if connected(t) => None,
-            t => Some(Datagram::new(
-                transport.clone(),
-                t == b::ib_qp_type_IB_QPT_GSI,
-            )?),
+        let datagram = match qp_type {
+            t if t.is_connected() => None,
+            t => Some(Datagram::new(transport.clone(), t == QpType::Gsi)?),
         };
         let state = Self {
-            qp_type: attr.qp_type,
+            qp_type,
             qpn,
             transport,
             datagram,
@@ -226,10 +212,10 @@ impl QpState {
             user: udata.is_some(),
             sq_lock: KBox::pin_init(new_spinlock_irq!((), "metaroce_qp_sq"), GFP_KERNEL)?,
             rq_lock: KBox::pin_init(new_spinlock_irq!((), "metaroce_qp_rq"), GFP_KERNEL)?,
-            state: AtomicU32::new(b::ib_qp_state_IB_QPS_RESET),
+            state: AtomicU32::new(Qps::Reset.raw()),
             attrs: KBox::pin_init(
                 new_mutex!(QpAttrs {
-                    state: b::ib_qp_state_IB_QPS_RESET,
+                    state: Qps::Reset,
                     ..Default::default()
                 }),
                 GFP_KERNEL,
@@ -243,182 +229,149 @@ impl QpState {
     pub(crate) fn release(dev: &MetaRoceIbDevice, qp: &Qp<QpState>) {
         drop(dev.data().qps.lock().remove(qp.qp_num()));
         drop(dev.data().uds.lock().remove(qp.qp_num()));
-        if qp.qp_type() != b::ib_qp_type_IB_QPT_GSI {
+        if qp.qp_type() != Some(QpType::Gsi) {
             dev.data().give_back_qpn(qp.qp_num());
         }
     }
 
     /// Applies `modify_qp`: checked first, then the attributes change and
     /// the data path follows the state change.
-    pub(crate) fn modify(&self, dev: &MetaRoceIbDevice, attr: &b::ib_qp_attr, mask: u32) -> Result {
+    pub(crate) fn modify(&self, dev: &MetaRoceIbDevice, req: &QpModify) -> Result {
         let mut a = self.attrs.lock();
-        if self.state() == b::ib_qp_state_IB_QPS_ERR {
+        if self.state() == Qps::Err {
             // The data path failed since the last modify.
-            a.state = b::ib_qp_state_IB_QPS_ERR;
+            a.state = Qps::Err;
         }
-        let next = self.check_modify(dev, attr, mask, a.state)?;
-        let mut n = self.modified(attr, mask, &a);
+        let next = self.check_modify(dev, req, a.state)?;
+        let mut n = self.modified(req, &a);
         n.state = next;
         self.change_state(dev, &n, a.state)?;
         *a = n;
-        self.state.store(next, Ordering::Release);
+        self.state.store(next.raw(), Ordering::Release);
         Ok(())
     }
 
     /// Checks `modify_qp` of the QP in `state`: the transition, then each
     /// attribute it sets. Returns the state it goes to.
-    fn check_modify(
-        &self,
-        dev: &MetaRoceIbDevice,
-        attr: &b::ib_qp_attr,
-        mask: u32,
-        state: u32,
-    ) -> Result<u32> {
-        let cur = if mask & b::ib_qp_attr_mask_IB_QP_CUR_STATE != 0 {
-            attr.cur_qp_state
-        } else {
-            state
-        };
-        let next = if mask & b::ib_qp_attr_mask_IB_QP_STATE != 0 {
-            attr.qp_state
-        } else {
-            cur
-        };
-        if cur != state {
-            let (given, is) = (qp_state_name(cur), qp_state_name(state));
-            return Err(self.refuse(
-                dev,
-                format_args!("current state given as {given} but the QP is in {is}"),
-            ));
-        }
-        if !verbs::modify_qp_is_ok(cur, next, self.qp_type, mask) {
-            let (from, to, t) = (
-                qp_state_name(cur),
-                qp_state_name(next),
-                qp_type_name(self.qp_type),
-            );
-            let why = format_args!("{from} to {to} with attribute mask {mask:#x} is not a valid transition for QP type {t}");
-            return Err(self.refuse(dev, why));
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_PORT != 0 && attr.port_num != FIRST_PORT {
-            let why = format_args!(
-                "port {} is not the device's port {}",
-                attr.port_num, FIRST_PORT
-            );
-            return Err(self.refuse(dev, why));
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_PKEY_INDEX != 0 && attr.pkey_index != 0 {
-            let why = format_args!(
-                "P_Key index {} is not 0 (the P_Key table has one entry)",
-                attr.pkey_index
-            );
-            return Err(self.refuse(dev, why));
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC != 0
-            && u32::from(attr.max_rd_atomic) > MAX_RD_ATOMIC
-        {
-            let why = format_args!(
-                "max_rd_atomic {} above the device's {}",
-                attr.max_rd_atomic, MAX_RD_ATOMIC
-            );
-            return Err(self.refuse(dev, why));
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC != 0
-            && u32::from(attr.max_dest_rd_atomic) > MAX_RD_ATOMIC
-        {
-            let why = format_args!(
-                "max_dest_rd_atomic {} above the device's {}",
-                attr.max_dest_rd_atomic, MAX_RD_ATOMIC
-            );
-            return Err(self.refuse(dev, why));
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_PATH_MTU != 0 {
-            let active = active_mtu(dev);
-            if !(b::ib_mtu_IB_MTU_256..=b::ib_mtu_IB_MTU_4096).contains(&attr.path_mtu) {
-                let why = format_args!(
-                    "path MTU code {} is not an IB MTU (1 to 5: 256 to 4096)",
-                    attr.path_mtu
-                );
-                return Err(self.refuse(dev, why));
-            }
-            if attr.path_mtu > active {
-                let (path, active) = (mtu_bytes(attr.path_mtu), mtu_bytes(active));
+    fn check_modify(&self, dev: &MetaRoceIbDevice, req: &QpModify, state: Qps) -> Result<Qps> {
+        // A value `Qps` does not name (`None` here) is no state the QP is
+        // in, nor one the core lets it go to.
+        let cur = req.cur_state.map_or(Some(state), core::result::Result::ok);
+        let next = req.state.map_or(cur, core::result::Result::ok);
+        let cur = match cur {
+            Some(cur) if cur == state => cur,
+            _ => {
+                let (given, is) = (qp_state_name(cur), qp_state_name(Some(state)));
                 return Err(self.refuse(
                     dev,
-                    format_args!("path MTU {path} above the active MTU {active}"),
+                    format_args!("current state given as {given} but the QP is in {is}"),
                 ));
+            }
+        };
+        let mask = req.mask;
+        let next = match next {
+            Some(next) if verbs::modify_qp_is_ok(cur, next, self.qp_type, mask) => next,
+            _ => {
+                let (from, to, t) = (
+                    qp_state_name(Some(cur)),
+                    qp_state_name(next),
+                    qp_type_name(self.qp_type),
+                );
+                let why = format_args!("{from} to {to} with attribute mask {mask:#x} is not a valid transition for QP type {t}");
+                return Err(self.refuse(dev, why));
+            }
+        };
+        if let Some(port) = req.port_num.filter(|&p| p != FIRST_PORT) {
+            let why = format_args!("port {port} is not the device's port {FIRST_PORT}");
+            return Err(self.refuse(dev, why));
+        }
+        if let Some(index) = req.pkey_index.filter(|&i| i != 0) {
+            let why = format_args!("P_Key index {index} is not 0 (the P_Key table has one entry)");
+            return Err(self.refuse(dev, why));
+        }
+        if let Some(n) = req.max_rd_atomic.filter(|&n| u32::from(n) > MAX_RD_ATOMIC) {
+            let why = format_args!("max_rd_atomic {n} above the device's {MAX_RD_ATOMIC}");
+            return Err(self.refuse(dev, why));
+        }
+        if let Some(n) = req
+            .max_dest_rd_atomic
+            .filter(|&n| u32::from(n) > MAX_RD_ATOMIC)
+        {
+            let why = format_args!("max_dest_rd_atomic {n} above the device's {MAX_RD_ATOMIC}");
+            return Err(self.refuse(dev, why));
+        }
+        match req.path_mtu {
+            None => {}
+            Some(Err(code)) => {
+                let why =
+                    format_args!("path MTU code {code} is not an IB MTU (1 to 5: 256 to 4096)");
+                return Err(self.refuse(dev, why));
+            }
+            Some(Ok(path)) => {
+                let active = active_mtu(dev);
+                if path > active {
+                    let (path, active) = (path.bytes(), active.bytes());
+                    return Err(self.refuse(
+                        dev,
+                        format_args!("path MTU {path} above the active MTU {active}"),
+                    ));
+                }
             }
         }
         Ok(next)
     }
 
-    /// The attributes `modify_qp` sets in `mask` over the QP's `from` (and
-    /// a UD QP's Q_Key passed on to its data path).
-    fn modified(&self, attr: &b::ib_qp_attr, mask: u32, from: &QpAttrs) -> QpAttrs {
+    /// The attributes `modify_qp` sets over the QP's `from` (and a UD QP's
+    /// Q_Key passed on to its data path). `req` has been checked.
+    fn modified(&self, req: &QpModify, from: &QpAttrs) -> QpAttrs {
         let mut n = *from;
-        if mask & b::ib_qp_attr_mask_IB_QP_PATH_MTU != 0 {
-            n.path_mtu = attr.path_mtu;
+        if let Some(Ok(mtu)) = req.path_mtu {
+            n.path_mtu = Some(mtu);
         }
-        if mask & b::ib_qp_attr_mask_IB_QP_QKEY != 0 {
-            n.qkey = attr.qkey;
+        if let Some(qkey) = req.qkey {
+            n.qkey = qkey;
             if let Some(d) = &self.datagram {
-                d.set_qkey(attr.qkey);
+                d.set_qkey(qkey);
             }
         }
-        if mask & b::ib_qp_attr_mask_IB_QP_RQ_PSN != 0 {
-            n.rq_psn = attr.rq_psn & 0xff_ffff;
+        if let Some(psn) = req.rq_psn {
+            n.rq_psn = psn & 0xff_ffff;
         }
-        if mask & b::ib_qp_attr_mask_IB_QP_SQ_PSN != 0 {
-            n.sq_psn = attr.sq_psn & 0xff_ffff;
+        if let Some(psn) = req.sq_psn {
+            n.sq_psn = psn & 0xff_ffff;
         }
-        if mask & b::ib_qp_attr_mask_IB_QP_DEST_QPN != 0 {
-            n.dest_qp_num = attr.dest_qp_num & 0xff_ffff;
+        if let Some(qpn) = req.dest_qp_num {
+            n.dest_qp_num = qpn & 0xff_ffff;
         }
-        if mask & b::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS != 0 {
-            n.access = attr.qp_access_flags as u32;
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_AV != 0 {
-            n.av = AddressVector::from_attr(&attr.ah_attr);
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC != 0 {
-            n.max_rd_atomic = attr.max_rd_atomic;
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC != 0 {
-            n.max_dest_rd_atomic = attr.max_dest_rd_atomic;
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER != 0 {
-            n.min_rnr_timer = attr.min_rnr_timer;
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_TIMEOUT != 0 {
-            n.timeout = attr.timeout;
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_RETRY_CNT != 0 {
-            n.retry_cnt = attr.retry_cnt;
-        }
-        if mask & b::ib_qp_attr_mask_IB_QP_RNR_RETRY != 0 {
-            n.rnr_retry = attr.rnr_retry;
-        }
+        n.access = req.access.unwrap_or(n.access);
+        n.av = req.av.unwrap_or(n.av);
+        n.max_rd_atomic = req.max_rd_atomic.unwrap_or(n.max_rd_atomic);
+        n.max_dest_rd_atomic = req.max_dest_rd_atomic.unwrap_or(n.max_dest_rd_atomic);
+        n.min_rnr_timer = req.min_rnr_timer.unwrap_or(n.min_rnr_timer);
+        n.timeout = req.timeout.unwrap_or(n.timeout);
+        n.retry_cnt = req.retry_cnt.unwrap_or(n.retry_cnt);
+        n.rnr_retry = req.rnr_retry.unwrap_or(n.rnr_retry);
         n
     }
 
     /// The data path follows the QP from state `prev` to `n.state` with
     /// attributes `n`: limits and retry budget, flush, reset, connect,
     /// start sending.
-    fn change_state(&self, dev: &MetaRoceIbDevice, n: &QpAttrs, prev: u32) -> Result {
+    fn change_state(&self, dev: &MetaRoceIbDevice, n: &QpAttrs, prev: Qps) -> Result {
         let next = n.state;
         let t = &self.transport;
         t.set_limits(n.access, n.max_rd_atomic);
         t.set_retry(n.timeout, n.retry_cnt);
-        if next == b::ib_qp_state_IB_QPS_ERR || next == b::ib_qp_state_IB_QPS_RESET {
+        if next == Qps::Err || next == Qps::Reset {
             drop(dev.data().uds.lock().remove(self.qpn));
         }
-        if next == b::ib_qp_state_IB_QPS_ERR && prev != b::ib_qp_state_IB_QPS_ERR {
+        if next == Qps::Err && prev != Qps::Err {
             match &self.datagram {
                 Some(d) => d.flush(),
                 None => t.flush(),
             }
         }
-        if next == b::ib_qp_state_IB_QPS_RESET {
+        if next == Qps::Reset {
             drop(dev.data().qps.lock().remove(self.qpn));
             t.reset();
             if !self.user {
@@ -429,10 +382,7 @@ impl QpState {
                 }
             }
         }
-        if next == b::ib_qp_state_IB_QPS_RTR
-            && prev != b::ib_qp_state_IB_QPS_RTR
-            && connected(self.qp_type)
-        {
+        if next == Qps::Rtr && prev != Qps::Rtr && self.qp_type.is_connected() {
             // v1 carries RC and UC over IPv4 only.
             const V4_ONLY: &str = "this device carries RC and UC over IPv4 only";
             let Some(local) = gid_ipv4(&n.av.sgid) else {
@@ -445,7 +395,7 @@ impl QpState {
                     format_args!("the destination GID is an IPv6 address; {V4_ONLY}"),
                 ));
             };
-            let mtu = mtu_bytes(n.path_mtu);
+            let mtu = n.path_mtu.unwrap_or(Mtu::Bytes256).bytes();
             let planes = dev.data().planes.lock().count();
             t.connect(
                 Peer {
@@ -460,18 +410,15 @@ impl QpState {
             dev.data().qps.lock().insert(self.qpn, t.clone());
             dev.data().start_data_path();
         }
-        if next == b::ib_qp_state_IB_QPS_RTR && prev != b::ib_qp_state_IB_QPS_RTR {
+        if next == Qps::Rtr && prev != Qps::Rtr {
             if let Some(d) = &self.datagram {
                 let ndev = dev.netdev(FIRST_PORT).ok_or(ENODEV)?;
-                d.attach(ndev, mtu_bytes(active_mtu(dev)));
+                d.attach(ndev, active_mtu(dev).bytes());
                 dev.data().uds.lock().insert(self.qpn, d.clone());
                 dev.data().start_data_path();
             }
         }
-        if next == b::ib_qp_state_IB_QPS_RTS
-            && prev == b::ib_qp_state_IB_QPS_RTR
-            && connected(self.qp_type)
-        {
+        if next == Qps::Rts && prev == Qps::Rtr && self.qp_type.is_connected() {
             t.start_sending(n.sq_psn);
         }
         Ok(())
@@ -483,18 +430,18 @@ impl QpState {
     }
 
     /// Fills `query_qp`'s answers.
-    pub(crate) fn query(&self, attr: &mut b::ib_qp_attr, init: &mut b::ib_qp_init_attr) {
+    pub(crate) fn query(&self, attr: &mut QpAttr, init: &mut QpInitAttr) {
         let a = *self.attrs.lock();
         let state = self.state();
-        attr.qp_state = state;
-        attr.cur_qp_state = state;
-        attr.path_mtu = a.path_mtu;
-        attr.path_mig_state = b::ib_mig_state_IB_MIG_MIGRATED;
+        attr.qp_state = state.raw();
+        attr.cur_qp_state = state.raw();
+        attr.path_mtu = a.path_mtu.map_or(0, Mtu::raw);
+        attr.set_no_alternate_path();
         attr.qkey = a.qkey;
         attr.rq_psn = a.rq_psn;
         attr.sq_psn = a.sq_psn;
         attr.dest_qp_num = a.dest_qp_num;
-        attr.qp_access_flags = a.access as i32;
+        attr.qp_access_flags = a.access.raw() as i32;
         attr.cap = self.cap;
         attr.pkey_index = 0;
         attr.port_num = FIRST_PORT;
@@ -505,25 +452,19 @@ impl QpState {
         attr.retry_cnt = a.retry_cnt;
         attr.rnr_retry = a.rnr_retry;
         init.cap = self.cap;
-        init.qp_type = self.qp_type;
-        init.sq_sig_type = if self.sq_sig_all {
-            b::ib_sig_type_IB_SIGNAL_ALL_WR
-        } else {
-            b::ib_sig_type_IB_SIGNAL_REQ_WR
-        };
+        init.qp_type = self.qp_type.raw();
+        init.set_signals_all(self.sq_sig_all);
     }
 
-    /// The QP's state (`IB_QPS_*`): the error state once the data path
-    /// failed (a work request completed in error), as the consumer sees it.
-    pub(crate) fn state(&self) -> u32 {
-        let s = self.state.load(Ordering::Acquire);
-        let live = matches!(
-            s,
-            b::ib_qp_state_IB_QPS_RTR | b::ib_qp_state_IB_QPS_RTS | b::ib_qp_state_IB_QPS_SQD
-        );
+    /// The QP's state: the error state once the data path failed (a work
+    /// request completed in error), as the consumer sees it.
+    pub(crate) fn state(&self) -> Qps {
+        // Only `Qps` values are stored: the fallback is never taken.
+        let s = Qps::from_raw(self.state.load(Ordering::Acquire)).unwrap_or(Qps::Err);
+        let live = matches!(s, Qps::Rtr | Qps::Rts | Qps::Sqd);
         // (A datagram QP fails only through its send ring being corrupted.)
         if live && self.transport.failed() {
-            b::ib_qp_state_IB_QPS_ERR
+            Qps::Err
         } else {
             s
         }
@@ -533,16 +474,14 @@ impl QpState {
     pub(crate) fn post_recv(&self, wr: KernelRecvWr<'_>) -> Result {
         let (wr_id, sges) = wr.read()?;
         let rq = self.transport.rq().ok_or(EINVAL)?;
-        if self.state() == b::ib_qp_state_IB_QPS_RESET
-            || sges.len() > self.cap.max_recv_sge as usize
-        {
+        if self.state() == Qps::Reset || sges.len() > self.cap.max_recv_sge as usize {
             return Err(EINVAL);
         }
         {
             let _guard = self.rq_lock.lock();
             wqe::push_recv(rq, wr_id, sges)?;
         }
-        if self.state() == b::ib_qp_state_IB_QPS_ERR && !irqs_disabled() {
+        if self.state() == Qps::Err && !irqs_disabled() {
             // Posted in error: completes flushed (`ib_drain_rq` waits for
             // exactly that). With interrupts off the device tick flushes it.
             match &self.datagram {
@@ -560,11 +499,7 @@ impl QpState {
         wr: &KernelSendWr<'_, AhState>,
     ) -> Result {
         let w = wr.read(self.qp_type)?;
-        let state = self.state();
-        if state != b::ib_qp_state_IB_QPS_RTS
-            && state != b::ib_qp_state_IB_QPS_SQD
-            && state != b::ib_qp_state_IB_QPS_ERR
-        {
+        if !matches!(self.state(), Qps::Rts | Qps::Sqd | Qps::Err) {
             return Err(EINVAL);
         }
         if w.sges.len() > self.cap.max_send_sge as usize {
@@ -572,7 +507,7 @@ impl QpState {
         }
         // No kernel consumer posts ATOMIC_WRITE (its value has no place in
         // `ib_atomic_wr`): refused rather than sent without one.
-        if w.opcode == b::ib_wr_opcode_IB_WR_ATOMIC_WRITE {
+        if WrOpcode::from_raw(w.opcode) == Some(WrOpcode::AtomicWrite) {
             return Err(EINVAL);
         }
         let remote = match (w.reg, w.rdma, w.atomic, w.ud) {
@@ -630,12 +565,12 @@ impl QpState {
     /// A process rang the doorbell: its send ring has new requests.
     pub(crate) fn doorbell(&self, dev: &MetaRoceIbDevice) -> Result {
         let state = self.state();
-        if state == b::ib_qp_state_IB_QPS_ERR && connected(self.qp_type) {
+        if state == Qps::Err && self.qp_type.is_connected() {
             // Requests posted in the error state complete flushed.
             self.transport.flush();
             return Ok(());
         }
-        if state != b::ib_qp_state_IB_QPS_RTS && state != b::ib_qp_state_IB_QPS_SQD {
+        if state != Qps::Rts && state != Qps::Sqd {
             return Err(EINVAL);
         }
         self.kick(dev)

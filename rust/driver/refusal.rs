@@ -15,7 +15,7 @@ use kernel::prelude::*;
 
 use crate::ib::device::Device;
 use crate::ib::log::info_ratelimited;
-use crate::sys::bindings as b;
+use crate::ib::types::{QpState, QpType};
 
 /// Logs why `verb` on `dev` (on QP `qpn`, if any) was refused and returns
 /// `err`, the errno the verb returns: unchanged by the logging.
@@ -58,28 +58,27 @@ pub(crate) fn check_limits<D, T: Copy + PartialOrd + fmt::Display>(
     }
 }
 
-/// The name of QP state `state` (`IB_QPS_*`), as the IBA writes it.
-pub(crate) fn qp_state_name(state: u32) -> &'static str {
+/// The name of QP state `state`, as the IBA writes it (`None`: a value
+/// that is no state).
+pub(crate) fn qp_state_name(state: Option<QpState>) -> &'static str {
     match state {
-        b::ib_qp_state_IB_QPS_RESET => "RESET",
-        b::ib_qp_state_IB_QPS_INIT => "INIT",
-        b::ib_qp_state_IB_QPS_RTR => "RTR",
-        b::ib_qp_state_IB_QPS_RTS => "RTS",
-        b::ib_qp_state_IB_QPS_SQD => "SQD",
-        b::ib_qp_state_IB_QPS_SQE => "SQE",
-        b::ib_qp_state_IB_QPS_ERR => "ERR",
-        _ => "an unknown state",
+        Some(QpState::Reset) => "RESET",
+        Some(QpState::Init) => "INIT",
+        Some(QpState::Rtr) => "RTR",
+        Some(QpState::Rts) => "RTS",
+        Some(QpState::Sqd) => "SQD",
+        Some(QpState::Sqe) => "SQE",
+        Some(QpState::Err) => "ERR",
+        None => "an unknown state",
     }
 }
 
-/// The name of QP type `qp_type` (`IB_QPT_*`) for the types the device
-/// supports.
-pub(crate) fn qp_type_name(qp_type: u32) -> &'static str {
+/// The name of QP type `qp_type`.
+pub(crate) fn qp_type_name(qp_type: QpType) -> &'static str {
     match qp_type {
-        b::ib_qp_type_IB_QPT_RC => "RC",
-        b::ib_qp_type_IB_QPT_UC => "UC",
-        b::ib_qp_type_IB_QPT_UD => "UD",
-        b::ib_qp_type_IB_QPT_GSI => "GSI",
-        _ => "unsupported",
+        QpType::Rc => "RC",
+        QpType::Uc => "UC",
+        QpType::Ud => "UD",
+        QpType::Gsi => "GSI",
     }
 }

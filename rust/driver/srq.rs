@@ -12,9 +12,8 @@ use crate::ib::device::Device;
 use crate::ib::eopnotsupp;
 use crate::ib::lock::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::ib::ring::SharedRing;
-use crate::ib::udata::Udata;
-use crate::ib::verbs::KernelRecvWr;
-use crate::sys::bindings as b;
+use crate::ib::udata::{CreateSrqResp, Udata};
+use crate::ib::verbs::{KernelRecvWr, SrqAttr, SrqInitAttr, SrqModify};
 
 /// Driver state of an SRQ.
 pub(crate) struct SrqState {
@@ -44,10 +43,10 @@ impl SrqState {
     /// Creates an SRQ; a user SRQ gets its ring mapped.
     pub(crate) fn create<D: SrqNumbers>(
         dev: &Device<D>,
-        attr: &mut b::ib_srq_init_attr,
+        attr: &mut SrqInitAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self> {
-        if attr.srq_type != b::ib_srq_type_IB_SRQT_BASIC {
+        if !attr.is_basic() {
             let why = format_args!(
                 "SRQ type {} not supported (only basic SRQs are)",
                 attr.srq_type
@@ -83,7 +82,7 @@ impl SrqState {
         let srq_num = dev.data().take_srq_num()?;
         if let Some(udata) = udata {
             let res = ring.expose_for(udata).and_then(|mi| {
-                udata.respond(&b::metaroce_create_srq_resp {
+                udata.respond(&CreateSrqResp {
                     mi,
                     srq_num,
                     reserved: 0,
@@ -134,24 +133,24 @@ impl SrqState {
     }
 
     /// `modify_srq`: only the limit can change (no resize).
-    pub(crate) fn modify<D>(&self, dev: &Device<D>, attr: &b::ib_srq_attr, mask: u32) -> Result {
-        if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
+    pub(crate) fn modify<D>(&self, dev: &Device<D>, req: &SrqModify) -> Result {
+        if req.max_wr.is_some() {
             let why = format_args!("max_wr: resizing an SRQ is not supported");
             return Err(refuse(dev, "modify_srq", None, eopnotsupp(), why));
         }
-        if mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0 {
+        if let Some(limit) = req.limit {
             let max_wr = self.ring.count();
-            if attr.srq_limit > max_wr {
-                let why = format_args!("srq_limit {} above its max_wr {}", attr.srq_limit, max_wr);
+            if limit > max_wr {
+                let why = format_args!("srq_limit {limit} above its max_wr {max_wr}");
                 return Err(refuse(dev, "modify_srq", None, EINVAL, why));
             }
-            *self.limit.lock() = attr.srq_limit;
+            *self.limit.lock() = limit;
         }
         Ok(())
     }
 
     /// `query_srq`.
-    pub(crate) fn query(&self, attr: &mut b::ib_srq_attr) {
+    pub(crate) fn query(&self, attr: &mut SrqAttr) {
         attr.max_wr = self.ring.count();
         attr.max_sge = self.max_sge;
         attr.srq_limit = *self.limit.lock();

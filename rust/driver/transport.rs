@@ -50,10 +50,10 @@ use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
 use crate::ib::skb::{Ipv4Addr, TxTail};
+use crate::ib::types::{AccessFlags, WcOpcode, WcStatus};
 use crate::ib::udp::{TunnelSock, TxV4};
-use crate::ib::verbs::ObjRef;
+use crate::ib::verbs::{CqRef, SrqRef};
 use crate::ib::worker::WorkItem;
-use crate::sys::bindings as b;
 
 mod completer;
 mod planes;
@@ -88,8 +88,8 @@ pub(crate) struct Peer {
 #[derive(Clone, Copy)]
 struct OutWr {
     wr_id: u64,
-    /// `IB_WC_*` opcode of its completion.
-    wc_opcode: u32,
+    /// The opcode of its completion.
+    wc_opcode: WcOpcode,
     /// Engine opcode of its messages (a split WRITE_IMM: the last one).
     opcode: Opcode,
     signaled: bool,
@@ -110,13 +110,13 @@ struct OutWr {
     posted: u32,
     /// Messages (READ: responses) still to complete.
     pending: u32,
-    /// `IB_WC_*` status; the first failure sticks.
-    status: u32,
+    /// Its completion status; the first failure sticks.
+    status: WcStatus,
 }
 
 const NO_WR: OutWr = OutWr {
     wr_id: 0,
-    wc_opcode: 0,
+    wc_opcode: WcOpcode::Send,
     opcode: Opcode::Send,
     signaled: false,
     sges: [Sge {
@@ -136,7 +136,7 @@ const NO_WR: OutWr = OutWr {
     swap: 0,
     posted: 0,
     pending: 0,
-    status: b::ib_wc_status_IB_WC_SUCCESS,
+    status: WcStatus::Success,
 };
 
 /// `remote_va` bit of a SEND message: more parts of the same SEND follow
@@ -225,8 +225,9 @@ struct Inner {
     /// The peer's atomic requests placed and not yet executed, at
     /// `msn % MSG_WINDOW`.
     atomic_operands: KVVec<AtomicOperands>,
-    /// `IB_ACCESS_*` the QP grants its peer (REMOTE_WRITE, REMOTE_READ).
-    access: u32,
+    /// The rights the QP grants its peer (REMOTE_WRITE, REMOTE_READ,
+    /// REMOTE_ATOMIC).
+    access: AccessFlags,
     /// Receive sequence number of the next receive-consuming message sent.
     tx_rsn: u16,
     /// Receive sequence number of the next receive-consuming message to
@@ -272,9 +273,9 @@ pub(crate) struct Transport {
     inner: Pin<KBox<SpinLockBh<Inner>>>,
     pub(super) sq: SharedRing,
     pub(super) rq: Option<SharedRing>,
-    pub(super) srq: Option<ObjRef<b::ib_srq, SrqState>>,
-    pub(super) send_cq: ObjRef<b::ib_cq, CqState>,
-    pub(super) recv_cq: ObjRef<b::ib_cq, CqState>,
+    pub(super) srq: Option<SrqRef<SrqState>>,
+    pub(super) send_cq: CqRef<CqState>,
+    pub(super) recv_cq: CqRef<CqState>,
     pub(super) qpn: u32,
     /// The `ib_qp`, for `ib_wc.qp` of kernel consumers.
     pub(super) qp_addr: u64,
@@ -379,8 +380,8 @@ impl Transport {
         local: Requester,
         sq: SharedRing,
         rq: Option<SharedRing>,
-        srq: Option<ObjRef<b::ib_srq, SrqState>>,
-        cqs: (ObjRef<b::ib_cq, CqState>, ObjRef<b::ib_cq, CqState>),
+        srq: Option<SrqRef<SrqState>>,
+        cqs: (CqRef<CqState>, CqRef<CqState>),
         sq_sig_all: bool,
     ) -> Result<Arc<Self>> {
         let sender = kvbox_copy(&EMPTY_SENDER)?;
@@ -422,7 +423,7 @@ impl Transport {
             max_rd_atomic: 1,
             answers: [None; MAX_RD_ATOMIC as usize],
             atomic_operands,
-            access: 0,
+            access: AccessFlags::NONE,
             tx_rsn: 0,
             rx_rsn: 0,
             peer: None,
@@ -566,10 +567,10 @@ impl Transport {
         self.inner.lock().uc = Some(UcDrops::NONE);
     }
 
-    /// The QP's remote access flags (`IB_ACCESS_REMOTE_*`) and the READs it
+    /// The QP's remote access flags and the READs it
     /// may have outstanding (`max_rd_atomic`; 0 is taken as 1 so that a
     /// READ is not stuck forever).
-    pub(crate) fn set_limits(&self, access: u32, max_rd_atomic: u8) {
+    pub(crate) fn set_limits(&self, access: AccessFlags, max_rd_atomic: u8) {
         let mut i = self.inner.lock();
         i.access = access;
         i.max_rd_atomic = usize::from(max_rd_atomic).clamp(1, MAX_RD_ATOMIC as usize);

@@ -21,6 +21,7 @@
 //! when it completes, in message order.
 
 use crate::engine::config::MSG_WINDOW;
+use crate::ib::types::WcStatus;
 
 /// What became of the receive a dropped message would have consumed.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -29,8 +30,8 @@ pub(crate) enum RecvFate {
     Taken,
     /// No receive was posted for it: none is consumed.
     NotPosted,
-    /// The receive completes with this `IB_WC_*` error status.
-    Failed(u32),
+    /// The receive completes with this error status.
+    Failed(WcStatus),
 }
 
 /// Drop bookkeeping of one UC QP's responder side.

@@ -2,9 +2,9 @@
 
 //! The driver's side of the ring format, which `crate::abi` holds (the
 //! byte layout of include/uapi/rdma/metaroce-abi.h, the encoders and
-//! validating decoders, shared with the provider): the layout proven
-//! against the module's bindgen output, the ring sizes, and work requests
-//! and completions in the driver's terms.
+//! validating decoders, shared with the provider; `crate::ib::ring` proves
+//! the layout against the module's bindgen output): the ring sizes, and
+//! work requests and completions in the driver's terms.
 //!
 //! Everything read back from a ring may have been written by a process:
 //! an element is copied out of the ring once, then decoded and validated
@@ -14,18 +14,17 @@ use kernel::prelude::*;
 
 use super::limits::{MAX_INLINE, MAX_SGE};
 use super::mr::Bind;
+use crate::abi::cqe;
 use crate::abi::layout;
-use crate::abi::opcode::WrOpcode;
+use crate::abi::opcode;
 use crate::abi::send::{Payload, SendHeader};
 use crate::abi::{recv, send};
 use crate::ib::ring::SharedRing;
-use crate::sys::bindings;
+use crate::ib::types::{AccessFlags, WcOpcode, WcStatus, WrOpcode};
+use crate::ib::verbs::KernelSge;
 
-pub(crate) use crate::abi::cqe::Completion;
 pub(crate) use crate::abi::send::{Remote, SendWr};
 pub(crate) use crate::abi::sge::Sge;
-
-crate::check_layout!(crate::abi, crate::sys::bindings);
 
 /// Bytes of a send WQE before its SGEs or inline data.
 pub(crate) const SEND_WQE_HEADER: usize = layout::send::SIZE;
@@ -36,48 +35,62 @@ pub(crate) const SGE: usize = layout::sge::SIZE;
 /// Bytes per completion entry (the ring's element may be larger).
 pub(crate) const CQE: usize = layout::cqe::SIZE;
 
-// The driver reads the opcodes a process writes (`IB_UVERBS_WR_*`, the
-// ring format's) as the kernel's `IB_WR_*`: the same values.
-const _: () = {
-    use bindings as b;
-    let same = [
-        (WrOpcode::RdmaWrite, b::ib_wr_opcode_IB_WR_RDMA_WRITE),
-        (
-            WrOpcode::RdmaWriteWithImm,
-            b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM,
-        ),
-        (WrOpcode::Send, b::ib_wr_opcode_IB_WR_SEND),
-        (WrOpcode::SendWithImm, b::ib_wr_opcode_IB_WR_SEND_WITH_IMM),
-        (WrOpcode::RdmaRead, b::ib_wr_opcode_IB_WR_RDMA_READ),
-        (
-            WrOpcode::AtomicCmpAndSwp,
-            b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP,
-        ),
-        (
-            WrOpcode::AtomicFetchAndAdd,
-            b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD,
-        ),
-        (WrOpcode::LocalInv, b::ib_wr_opcode_IB_WR_LOCAL_INV),
-        (
-            WrOpcode::BindMw,
-            b::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW,
-        ),
-        (WrOpcode::SendWithInv, b::ib_wr_opcode_IB_WR_SEND_WITH_INV),
-        (WrOpcode::AtomicWrite, b::ib_wr_opcode_IB_WR_ATOMIC_WRITE),
-    ];
-    let mut i = 0;
-    while i < same.len() {
-        assert!(same[i].0 as u32 == same[i].1);
-        i += 1;
+/// A work completion as the data path makes it, with a typed status and
+/// opcode; [`Completion::cqe`] turns it into the ring format's, with their
+/// C values.
+#[derive(Clone, Copy)]
+pub(crate) struct Completion {
+    /// The work request's id.
+    pub(crate) wr_id: u64,
+    /// How the work request ended.
+    pub(crate) status: WcStatus,
+    /// What completed.
+    pub(crate) opcode: WcOpcode,
+    /// Bytes received (receives) or transferred.
+    pub(crate) byte_len: u32,
+    /// Immediate data (network order) or the invalidated rkey.
+    pub(crate) ex: u32,
+    /// The local QP.
+    pub(crate) qp_num: u32,
+    /// The remote QP (datagrams).
+    pub(crate) src_qp: u32,
+    /// `WcFlags` (`IB_WC_*` flags).
+    pub(crate) wc_flags: u32,
+}
+
+impl Completion {
+    /// A completion of work request `wr_id` of QP `qp_num`, with no bytes,
+    /// immediate, source QP or flags.
+    pub(crate) fn new(wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32) -> Self {
+        Self {
+            wr_id,
+            status,
+            opcode,
+            byte_len: 0,
+            ex: 0,
+            qp_num,
+            src_qp: 0,
+            wc_flags: 0,
+        }
     }
-    use crate::abi::opcode::{SendFlags, WcFlags};
-    assert!(SendFlags::SIGNALED == b::ib_send_flags_IB_SEND_SIGNALED as u32);
-    assert!(SendFlags::SOLICITED == b::ib_send_flags_IB_SEND_SOLICITED as u32);
-    assert!(SendFlags::INLINE == b::ib_send_flags_IB_SEND_INLINE as u32);
-    assert!(WcFlags::GRH == b::ib_wc_flags_IB_WC_GRH);
-    assert!(WcFlags::WITH_IMM == b::ib_wc_flags_IB_WC_WITH_IMM);
-    assert!(WcFlags::WITH_INVALIDATE == b::ib_wc_flags_IB_WC_WITH_INVALIDATE);
-};
+
+    /// The completion in the ring format, reported on port `port_num`
+    /// (the fields the driver does not fill are 0).
+    pub(crate) fn cqe(&self, port_num: u8) -> cqe::Completion {
+        cqe::Completion {
+            wr_id: self.wr_id,
+            status: self.status.raw(),
+            opcode: self.opcode.raw(),
+            byte_len: self.byte_len,
+            ex: self.ex,
+            qp_num: self.qp_num,
+            src_qp: self.src_qp,
+            wc_flags: self.wc_flags,
+            port_num,
+            ..Default::default()
+        }
+    }
+}
 
 /// Ring geometry for a queue asked to hold `wr` entries of `elem` bytes:
 /// (element count, element size), both powers of two.
@@ -149,7 +162,7 @@ fn get<T>(
 /// Appends a kernel consumer's receive request (`wr_id`, `sges`) to a
 /// receive ring; `ENOMEM` when the ring is full. The caller serialises
 /// producers of the ring.
-pub(crate) fn push_recv(ring: &SharedRing, wr_id: u64, sges: &[bindings::ib_sge]) -> Result {
+pub(crate) fn push_recv(ring: &SharedRing, wr_id: u64, sges: &[KernelSge]) -> Result {
     if sges.len() > MAX_SGE as usize {
         return Err(EINVAL);
     }
@@ -227,6 +240,11 @@ pub(crate) struct SendReq {
 }
 
 impl SendReq {
+    /// The opcode, if it is one this device carries out.
+    pub(crate) fn wr_opcode(&self) -> Option<WrOpcode> {
+        WrOpcode::from_raw(self.opcode)
+    }
+
     /// Total bytes of the message.
     pub(crate) fn len(&self) -> u64 {
         if self.is_inline {
@@ -254,7 +272,7 @@ pub(crate) fn get_bind(ring: &SharedRing, index: u32) -> Bind {
         region_key: mw.mr_lkey,
         window_key: mw.mw_rkey,
         new_key: mw.rkey,
-        access: mw.access,
+        access: AccessFlags::from_raw(mw.access),
     }
 }
 
@@ -265,7 +283,7 @@ pub(crate) fn get_send(ring: &SharedRing, index: u32) -> Result<SendReq> {
     // Atomics use the `wr.atomic` member (the rkey after the operands),
     // everything else reads as `wr.rdma` (datagram.rs reads `wr.ud` out
     // of `remote_addr` and `rkey`).
-    let atomic = WrOpcode::from_u32(h.opcode).is_some_and(WrOpcode::is_atomic);
+    let atomic = opcode::WrOpcode::from_u32(h.opcode).is_some_and(opcode::WrOpcode::is_atomic);
     let (remote_addr, rkey, compare_add, swap) = if atomic {
         let a = h.wr.atomic();
         (a.addr, a.rkey, a.compare_add, a.swap)

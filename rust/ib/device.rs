@@ -11,9 +11,13 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::netdev::{NetDevice, NetDeviceRef};
+use super::sys::bindings;
+use super::types::{AccessFlags, CqNotifyFlags, MwType};
 use super::udata::Udata;
-use super::verbs::{Ah, Cq, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpInit, Srq};
-use crate::sys::bindings;
+use super::verbs::{
+    Ah, AhAttr, Cq, CqInitAttr, KernelRecvWr, KernelSendWr, Mr, Mw, Pd, Qp, QpAttr, QpInit,
+    QpInitAttr, QpModify, Srq, SrqAttr, SrqInitAttr, SrqModify, Wc,
+};
 
 /// Device attributes reported by `query_device` (the core's `ib_device_attr`).
 pub(crate) type DeviceAttr = bindings::ib_device_attr;
@@ -21,6 +25,92 @@ pub(crate) type DeviceAttr = bindings::ib_device_attr;
 pub(crate) type PortAttr = bindings::ib_port_attr;
 /// Port properties fixed at registration (the core's `ib_port_immutable`).
 pub(crate) type PortImmutable = bindings::ib_port_immutable;
+
+/// `device_cap_flags` of `query_device` (`enum ib_device_cap_flags`): a
+/// set of what the device offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DeviceCaps(bindings::ib_device_cap_flags);
+
+impl DeviceCaps {
+    /// `IB_DEVICE_SYS_IMAGE_GUID`: `sys_image_guid` is set.
+    pub(crate) const SYS_IMAGE_GUID: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID);
+    /// `IB_DEVICE_RC_RNR_NAK_GEN`.
+    pub(crate) const RC_RNR_NAK_GEN: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN);
+    /// `IB_DEVICE_SRQ_RESIZE`.
+    pub(crate) const SRQ_RESIZE: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE);
+    /// `IB_DEVICE_MEM_WINDOW`: memory windows.
+    pub(crate) const MEM_WINDOW: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW);
+    /// `IB_DEVICE_MEM_MGT_EXTENSIONS`: fast registration and local
+    /// invalidation.
+    pub(crate) const MEM_MGT_EXTENSIONS: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS);
+    /// `IB_DEVICE_ATOMIC_WRITE`.
+    pub(crate) const ATOMIC_WRITE: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE);
+
+    /// Both sets' flags.
+    pub(crate) const fn union(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+}
+
+impl DeviceAttr {
+    /// Reports the device capabilities `caps`.
+    pub(crate) fn set_caps(&mut self, caps: DeviceCaps) {
+        self.device_cap_flags = caps.0 as u64;
+    }
+
+    /// Reports that the device can be unregistered while processes use it
+    /// (`IBK_ALLOW_USER_UNREG`), the only kernel capability it has.
+    pub(crate) fn set_user_unregister(&mut self) {
+        self.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+    }
+
+    /// Reports atomics that are atomic among all the device runs
+    /// (`IB_ATOMIC_HCA`).
+    pub(crate) fn set_atomics_hca(&mut self) {
+        self.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_HCA;
+    }
+}
+
+/// Whether a port carries packets: its `ib_port_state` and
+/// `ib_port_phys_state` together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PortState {
+    /// `IB_PORT_DOWN`, physically `IB_PORT_PHYS_STATE_DISABLED`.
+    Down,
+    /// `IB_PORT_ACTIVE`, physically `IB_PORT_PHYS_STATE_LINK_UP`.
+    Active,
+}
+
+impl PortAttr {
+    /// Reports the port's state.
+    pub(crate) fn set_state(&mut self, state: PortState) {
+        let (s, phys) = match state {
+            PortState::Down => (
+                bindings::ib_port_state_IB_PORT_DOWN,
+                bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED,
+            ),
+            PortState::Active => (
+                bindings::ib_port_state_IB_PORT_ACTIVE,
+                bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP,
+            ),
+        };
+        self.state = s;
+        self.phys_state = phys as u8;
+    }
+}
+
+impl PortImmutable {
+    /// A RoCE v2 port (`RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP`) whose MADs are
+    /// `IB_MGMT_MAD_SIZE` bytes.
+    pub(crate) fn set_roce_v2(&mut self) {
+        self.core_cap_flags = bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+        self.max_mad_size = bindings::IB_MGMT_MAD_SIZE as u32;
+    }
+}
 
 /// The driver id the core tells our devices apart by (in
 /// `ib_device_get_by_netdev` and `ib_unregister_driver`), and user space
@@ -67,7 +157,7 @@ pub(crate) trait IbDriver: Sized {
     fn create_ah(
         dev: &Device<Self::Data>,
         pd_addr: usize,
-        attr: &bindings::rdma_ah_attr,
+        attr: &AhAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self::Ah>;
     /// The AH is about to be destroyed (its data is dropped right after).
@@ -75,13 +165,13 @@ pub(crate) trait IbDriver: Sized {
     /// Creates a completion queue.
     fn create_cq(
         dev: &Device<Self::Data>,
-        attr: &bindings::ib_cq_init_attr,
+        attr: &CqInitAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self::Cq>;
     /// How many completions the CQ holds (reported to the consumer).
     fn cq_capacity(cq: &Cq<Self::Cq>) -> u32;
     /// Moves up to `wc.len()` completions into `wc`; returns how many.
-    fn poll_cq(cq: &Cq<Self::Cq>, wc: &mut [bindings::ib_wc]) -> usize;
+    fn poll_cq(cq: &Cq<Self::Cq>, wc: &mut [Wc]) -> usize;
     /// Changes the CQ to hold at least `cqe` completions, keeping the
     /// pending ones; [`IbDriver::cq_capacity`] reports the new size after.
     fn resize_cq(
@@ -91,25 +181,24 @@ pub(crate) trait IbDriver: Sized {
         udata: Option<&Udata<'_>>,
     ) -> Result;
     /// Arms the CQ; returns 1 if completions were missed (as the verb does).
-    fn req_notify_cq(cq: &Cq<Self::Cq>, flags: u32) -> Result<i32>;
+    fn req_notify_cq(cq: &Cq<Self::Cq>, flags: CqNotifyFlags) -> Result<i32>;
     /// Creates a shared receive queue.
     fn create_srq(
         dev: &Device<Self::Data>,
-        attr: &mut bindings::ib_srq_init_attr,
+        attr: &mut SrqInitAttr,
         udata: Option<&Udata<'_>>,
     ) -> Result<Self::Srq>;
     /// Changes the limit or size of an SRQ.
     fn modify_srq(
         dev: &Device<Self::Data>,
         srq: &Srq<Self::Srq>,
-        attr: &bindings::ib_srq_attr,
-        mask: u32,
+        req: &SrqModify,
         udata: Option<&Udata<'_>>,
     ) -> Result;
     /// The SRQ is about to be destroyed (its data is dropped right after).
     fn destroy_srq(dev: &Device<Self::Data>, srq: &Srq<Self::Srq>);
     /// Reports an SRQ's attributes.
-    fn query_srq(srq: &Srq<Self::Srq>, attr: &mut bindings::ib_srq_attr) -> Result;
+    fn query_srq(srq: &Srq<Self::Srq>, attr: &mut SrqAttr) -> Result;
     /// Posts one receive work request to an SRQ (kernel consumers).
     fn post_srq_recv(srq: &Srq<Self::Srq>, wr: KernelRecvWr<'_>) -> Result;
     /// Creates a queue pair; returns its number and state.
@@ -122,17 +211,11 @@ pub(crate) trait IbDriver: Sized {
     fn modify_qp(
         dev: &Device<Self::Data>,
         qp: &Qp<Self::Qp>,
-        attr: &bindings::ib_qp_attr,
-        mask: u32,
+        req: &QpModify,
         udata: Option<&Udata<'_>>,
     ) -> Result;
     /// Reports a QP's attributes.
-    fn query_qp(
-        qp: &Qp<Self::Qp>,
-        attr: &mut bindings::ib_qp_attr,
-        mask: u32,
-        init: &mut bindings::ib_qp_init_attr,
-    ) -> Result;
+    fn query_qp(qp: &Qp<Self::Qp>, attr: &mut QpAttr, mask: u32, init: &mut QpInitAttr) -> Result;
     /// The QP is about to be destroyed: stop using it (its data is dropped
     /// right after).
     fn destroy_qp(dev: &Device<Self::Data>, qp: &Qp<Self::Qp>);
@@ -150,7 +233,7 @@ pub(crate) trait IbDriver: Sized {
     fn get_dma_mr(
         dev: &Device<Self::Data>,
         pd: &Pd<Self::Pd>,
-        access: u32,
+        access: AccessFlags,
     ) -> Result<((u32, u32), Self::Mr)>;
     /// Registers user memory; returns `((lkey, rkey), state)`.
     fn reg_user_mr(
@@ -159,7 +242,7 @@ pub(crate) trait IbDriver: Sized {
         start: u64,
         length: u64,
         iova: u64,
-        access: u32,
+        access: AccessFlags,
         udata: Option<&Udata<'_>>,
     ) -> Result<((u32, u32), Self::Mr)>;
     /// The region is about to be freed (its data is dropped right after).
@@ -182,7 +265,11 @@ pub(crate) trait IbDriver: Sized {
     fn map_mr_end(dev: &Device<Self::Data>, mr: &Mr<Self::Mr>, iova: u64, length: u64);
     /// Creates a memory window of type `mw_type` (`IB_MW_TYPE_*`) in the PD
     /// at `pd_addr`; returns `(rkey, state)`.
-    fn alloc_mw(dev: &Device<Self::Data>, pd_addr: usize, mw_type: u32) -> Result<(u32, Self::Mw)>;
+    fn alloc_mw(
+        dev: &Device<Self::Data>,
+        pd_addr: usize,
+        mw_type: Option<MwType>,
+    ) -> Result<(u32, Self::Mw)>;
     /// The window is about to be freed (its data is dropped right after).
     fn dealloc_mw(dev: &Device<Self::Data>, mw: &Mw<Self::Mw>);
 

@@ -14,7 +14,7 @@
 use kernel::prelude::*;
 
 use super::skb::TxTail;
-use crate::sys::bindings;
+use super::sys::bindings;
 
 /// Proof that work requests come from a kernel consumer: held by the data
 /// path of a QP the kernel created (no `ib_udata`, no user object), and by

@@ -10,7 +10,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::netdev::NetDevice;
-use crate::sys::bindings;
+use super::sys::bindings;
 
 /// What a link type implements.
 pub(crate) trait LinkType {

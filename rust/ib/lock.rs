@@ -12,7 +12,7 @@
 
 use kernel::sync::lock::{Backend, Lock};
 
-use crate::sys::bindings;
+use super::sys::bindings;
 
 /// An initialiser of lock type `$lock` with the given name and a new lock
 /// class (one per call site, as `new_spinlock!`).

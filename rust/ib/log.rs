@@ -7,7 +7,7 @@ use core::fmt;
 
 use kernel::prelude::*;
 
-use crate::sys::bindings;
+use super::sys::bindings;
 
 /// Logs `line` at info level unless the module's refusal lines are over the
 /// kernel's default rate (10 per 5 s); the kernel then counts the lines it

@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Safe wrappers over the parts of the RDMA core and the network stack that
-//! the driver uses. This layer (with `crate::sys`) is the only place where the
-//! module holds `unsafe` code; `crate::driver` above it has none.
+//! the driver uses. This layer (with `sys`, its private child) is the only
+//! place where the module holds `unsafe` code; `crate::driver` above it has
+//! none, and names no bindgen item: `sys` is not visible to it.
+
+// The FFI layer (rust/sys): private to this module, so `crate::driver`
+// cannot name a bindgen item; the compiler holds it to the safe types here.
+#[path = "../sys/mod.rs"]
+mod sys;
 
 pub(crate) mod device;
 pub(crate) mod heap;
@@ -17,6 +23,7 @@ pub(crate) mod ring;
 pub(crate) mod skb;
 pub(crate) mod stats;
 pub(crate) mod timer;
+pub(crate) mod types;
 pub(crate) mod udata;
 pub(crate) mod udp;
 pub(crate) mod umem;

@@ -10,7 +10,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::skb::Ipv4Addr;
-use crate::sys::bindings;
+use super::sys::bindings;
 
 /// A network device borrowed from the caller (the RDMA core or a notifier).
 ///

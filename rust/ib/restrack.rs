@@ -16,8 +16,8 @@ use kernel::prelude::*;
 
 use super::device::IbDriver;
 use super::emsgsize;
+use super::sys::bindings;
 use super::verbs::Qp;
-use crate::sys::bindings;
 
 /// Longest attribute name, NUL included (iproute2 prints them as they are).
 const NAME_MAX: usize = 32;

@@ -15,11 +15,59 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::error::to_result;
 use kernel::prelude::*;
 
+use super::sys::bindings;
 use super::udata::Udata;
 use crate::abi::ring::Geometry;
-use crate::sys::bindings;
 
 const PAGE_SIZE: usize = 1 << bindings::PAGE_SHIFT;
+
+// The ring format of `crate::abi` (the WQE and CQE layout) is that of
+// include/uapi/rdma/metaroce-abi.h as bindgen sees it.
+crate::check_layout!(crate::abi, crate::ib::sys::bindings);
+
+// The driver reads the opcodes a process writes (`IB_UVERBS_WR_*`, the
+// ring format's) as the kernel's `IB_WR_*`: the same values.
+const _: () = {
+    use crate::abi::opcode::WrOpcode;
+    use bindings as b;
+    let same = [
+        (WrOpcode::RdmaWrite, b::ib_wr_opcode_IB_WR_RDMA_WRITE),
+        (
+            WrOpcode::RdmaWriteWithImm,
+            b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM,
+        ),
+        (WrOpcode::Send, b::ib_wr_opcode_IB_WR_SEND),
+        (WrOpcode::SendWithImm, b::ib_wr_opcode_IB_WR_SEND_WITH_IMM),
+        (WrOpcode::RdmaRead, b::ib_wr_opcode_IB_WR_RDMA_READ),
+        (
+            WrOpcode::AtomicCmpAndSwp,
+            b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP,
+        ),
+        (
+            WrOpcode::AtomicFetchAndAdd,
+            b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD,
+        ),
+        (WrOpcode::LocalInv, b::ib_wr_opcode_IB_WR_LOCAL_INV),
+        (
+            WrOpcode::BindMw,
+            b::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW,
+        ),
+        (WrOpcode::SendWithInv, b::ib_wr_opcode_IB_WR_SEND_WITH_INV),
+        (WrOpcode::AtomicWrite, b::ib_wr_opcode_IB_WR_ATOMIC_WRITE),
+    ];
+    let mut i = 0;
+    while i < same.len() {
+        assert!(same[i].0 as u32 == same[i].1);
+        i += 1;
+    }
+    use crate::abi::opcode::{SendFlags, WcFlags};
+    assert!(SendFlags::SIGNALED == b::ib_send_flags_IB_SEND_SIGNALED as u32);
+    assert!(SendFlags::SOLICITED == b::ib_send_flags_IB_SEND_SOLICITED as u32);
+    assert!(SendFlags::INLINE == b::ib_send_flags_IB_SEND_INLINE as u32);
+    assert!(WcFlags::GRH == b::ib_wc_flags_IB_WC_GRH);
+    assert!(WcFlags::WITH_IMM == b::ib_wc_flags_IB_WC_WITH_IMM);
+    assert!(WcFlags::WITH_INVALIDATE == b::ib_wc_flags_IB_WC_WITH_INVALIDATE);
+};
 
 /// Where user space maps an exposed ring (the uapi `metaroce_mmap_info`).
 pub(crate) type MmapInfo = bindings::metaroce_mmap_info;

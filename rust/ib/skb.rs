@@ -11,7 +11,7 @@ use core::ptr::NonNull;
 
 use kernel::prelude::*;
 
-use crate::sys::bindings;
+use super::sys::bindings;
 
 /// Length of the UDP header.
 pub(crate) const UDP_HEADER_LEN: usize = 8;

@@ -7,8 +7,8 @@
 use kernel::prelude::*;
 
 use super::device::{Device, IbDriver};
+use super::sys::bindings;
 use super::verbs::Qp;
-use crate::sys::bindings;
 
 /// The name of one counter (a `struct rdma_stat_desc`), in a static table
 /// that the core keeps pointing to.

@@ -10,7 +10,7 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use kernel::prelude::*;
 use kernel::types::Opaque;
 
-use crate::sys::bindings;
+use super::sys::bindings;
 
 /// What a [`Ticker`] calls, in softirq context: must not sleep.
 pub(crate) trait Tick: Sync {

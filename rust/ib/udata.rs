@@ -8,7 +8,7 @@ use core::ptr::NonNull;
 use kernel::error::to_result;
 use kernel::prelude::*;
 
-use crate::sys::bindings;
+use super::sys::bindings;
 
 /// Plain data that may be copied to or from user space byte for byte.
 ///
@@ -19,17 +19,32 @@ use crate::sys::bindings;
 /// which every bit pattern is valid.
 pub(crate) unsafe trait UserAbi: Copy + Default {}
 
+/// `create_cq`'s answer to user space (`struct metaroce_create_cq_resp`,
+/// include/uapi/rdma/metaroce-abi.h): where the CQ ring is mapped.
+pub(crate) type CreateCqResp = bindings::metaroce_create_cq_resp;
+/// `create_qp`'s answer (`struct metaroce_create_qp_resp`): where the send
+/// and receive rings are mapped.
+pub(crate) type CreateQpResp = bindings::metaroce_create_qp_resp;
+/// `create_srq`'s answer (`struct metaroce_create_srq_resp`): where the ring
+/// is mapped, and the SRQ's number.
+pub(crate) type CreateSrqResp = bindings::metaroce_create_srq_resp;
+/// `create_ah`'s answer (`struct metaroce_create_ah_resp`): the AH's number.
+pub(crate) type CreateAhResp = bindings::metaroce_create_ah_resp;
+/// `resize_cq`'s answer (`struct metaroce_resize_cq_resp`): where the new
+/// ring is mapped.
+pub(crate) type ResizeCqResp = bindings::metaroce_resize_cq_resp;
+
 // SAFETY: uapi structs of `__u32`/`__aligned_u64` fields with explicit
 // reserved members and no padding (see include/uapi/rdma/metaroce-abi.h).
-unsafe impl UserAbi for bindings::metaroce_create_cq_resp {}
+unsafe impl UserAbi for CreateCqResp {}
 // SAFETY: as above.
-unsafe impl UserAbi for bindings::metaroce_create_qp_resp {}
+unsafe impl UserAbi for CreateQpResp {}
 // SAFETY: as above.
-unsafe impl UserAbi for bindings::metaroce_create_srq_resp {}
+unsafe impl UserAbi for CreateSrqResp {}
 // SAFETY: as above.
-unsafe impl UserAbi for bindings::metaroce_create_ah_resp {}
+unsafe impl UserAbi for CreateAhResp {}
 // SAFETY: as above.
-unsafe impl UserAbi for bindings::metaroce_resize_cq_resp {}
+unsafe impl UserAbi for ResizeCqResp {}
 
 /// The user-space side of one verb call.
 ///

@@ -27,8 +27,8 @@ use kernel::types::Opaque;
 
 use super::netdev::NetDevice;
 use super::skb::{Ecn, Ipv4Addr, SkBuff, TxTail, UDP_HEADER_LEN};
+use super::sys::bindings;
 use crate::engine::wire::UDP_PORT;
-use crate::sys::bindings;
 
 /// What receives the tunnel's packets.
 pub(crate) trait RxHandler {

@@ -11,7 +11,8 @@ use kernel::prelude::*;
 
 use super::device::Device;
 use super::skb::TxTail;
-use crate::sys::bindings;
+use super::sys::bindings;
+use super::types::AccessFlags;
 
 /// Bytes per page.
 pub(crate) const PAGE_SIZE: usize = 1 << bindings::PAGE_SHIFT;
@@ -115,13 +116,18 @@ unsafe impl Sync for Umem {}
 
 impl Umem {
     /// Pins `[addr, addr + len)` of the calling process for `access`.
-    pub(crate) fn get<D>(dev: &Device<D>, addr: u64, len: u64, access: u32) -> Result<Self> {
+    pub(crate) fn get<D>(
+        dev: &Device<D>,
+        addr: u64,
+        len: u64,
+        access: AccessFlags,
+    ) -> Result<Self> {
         let len = usize::try_from(len).map_err(|_| EINVAL)?;
         let addr = usize::try_from(addr).map_err(|_| EINVAL)?;
         // SAFETY: the device is live; the core checks the range and access
         // and returns an ERR_PTR on failure.
         let ptr = from_err_ptr(unsafe {
-            bindings::ib_umem_get(dev.as_raw(), addr as _, len, access as i32)
+            bindings::ib_umem_get(dev.as_raw(), addr as _, len, access.raw() as i32)
         })?;
         Ok(Self {
             ptr: NonNull::new(ptr).ok_or(ENOMEM)?,

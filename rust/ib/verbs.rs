@@ -17,8 +17,10 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use super::device::{Device, IbDriver};
+use super::sys::bindings;
+use super::types::{AccessFlags, CqNotifyFlags, Mtu, MwType, QpState, QpType};
 use super::udata::Udata;
-use crate::sys::bindings;
+use crate::abi::cqe::Completion;
 
 /// A core object `R` followed by the driver's data `D`.
 #[repr(C)]
@@ -88,6 +90,11 @@ unsafe impl<R, D: Send + Sync> Send for ObjRef<R, D> {}
 // SAFETY: as above.
 unsafe impl<R, D: Send + Sync> Sync for ObjRef<R, D> {}
 
+/// A CQ the core holds for the object that names it.
+pub(crate) type CqRef<D> = ObjRef<bindings::ib_cq, D>;
+/// An SRQ the core holds for the QP that names it.
+pub(crate) type SrqRef<D> = ObjRef<bindings::ib_srq, D>;
+
 impl<R, D> ObjRef<R, D> {
     /// # Safety
     ///
@@ -151,10 +158,12 @@ impl<D> Qp<D> {
         unsafe { (*self.as_raw()).qp_num }
     }
 
-    /// The QP type (`IB_QPT_*`).
-    pub(crate) fn qp_type(&self) -> u32 {
+    /// The QP type; `None` for a type this layer does not name (the
+    /// driver's `create_qp` refuses those).
+    pub(crate) fn qp_type(&self) -> Option<QpType> {
         // SAFETY: plain field of a live QP (invariant).
-        unsafe { (*self.as_raw()).qp_type }
+        let raw = unsafe { (*self.as_raw()).qp_type };
+        QpType::from_raw(raw)
     }
 
     /// Whether the QP belongs to a user process (its rings are mapped).
@@ -164,10 +173,53 @@ impl<D> Qp<D> {
     }
 }
 
+/// The attributes `create_qp` is given and answers with (`struct
+/// ib_qp_init_attr`), and `query_qp` reports.
+pub(crate) type QpInitAttr = bindings::ib_qp_init_attr;
+
+impl QpInitAttr {
+    /// Whether every send work request completes (`IB_SIGNAL_ALL_WR`), not
+    /// only the signalled ones.
+    pub(crate) fn signals_all(&self) -> bool {
+        self.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR
+    }
+
+    /// Reports whether every send work request completes.
+    pub(crate) fn set_signals_all(&mut self, all: bool) {
+        self.sq_sig_type = if all {
+            bindings::ib_sig_type_IB_SIGNAL_ALL_WR
+        } else {
+            bindings::ib_sig_type_IB_SIGNAL_REQ_WR
+        };
+    }
+}
+
+/// A QP's attributes as `query_qp` reports them (`struct ib_qp_attr`).
+pub(crate) type QpAttr = bindings::ib_qp_attr;
+
+impl QpAttr {
+    /// Reports a QP without an alternate path (`IB_MIG_MIGRATED`).
+    pub(crate) fn set_no_alternate_path(&mut self) {
+        self.path_mig_state = bindings::ib_mig_state_IB_MIG_MIGRATED;
+    }
+}
+
+/// A QP's capabilities (`struct ib_qp_cap`): ring sizes, SGEs, inline bytes.
+pub(crate) type QpCap = bindings::ib_qp_cap;
+
+/// A kernel consumer's scatter/gather element (`struct ib_sge`).
+pub(crate) type KernelSge = bindings::ib_sge;
+
+/// An address handle's attributes (`struct rdma_ah_attr`).
+pub(crate) type AhAttr = bindings::rdma_ah_attr;
+
+/// What `create_cq` is given (`struct ib_cq_init_attr`).
+pub(crate) type CqInitAttr = bindings::ib_cq_init_attr;
+
 /// What `create_qp` is given, with the core's object pointers checked.
 pub(crate) struct QpInit<'a, T: IbDriver> {
     /// The attributes; the driver writes back the capabilities it granted.
-    pub(crate) attr: &'a mut bindings::ib_qp_init_attr,
+    pub(crate) attr: &'a mut QpInitAttr,
     /// Completions of sends.
     pub(crate) send_cq: ObjRef<bindings::ib_cq, T::Cq>,
     /// Completions of receives.
@@ -481,6 +533,7 @@ unsafe extern "C" fn req_notify_cq<T: IbDriver>(
     cq: *mut bindings::ib_cq,
     flags: bindings::ib_cq_notify_flags,
 ) -> kernel::ffi::c_int {
+    let flags = CqNotifyFlags::from_raw(flags);
     // SAFETY: a live CQ of ours.
     match T::req_notify_cq(unsafe { Cq::<T::Cq>::from_raw(cq) }, flags) {
         Ok(v) => v,
@@ -530,8 +583,7 @@ unsafe extern "C" fn modify_srq<T: IbDriver>(
             T::modify_srq(
                 dev_of::<T>((*srq).device),
                 Srq::<T::Srq>::from_raw(srq),
-                &*attr,
-                mask,
+                &SrqModify::from_raw(&*attr, mask),
                 udata.as_ref(),
             )?;
         }
@@ -662,8 +714,7 @@ unsafe extern "C" fn modify_qp<T: IbDriver>(
             T::modify_qp(
                 dev_of::<T>((*qp).device),
                 Qp::<T::Qp>::from_raw(qp),
-                &*attr,
-                mask as u32,
+                &QpModify::from_raw(&*attr, mask as u32),
                 udata.as_ref(),
             )?;
         }
@@ -802,7 +853,9 @@ unsafe extern "C" fn get_dma_mr<T: IbDriver>(
 ) -> *mut bindings::ib_mr {
     // SAFETY: a live PD of ours, on one of our devices.
     let (dev, pd) = unsafe { (dev_of::<T>((*pd).device), Pd::<T::Pd>::from_raw(pd)) };
-    match T::get_dma_mr(dev, pd, access as u32).and_then(|(keys, data)| new_mr(keys, data)) {
+    match T::get_dma_mr(dev, pd, AccessFlags::from_raw(access as u32))
+        .and_then(|(keys, data)| new_mr(keys, data))
+    {
         Ok(mr) => mr,
         Err(e) => e.to_ptr(),
     }
@@ -830,7 +883,8 @@ unsafe extern "C" fn reg_user_mr<T: IbDriver>(
             Udata::from_raw(udata),
         )
     };
-    let res = T::reg_user_mr(dev, pd, start, length, iova, access as u32, udata.as_ref())
+    let access = AccessFlags::from_raw(access as u32);
+    let res = T::reg_user_mr(dev, pd, start, length, iova, access, udata.as_ref())
         .and_then(|(keys, data)| new_mr(keys, data));
     match res {
         Ok(mr) => {
@@ -955,8 +1009,11 @@ unsafe extern "C" fn alloc_mw<T: IbDriver>(
         // SAFETY: a zeroed container of our size, with its device, PD and
         // type set by the core.
         unsafe {
-            let (rkey, data) =
-                T::alloc_mw(dev_of::<T>((*mw).device), (*mw).pd as usize, (*mw).type_)?;
+            let (rkey, data) = T::alloc_mw(
+                dev_of::<T>((*mw).device),
+                (*mw).pd as usize,
+                MwType::from_raw((*mw).type_),
+            )?;
             (*mw).rkey = rkey;
             put::<_, T::Mw>(mw, data);
         }
@@ -1003,7 +1060,7 @@ pub(crate) struct AddressVector {
 
 impl AddressVector {
     /// Reads the RoCE address out of an `rdma_ah_attr`.
-    pub(crate) fn from_attr(attr: &bindings::rdma_ah_attr) -> Self {
+    pub(crate) fn from_attr(attr: &AhAttr) -> Self {
         let grh = &attr.grh;
         // SAFETY: `ib_gid` is a union of byte views of the same 16 bytes, and
         // for RoCE attributes (ours: the port is RoCE) the `roce` member of
@@ -1028,11 +1085,153 @@ impl AddressVector {
     }
 }
 
+/// An SRQ's attributes (`struct ib_srq_attr`): what `create_srq` is asked
+/// for and grants, and what `query_srq` reports.
+pub(crate) type SrqAttr = bindings::ib_srq_attr;
+
+/// What `create_srq` is given (`struct ib_srq_init_attr`).
+pub(crate) type SrqInitAttr = bindings::ib_srq_init_attr;
+
+impl SrqInitAttr {
+    /// Whether the SRQ asked for is a basic one (`IB_SRQT_BASIC`: no XRC,
+    /// no tag matching).
+    pub(crate) fn is_basic(&self) -> bool {
+        self.srq_type == bindings::ib_srq_type_IB_SRQT_BASIC
+    }
+}
+
+/// A `modify_srq` request (`struct ib_srq_attr` and its `IB_SRQ_*` mask),
+/// read into the attributes the mask names.
+#[derive(Clone, Copy)]
+pub(crate) struct SrqModify {
+    /// `IB_SRQ_MAX_WR`: a new size.
+    pub(crate) max_wr: Option<u32>,
+    /// `IB_SRQ_LIMIT`: the limit that arms the SRQ's limit event.
+    pub(crate) limit: Option<u32>,
+}
+
+impl SrqModify {
+    /// Reads the attributes of `attr` that `mask` names.
+    fn from_raw(attr: &SrqAttr, mask: u32) -> Self {
+        let given = |bit: u32| mask & bit != 0;
+        Self {
+            max_wr: given(bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR).then_some(attr.max_wr),
+            limit: given(bindings::ib_srq_attr_mask_IB_SRQ_LIMIT).then_some(attr.srq_limit),
+        }
+    }
+}
+
+/// A kernel consumer's completion slot of `poll_cq` (`struct ib_wc`).
+pub(crate) type Wc = bindings::ib_wc;
+
+/// Writes completion `c` of the QP whose `ib_qp` is at `qp_addr` into `wc`,
+/// reported on port `port`. A completion with a GRH area has an IPv4 header
+/// in it (`network_hdr_type`, which `ib_init_ah_attr_from_wc` reads).
+pub(crate) fn fill_wc(wc: &mut Wc, c: &Completion, qp_addr: u64, port: u32) {
+    *wc = Wc::default();
+    wc.__bindgen_anon_1.wr_id = c.wr_id;
+    wc.status = c.status;
+    wc.opcode = c.opcode;
+    wc.byte_len = c.byte_len;
+    wc.ex.imm_data = c.ex;
+    wc.qp = qp_addr as usize as *mut bindings::ib_qp;
+    wc.src_qp = c.src_qp;
+    wc.wc_flags = c.wc_flags as i32;
+    if c.wc_flags & bindings::ib_wc_flags_IB_WC_GRH != 0 {
+        wc.network_hdr_type = bindings::rdma_network_type_RDMA_NETWORK_IPV4 as u8;
+        wc.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE as i32;
+    }
+    wc.port_num = port;
+}
+
+/// A `modify_qp` request (`struct ib_qp_attr` and its `IB_QP_*` mask),
+/// read into the attributes the mask names: `None` for each one it leaves
+/// alone. A state or MTU given with a value its type does not name is
+/// `Some(Err(value))`, for the driver to refuse.
+#[derive(Clone, Copy)]
+pub(crate) struct QpModify {
+    /// The `IB_QP_*` mask as given (the core's transition table reads it).
+    pub(crate) mask: u32,
+    /// `IB_QP_CUR_STATE`: the state the consumer believes the QP is in.
+    pub(crate) cur_state: Option<core::result::Result<QpState, u32>>,
+    /// `IB_QP_STATE`: the state to go to.
+    pub(crate) state: Option<core::result::Result<QpState, u32>>,
+    /// `IB_QP_PORT`.
+    pub(crate) port_num: Option<u32>,
+    /// `IB_QP_PKEY_INDEX`.
+    pub(crate) pkey_index: Option<u16>,
+    /// `IB_QP_MAX_QP_RD_ATOMIC`: READs and atomics this side may have
+    /// outstanding.
+    pub(crate) max_rd_atomic: Option<u8>,
+    /// `IB_QP_MAX_DEST_RD_ATOMIC`: READs and atomics the peer may have
+    /// outstanding here.
+    pub(crate) max_dest_rd_atomic: Option<u8>,
+    /// `IB_QP_PATH_MTU`.
+    pub(crate) path_mtu: Option<core::result::Result<Mtu, u32>>,
+    /// `IB_QP_QKEY`.
+    pub(crate) qkey: Option<u32>,
+    /// `IB_QP_RQ_PSN`, as given.
+    pub(crate) rq_psn: Option<u32>,
+    /// `IB_QP_SQ_PSN`, as given.
+    pub(crate) sq_psn: Option<u32>,
+    /// `IB_QP_DEST_QPN`, as given.
+    pub(crate) dest_qp_num: Option<u32>,
+    /// `IB_QP_ACCESS_FLAGS`.
+    pub(crate) access: Option<AccessFlags>,
+    /// `IB_QP_AV`: the peer's address.
+    pub(crate) av: Option<AddressVector>,
+    /// `IB_QP_MIN_RNR_TIMER`.
+    pub(crate) min_rnr_timer: Option<u8>,
+    /// `IB_QP_TIMEOUT`.
+    pub(crate) timeout: Option<u8>,
+    /// `IB_QP_RETRY_CNT`.
+    pub(crate) retry_cnt: Option<u8>,
+    /// `IB_QP_RNR_RETRY`.
+    pub(crate) rnr_retry: Option<u8>,
+}
+
+impl QpModify {
+    /// Reads the attributes of `attr` that `mask` names.
+    fn from_raw(attr: &bindings::ib_qp_attr, mask: u32) -> Self {
+        let given = |bit: u32| mask & bit != 0;
+        let state = |v: u32| QpState::from_raw(v).ok_or(v);
+        Self {
+            mask,
+            cur_state: given(bindings::ib_qp_attr_mask_IB_QP_CUR_STATE)
+                .then(|| state(attr.cur_qp_state)),
+            state: given(bindings::ib_qp_attr_mask_IB_QP_STATE).then(|| state(attr.qp_state)),
+            port_num: given(bindings::ib_qp_attr_mask_IB_QP_PORT).then_some(attr.port_num),
+            pkey_index: given(bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX)
+                .then_some(attr.pkey_index),
+            max_rd_atomic: given(bindings::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC)
+                .then_some(attr.max_rd_atomic),
+            max_dest_rd_atomic: given(bindings::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC)
+                .then_some(attr.max_dest_rd_atomic),
+            path_mtu: given(bindings::ib_qp_attr_mask_IB_QP_PATH_MTU)
+                .then(|| Mtu::from_raw(attr.path_mtu).ok_or(attr.path_mtu)),
+            qkey: given(bindings::ib_qp_attr_mask_IB_QP_QKEY).then_some(attr.qkey),
+            rq_psn: given(bindings::ib_qp_attr_mask_IB_QP_RQ_PSN).then_some(attr.rq_psn),
+            sq_psn: given(bindings::ib_qp_attr_mask_IB_QP_SQ_PSN).then_some(attr.sq_psn),
+            dest_qp_num: given(bindings::ib_qp_attr_mask_IB_QP_DEST_QPN)
+                .then_some(attr.dest_qp_num),
+            access: given(bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS)
+                .then(|| AccessFlags::from_raw(attr.qp_access_flags as u32)),
+            av: given(bindings::ib_qp_attr_mask_IB_QP_AV)
+                .then(|| AddressVector::from_attr(&attr.ah_attr)),
+            min_rnr_timer: given(bindings::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER)
+                .then_some(attr.min_rnr_timer),
+            timeout: given(bindings::ib_qp_attr_mask_IB_QP_TIMEOUT).then_some(attr.timeout),
+            retry_cnt: given(bindings::ib_qp_attr_mask_IB_QP_RETRY_CNT).then_some(attr.retry_cnt),
+            rnr_retry: given(bindings::ib_qp_attr_mask_IB_QP_RNR_RETRY).then_some(attr.rnr_retry),
+        }
+    }
+}
+
 /// Whether the core's QP state machine allows `cur -> next` for this QP type
 /// with the attributes in `mask`.
-pub(crate) fn modify_qp_is_ok(cur: u32, next: u32, qp_type: u32, mask: u32) -> bool {
+pub(crate) fn modify_qp_is_ok(cur: QpState, next: QpState, qp_type: QpType, mask: u32) -> bool {
     // SAFETY: a pure table lookup in the core.
-    unsafe { bindings::ib_modify_qp_is_ok(cur, next, qp_type, mask) }
+    unsafe { bindings::ib_modify_qp_is_ok(cur.raw(), next.raw(), qp_type.raw(), mask) }
 }
 
 /// A kernel consumer's send work request, read out of the core's
@@ -1047,7 +1246,7 @@ pub(crate) struct SendWr<'a, A> {
     /// Immediate data or the rkey to invalidate.
     pub(crate) ex: u32,
     /// Local data.
-    pub(crate) sges: &'a [bindings::ib_sge],
+    pub(crate) sges: &'a [KernelSge],
     /// RDMA target (READ/WRITE): remote address and key.
     pub(crate) rdma: Option<(u64, u32)>,
     /// Atomic target and operands (CMP_AND_SWP, FETCH_AND_ADD).
@@ -1113,14 +1312,13 @@ impl<'a, A> KernelSendWr<'a, A> {
     }
 
     /// Reads the request for a QP of type `qp_type`.
-    pub(crate) fn read(&self, qp_type: u32) -> Result<SendWr<'a, A>> {
+    pub(crate) fn read(&self, qp_type: QpType) -> Result<SendWr<'a, A>> {
         let wr = self.raw;
         let num = usize::try_from(wr.num_sge).map_err(|_| EINVAL)?;
         if num > 0 && wr.sg_list.is_null() {
             return Err(EINVAL);
         }
-        let ud_type =
-            qp_type == bindings::ib_qp_type_IB_QPT_UD || qp_type == bindings::ib_qp_type_IB_QPT_GSI;
+        let ud_type = qp_type.is_datagram();
         // SAFETY: by the type invariants: `sg_list` holds `num_sge` entries,
         // the opcode-specific outer structs are what the core passed, the AH
         // is this driver's with data `A`; `wr_id` is the union member
@@ -1213,7 +1411,7 @@ impl<'a> KernelRecvWr<'a> {
     }
 
     /// The consumer's id and the SGEs.
-    pub(crate) fn read(&self) -> Result<(u64, &'a [bindings::ib_sge])> {
+    pub(crate) fn read(&self) -> Result<(u64, &'a [KernelSge])> {
         let wr = self.raw;
         let num = usize::try_from(wr.num_sge).map_err(|_| EINVAL)?;
         if num > 0 && wr.sg_list.is_null() {

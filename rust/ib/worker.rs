@@ -20,7 +20,7 @@ use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::prelude::*;
 use kernel::types::Opaque;
 
-use crate::sys::bindings;
+use super::sys::bindings;
 
 /// What a [`Worker`] calls, in process context (a kworker): may not sleep
 /// while it holds the driver's spinlocks, like any other caller.

@@ -3,6 +3,7 @@
 //! The FFI layer: bindgen output for the rdma and net APIs the module uses,
 //! and the C helpers (`helpers.c`) for static inlines and macros.
 //!
-//! Raw items are used only by the safe wrappers in `crate::ib`.
+//! A private child of `crate::ib` (declared there with `#[path]`): raw
+//! items are reachable only from the safe wrappers in `crate::ib`.
 
 pub(crate) mod bindings;

@@ -14,21 +14,21 @@ use crate::driver::wqe::{self, Completion};
 use crate::engine::completion::CompletionStatus;
 use crate::engine::config::MSG_WINDOW;
 use crate::engine::wire::{Ack, Nak, Syndrome};
-use crate::sys::bindings as b;
+use crate::ib::types::{WcOpcode, WcStatus, WrOpcode};
 
 /// The completion opcode of any send work request (flushes included).
-fn wc_opcode_of(opcode: u32) -> u32 {
-    local_op_wc(opcode)
-        .or(wc_opcode_for(opcode).map(|(_, o)| o))
-        .unwrap_or(b::ib_wc_opcode_IB_WC_SEND)
+fn wc_opcode_of(op: Option<WrOpcode>) -> WcOpcode {
+    local_op_wc(op)
+        .or(wc_opcode_for(op).map(|(_, o)| o))
+        .unwrap_or(WcOpcode::Send)
 }
 
 /// The send completion status of a message the peer failed.
-fn remote_status(s: Syndrome) -> u32 {
+fn remote_status(s: Syndrome) -> WcStatus {
     match s {
-        Syndrome::RemoteAccess => b::ib_wc_status_IB_WC_REM_ACCESS_ERR,
-        Syndrome::RemoteOperation => b::ib_wc_status_IB_WC_REM_OP_ERR,
-        Syndrome::InvalidRequest => b::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
+        Syndrome::RemoteAccess => WcStatus::RemAccessErr,
+        Syndrome::RemoteOperation => WcStatus::RemOpErr,
+        Syndrome::InvalidRequest => WcStatus::RemInvReqErr,
     }
 }
 
@@ -67,7 +67,7 @@ impl Transport {
                         CompletionStatus::Success if c.opcode.expects_response() => {}
                         CompletionStatus::Success => w.pending = w.pending.saturating_sub(1),
                         CompletionStatus::Failed(s) => {
-                            if w.status == b::ib_wc_status_IB_WC_SUCCESS {
+                            if w.status == WcStatus::Success {
                                 w.status = remote_status(s);
                             }
                         }
@@ -76,8 +76,8 @@ impl Transport {
                             w.pending = w.pending.saturating_sub(1)
                         }
                         CompletionStatus::RetryExceeded => {
-                            if w.status == b::ib_wc_status_IB_WC_SUCCESS {
-                                w.status = b::ib_wc_status_IB_WC_RETRY_EXC_ERR;
+                            if w.status == WcStatus::Success {
+                                w.status = WcStatus::RetryExcErr;
                             }
                         }
                     }
@@ -98,7 +98,7 @@ impl Transport {
     fn retire(&self, i: &mut Inner) {
         while i.sq_head != i.sq_taken && !i.failed {
             let w = i.wrs[i.sq_head as usize % WR_WINDOW];
-            let ok = w.status == b::ib_wc_status_IB_WC_SUCCESS;
+            let ok = w.status == WcStatus::Success;
             if ok && w.pending > 0 {
                 break;
             }
@@ -112,12 +112,8 @@ impl Transport {
             self.sq.set_consumer(i.sq_head);
             if w.signaled || !ok {
                 let wc = Completion {
-                    wr_id: w.wr_id,
-                    status: w.status,
-                    opcode: w.wc_opcode,
                     byte_len: w.len,
-                    qp_num: self.qpn,
-                    ..Default::default()
+                    ..Completion::new(w.wr_id, w.status, w.wc_opcode, self.qpn)
                 };
                 if self
                     .send_cq
@@ -165,13 +161,8 @@ impl Transport {
 
     pub(super) fn flush_locked(&self, i: &mut Inner) {
         self.error.store(true, Ordering::Release);
-        let flushed = |wr_id, opcode| Completion {
-            wr_id,
-            status: b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
-            opcode,
-            qp_num: self.qpn,
-            ..Default::default()
-        };
+        let flushed =
+            |wr_id, opcode| Completion::new(wr_id, WcStatus::WrFlushErr, opcode, self.qpn);
         if i.peer.is_none() {
             // Never connected (a datagram QP, or RC before RTR): the ring's
             // consumer index is where the data path stopped.
@@ -192,8 +183,8 @@ impl Transport {
                 (w.wr_id, w.wc_opcode)
             } else {
                 match wqe::get_send(&self.sq, cons) {
-                    Ok(r) => (r.wr_id, wc_opcode_of(r.opcode)),
-                    Err(_) => (0, b::ib_wc_opcode_IB_WC_SEND),
+                    Ok(r) => (r.wr_id, wc_opcode_of(r.wr_opcode())),
+                    Err(_) => (0, WcOpcode::Send),
                 }
             };
             if self
@@ -221,7 +212,7 @@ impl Transport {
                     .data()
                     .push(
                         &self.recv_cq,
-                        &flushed(wr_id, b::ib_wc_opcode_IB_WC_RECV),
+                        &flushed(wr_id, WcOpcode::Recv),
                         self.qp_addr,
                         false,
                     )
@@ -239,13 +230,8 @@ impl Transport {
     /// Receives taken from an SRQ for messages that will not complete now:
     /// flushed in message order, they are this QP's.
     pub(super) fn flush_srq_taken(&self, i: &mut Inner) {
-        let flushed = |wr_id| Completion {
-            wr_id,
-            status: b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
-            opcode: b::ib_wc_opcode_IB_WC_RECV,
-            qp_num: self.qpn,
-            ..Default::default()
-        };
+        let flushed =
+            |wr_id| Completion::new(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, self.qpn);
         for k in 0..i.srq_taken.len() {
             let rsn = i.rx_rsn.wrapping_add(k as u16);
             let slot = rsn as usize % MSG_WINDOW;

@@ -10,6 +10,7 @@ use super::{
     consumes_receive, now_ns, Inner, OutMsg, OutWr, Peer, PendingRead, Transport, TxCtx, NO_WR,
     SEND_MORE, WR_WINDOW,
 };
+use crate::abi::opcode::SendFlags;
 use crate::driver::limits::MAX_MSG_SIZE;
 use crate::driver::mr::{MrTable, Requester};
 use crate::driver::stats::Counter;
@@ -20,39 +21,34 @@ use crate::engine::sender::{Message, PostError, TxKind};
 use crate::engine::wire::{self, DataHeader, Opcode};
 use crate::ib::lock::SpinLockBh;
 use crate::ib::skb::{Ecn, Ipv4Addr, TxTail};
+use crate::ib::types::{WcOpcode, WcStatus, WrOpcode};
 use crate::ib::udp::TxV4;
-use crate::sys::bindings as b;
 
-pub(super) fn wc_opcode_for(opcode: u32) -> Option<(Opcode, u32)> {
-    Some(match opcode {
-        b::ib_wr_opcode_IB_WR_SEND => (Opcode::Send, b::ib_wc_opcode_IB_WC_SEND),
-        b::ib_wr_opcode_IB_WR_SEND_WITH_IMM => (Opcode::SendImm, b::ib_wc_opcode_IB_WC_SEND),
-        b::ib_wr_opcode_IB_WR_SEND_WITH_INV => (Opcode::SendInv, b::ib_wc_opcode_IB_WC_SEND),
-        b::ib_wr_opcode_IB_WR_RDMA_WRITE => (Opcode::Write, b::ib_wc_opcode_IB_WC_RDMA_WRITE),
-        b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM => {
-            (Opcode::WriteImm, b::ib_wc_opcode_IB_WC_RDMA_WRITE)
-        }
-        b::ib_wr_opcode_IB_WR_RDMA_READ => (Opcode::ReadReq, b::ib_wc_opcode_IB_WC_RDMA_READ),
-        b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => {
-            (Opcode::CmpSwap, b::ib_wc_opcode_IB_WC_COMP_SWAP)
-        }
-        b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
-            (Opcode::FetchAdd, b::ib_wc_opcode_IB_WC_FETCH_ADD)
-        }
-        b::ib_wr_opcode_IB_WR_ATOMIC_WRITE => {
-            (Opcode::AtomicWrite, b::ib_wc_opcode_IB_WC_ATOMIC_WRITE)
-        }
-        _ => return None,
+/// The engine opcode of the messages of a send work request and the
+/// opcode of its completion; `None` for one carried out without messages
+/// (or unknown).
+pub(super) fn wc_opcode_for(op: Option<WrOpcode>) -> Option<(Opcode, WcOpcode)> {
+    Some(match op? {
+        WrOpcode::Send => (Opcode::Send, WcOpcode::Send),
+        WrOpcode::SendWithImm => (Opcode::SendImm, WcOpcode::Send),
+        WrOpcode::SendWithInv => (Opcode::SendInv, WcOpcode::Send),
+        WrOpcode::RdmaWrite => (Opcode::Write, WcOpcode::RdmaWrite),
+        WrOpcode::RdmaWriteWithImm => (Opcode::WriteImm, WcOpcode::RdmaWrite),
+        WrOpcode::RdmaRead => (Opcode::ReadReq, WcOpcode::RdmaRead),
+        WrOpcode::AtomicCmpAndSwp => (Opcode::CmpSwap, WcOpcode::CompSwap),
+        WrOpcode::AtomicFetchAndAdd => (Opcode::FetchAdd, WcOpcode::FetchAdd),
+        WrOpcode::AtomicWrite => (Opcode::AtomicWrite, WcOpcode::AtomicWrite),
+        WrOpcode::LocalInv | WrOpcode::BindMw | WrOpcode::RegMr => return None,
     })
 }
 
 /// The completion opcode of a work request carried out locally, without
 /// messages: memory window binds and local invalidation.
-pub(super) fn local_op_wc(opcode: u32) -> Option<u32> {
-    match opcode {
-        b::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW => Some(b::ib_wc_opcode_IB_WC_BIND_MW),
-        b::ib_wr_opcode_IB_WR_LOCAL_INV => Some(b::ib_wc_opcode_IB_WC_LOCAL_INV),
-        b::ib_wr_opcode_IB_WR_REG_MR => Some(b::ib_wc_opcode_IB_WC_REG_MR),
+pub(super) fn local_op_wc(op: Option<WrOpcode>) -> Option<WcOpcode> {
+    match op? {
+        WrOpcode::BindMw => Some(WcOpcode::BindMw),
+        WrOpcode::LocalInv => Some(WcOpcode::LocalInv),
+        WrOpcode::RegMr => Some(WcOpcode::RegMr),
         _ => None,
     }
 }
@@ -63,21 +59,21 @@ fn check_request(
     op: Opcode,
     mrs: &MrTable,
     who: &Requester,
-) -> core::result::Result<u32, u32> {
+) -> core::result::Result<u32, WcStatus> {
     if op.atomic_len().is_some() {
         return check_atomic(req, op, mrs, who);
     }
     let len = u32::try_from(req.len())
         .ok()
         .filter(|&l| l <= MAX_MSG_SIZE)
-        .ok_or(b::ib_wc_status_IB_WC_LOC_LEN_ERR)?;
+        .ok_or(WcStatus::LocLenErr)?;
     if op == Opcode::ReadReq && req.is_inline {
-        return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
+        return Err(WcStatus::LocQpOpErr);
     }
     if !req.is_inline {
         for s in &req.sges[..req.num_sge] {
             mrs.check_local(s.lkey, who, s.addr, s.length, op == Opcode::ReadReq)
-                .map_err(|_| b::ib_wc_status_IB_WC_LOC_PROT_ERR)?;
+                .map_err(|_| WcStatus::LocProtErr)?;
         }
     }
     Ok(len)
@@ -91,19 +87,19 @@ fn check_atomic(
     op: Opcode,
     mrs: &MrTable,
     who: &Requester,
-) -> core::result::Result<u32, u32> {
+) -> core::result::Result<u32, WcStatus> {
     if op == Opcode::AtomicWrite {
         return Ok(wire::ATOMIC_LEN);
     }
     if req.is_inline {
-        return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
+        return Err(WcStatus::LocQpOpErr);
     }
     if req.len() != u64::from(wire::ATOMIC_LEN) {
-        return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+        return Err(WcStatus::LocLenErr);
     }
     for s in &req.sges[..req.num_sge] {
         mrs.check_local(s.lkey, who, s.addr, s.length, true)
-            .map_err(|_| b::ib_wc_status_IB_WC_LOC_PROT_ERR)?;
+            .map_err(|_| WcStatus::LocProtErr)?;
     }
     Ok(wire::ATOMIC_LEN)
 }
@@ -142,7 +138,7 @@ impl Transport {
         while i.sq_taken != prod && !i.failed {
             let index = i.sq_taken;
             let prev = index.wrapping_sub(1) as usize % WR_WINDOW;
-            if index != i.sq_head && i.wrs[prev].status != b::ib_wc_status_IB_WC_SUCCESS {
+            if index != i.sq_head && i.wrs[prev].status != WcStatus::Success {
                 // Nothing after a request in error is sent: it fails the QP.
                 break;
             }
@@ -173,7 +169,7 @@ impl Transport {
             return Taken::Stop;
         };
         let mut w = self.out_wr(&req);
-        if let Some(wc_opcode) = local_op_wc(req.opcode) {
+        if let Some(wc_opcode) = local_op_wc(req.wr_opcode()) {
             // Carried out now, in posting order; completes in its
             // turn without a message (a failure fails the QP then).
             w.wc_opcode = wc_opcode;
@@ -182,21 +178,21 @@ impl Transport {
             i.sq_taken = index.wrapping_add(1);
             return Taken::Local;
         }
-        if req.opcode == b::ib_wr_opcode_IB_WR_SEND_WITH_INV {
+        if req.wr_opcode() == Some(WrOpcode::SendWithInv) {
             // The peer's key to invalidate rides in the SEND_INV's rkey.
             w.rkey = req.ex;
         }
-        let checked = match wc_opcode_for(req.opcode) {
+        let checked = match wc_opcode_for(req.wr_opcode()) {
             // UC carries no READs, atomics or SEND_INV (protocol.md 5).
             Some((op, _)) if i.uc.is_some() && (op.expects_response() || op == Opcode::SendInv) => {
-                Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)
+                Err(WcStatus::LocQpOpErr)
             }
             Some((op, wc_opcode)) => {
                 w.opcode = op;
                 w.wc_opcode = wc_opcode;
                 check_request(&req, op, &tx.mrs.lock(), &self.local)
             }
-            None => Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
+            None => Err(WcStatus::LocQpOpErr),
         };
         match checked {
             Ok(len) => w.len = len,
@@ -217,8 +213,7 @@ impl Transport {
     fn out_wr(&self, req: &SendReq) -> OutWr {
         OutWr {
             wr_id: req.wr_id,
-            signaled: self.sq_sig_all
-                || req.send_flags & (b::ib_send_flags_IB_SEND_SIGNALED as u32) != 0,
+            signaled: self.sq_sig_all || req.send_flags & SendFlags::SIGNALED != 0,
             sges: req.sges,
             num_sge: req.num_sge,
             inline: req.inline,
@@ -284,7 +279,7 @@ impl Transport {
                 // The message window is full: the rest waits for ACKs.
                 Err(PostError::QueueFull) => return false,
                 Err(_) => {
-                    i.wrs[slot].status = b::ib_wc_status_IB_WC_LOC_LEN_ERR;
+                    i.wrs[slot].status = WcStatus::LocLenErr;
                     i.sq_taken = index.wrapping_add(1);
                     i.taking = false;
                     return false;
@@ -317,8 +312,8 @@ impl Transport {
     /// Carries out a local work request (window bind, fast registration,
     /// local invalidation) at send ring index `index`; returns its
     /// completion status.
-    fn local_op(&self, req: &SendReq, index: u32, mrs: &SpinLockBh<MrTable>) -> u32 {
-        if req.opcode == b::ib_wr_opcode_IB_WR_REG_MR {
+    fn local_op(&self, req: &SendReq, index: u32, mrs: &SpinLockBh<MrTable>) -> WcStatus {
+        if req.wr_opcode() == Some(WrOpcode::RegMr) {
             // Kernel consumers only: a process may write any opcode into its
             // ring.
             let done = match self.local.kernel {
@@ -328,20 +323,20 @@ impl Transport {
                 None => Err(EINVAL),
             };
             return match done {
-                Ok(()) => b::ib_wc_status_IB_WC_SUCCESS,
-                Err(_) => b::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
+                Ok(()) => WcStatus::Success,
+                Err(_) => WcStatus::LocQpOpErr,
             };
         }
-        if req.opcode == b::ib_uverbs_wr_opcode_IB_UVERBS_WR_BIND_MW {
+        if req.wr_opcode() == Some(WrOpcode::BindMw) {
             let bind = wqe::get_bind(&self.sq, index);
             match mrs.lock().bind(self.local.pd, &bind) {
-                Ok(_) => b::ib_wc_status_IB_WC_SUCCESS,
-                Err(_) => b::ib_wc_status_IB_WC_MW_BIND_ERR,
+                Ok(_) => WcStatus::Success,
+                Err(_) => WcStatus::MwBindErr,
             }
         } else {
             match mrs.lock().invalidate(req.ex, self.local.pd) {
-                Ok(()) => b::ib_wc_status_IB_WC_SUCCESS,
-                Err(_) => b::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
+                Ok(()) => WcStatus::Success,
+                Err(_) => WcStatus::LocQpOpErr,
             }
         }
     }

@@ -11,6 +11,7 @@ use super::{
     consumes_receive, now_ns, Inner, OutMsg, TakenRecv, ToAnswer, Transport, TxCtx, SEND_MORE,
     WR_WINDOW,
 };
+use crate::abi::opcode::WcFlags;
 use crate::driver::mr::{MrTable, Requester};
 use crate::driver::rx::RxMeta;
 use crate::driver::stats::Counter;
@@ -25,8 +26,8 @@ use crate::ib::lock::SpinLockBh;
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
 use crate::ib::skb::Ecn;
+use crate::ib::types::{AccessFlags, WcOpcode, WcStatus};
 use crate::ib::udp::TxV4;
-use crate::sys::bindings as b;
 
 /// What a UC QP does with a received message's completion.
 enum UcCompletion {
@@ -35,16 +36,16 @@ enum UcCompletion {
     /// As on RC.
     AsRc,
     /// Its receive completes with this error status; the QP stays up.
-    RecvFailed(u32),
+    RecvFailed(WcStatus),
 }
 
 /// The access an atomic needs, of the QP and of the region: REMOTE_WRITE
 /// for ATOMIC_WRITE (a write of 8 bytes), REMOTE_ATOMIC for the others.
-fn atomic_access(op: Opcode) -> u32 {
+fn atomic_access(op: Opcode) -> AccessFlags {
     if op == Opcode::AtomicWrite {
-        b::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+        AccessFlags::REMOTE_WRITE
     } else {
-        b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
+        AccessFlags::REMOTE_ATOMIC
     }
 }
 
@@ -141,7 +142,7 @@ impl Transport {
     ) -> core::result::Result<(), Syndrome> {
         match p.opcode {
             Opcode::Write | Opcode::WriteImm => {
-                if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 {
+                if !i.access.intersects(AccessFlags::REMOTE_WRITE) {
                     Err(Syndrome::InvalidRequest)
                 } else if p.opcode == Opcode::WriteImm && self.recv_for(i, p.rsn).is_err() {
                     // Its receive is bound by its first packet, as a
@@ -156,9 +157,7 @@ impl Transport {
                 // A response longer than one engine message could
                 // not be posted (a requester splits its READs so):
                 // refused with a NAK, not a failed QP here.
-                if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_READ == 0
-                    || p.msg_len > Self::max_msg(i)
-                {
+                if !i.access.intersects(AccessFlags::REMOTE_READ) || p.msg_len > Self::max_msg(i) {
                     Err(Syndrome::InvalidRequest)
                 } else {
                     tx.mrs.lock().check_remote_read(
@@ -324,11 +323,9 @@ impl Transport {
                 return Err(RecvFate::NotPosted);
             }
         }
-        let refused = RecvFate::Failed(b::ib_wc_status_IB_WC_REM_ACCESS_ERR);
+        let refused = RecvFate::Failed(WcStatus::RemAccessErr);
         match p.opcode {
-            Opcode::Write | Opcode::WriteImm
-                if i.access & b::ib_access_flags_IB_ACCESS_REMOTE_WRITE == 0 =>
-            {
+            Opcode::Write | Opcode::WriteImm if !i.access.intersects(AccessFlags::REMOTE_WRITE) => {
                 Err(refused)
             }
             Opcode::Write | Opcode::WriteImm => {
@@ -339,14 +336,14 @@ impl Transport {
                 self.place_send(i, p.rsn, at as usize, payload, &tx.mrs.lock())
                     .map_err(|s| {
                         RecvFate::Failed(match s {
-                            Syndrome::InvalidRequest => b::ib_wc_status_IB_WC_LOC_LEN_ERR,
-                            _ => b::ib_wc_status_IB_WC_LOC_PROT_ERR,
+                            Syndrome::InvalidRequest => WcStatus::LocLenErr,
+                            _ => WcStatus::LocProtErr,
                         })
                     })
             }
             // Not UC operations (READs, SEND_INV, atomics): dropped; the
             // receive a SEND_INV would take completes in error.
-            op if op.has_rsn() => Err(RecvFate::Failed(b::ib_wc_status_IB_WC_REM_INV_REQ_ERR)),
+            op if op.has_rsn() => Err(RecvFate::Failed(WcStatus::RemInvReqErr)),
             _ => Err(RecvFate::Taken),
         }
     }
@@ -453,7 +450,7 @@ impl Transport {
         mrs: &MrTable,
     ) -> core::result::Result<(), Syndrome> {
         let access = atomic_access(op);
-        if i.access & access == 0 || !va.is_multiple_of(u64::from(wire::ATOMIC_LEN)) {
+        if !i.access.intersects(access) || !va.is_multiple_of(u64::from(wire::ATOMIC_LEN)) {
             return Err(Syndrome::InvalidRequest);
         }
         mrs.check_remote_atomic(rkey, self.local.pd, va, access)?;
@@ -593,9 +590,9 @@ impl Transport {
                     if let Some(r) = i.reads[k].take() {
                         let w = &mut i.wrs[r.wr as usize % WR_WINDOW];
                         w.pending = w.pending.saturating_sub(1);
-                        if !ok && w.status == b::ib_wc_status_IB_WC_SUCCESS {
+                        if !ok && w.status == WcStatus::Success {
                             // Its bytes could not be placed here.
-                            w.status = b::ib_wc_status_IB_WC_LOC_PROT_ERR;
+                            w.status = WcStatus::LocProtErr;
                         }
                     }
                 }
@@ -613,7 +610,7 @@ impl Transport {
         i: &mut Inner,
         c: &RxCompletion,
         ok: bool,
-        recv_status: Option<u32>,
+        recv_status: Option<WcStatus>,
         mrs: &SpinLockBh<MrTable>,
     ) -> bool {
         if ok && c.opcode == Opcode::Send && c.remote_va & SEND_MORE != 0 {
@@ -638,29 +635,20 @@ impl Transport {
         };
         let status = match recv_status {
             Some(s) => s,
-            None if ok => b::ib_wc_status_IB_WC_SUCCESS,
-            None => b::ib_wc_status_IB_WC_LOC_PROT_ERR,
+            None if ok => WcStatus::Success,
+            None => WcStatus::LocProtErr,
         };
         let (opcode, flags) = match c.opcode {
-            Opcode::WriteImm => (
-                b::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM,
-                b::ib_wc_flags_IB_WC_WITH_IMM,
-            ),
-            Opcode::SendImm => (b::ib_wc_opcode_IB_WC_RECV, b::ib_wc_flags_IB_WC_WITH_IMM),
-            Opcode::SendInv => (
-                b::ib_wc_opcode_IB_WC_RECV,
-                b::ib_wc_flags_IB_WC_WITH_INVALIDATE,
-            ),
-            _ => (b::ib_wc_opcode_IB_WC_RECV, 0),
+            Opcode::WriteImm => (WcOpcode::RecvRdmaWithImm, WcFlags::WITH_IMM),
+            Opcode::SendImm => (WcOpcode::Recv, WcFlags::WITH_IMM),
+            Opcode::SendInv => (WcOpcode::Recv, WcFlags::WITH_INVALIDATE),
+            _ => (WcOpcode::Recv, 0),
         };
         if ok && c.opcode == Opcode::SendInv {
             // Checked when placed; it may have gone since (deallocated).
             let _ = mrs.lock().invalidate(c.rkey, self.local.pd);
         }
         let wc = Completion {
-            wr_id,
-            status,
-            opcode,
             byte_len: match c.opcode {
                 // The SEND's bytes up to and including its last part.
                 Opcode::Send | Opcode::SendImm | Opcode::SendInv => {
@@ -674,9 +662,8 @@ impl Transport {
             } else {
                 c.imm.map_or(0, u32::to_be)
             },
-            qp_num: self.qpn,
             wc_flags: flags,
-            ..Default::default()
+            ..Completion::new(wr_id, status, opcode, self.qpn)
         };
         let overrun = self
             .recv_cq
