@@ -224,7 +224,14 @@ perftest_pair() {
 	sleep 3
 	# shellcheck disable=SC2086
 	out=$(timeout "$secs" "$t" $cli "$@" "$target" 2>&1) ||
-		{ mr0_counters; fail "$t $cli $* failed on host A: $(tail -5 <<< "$out")"; }
+		{
+			# The refusal, if any, is in a kernel log; perftest's own
+			# reason sits a dozen lines above its last.
+			mr0_counters
+			log "A dmesg: $(dmesg | tail -6)"
+			log "B dmesg: $(peer 'dmesg | tail -6' 2>&1)"
+			fail "$t $cli $* failed on host A: $(tail -15 <<< "$out")"
+		}
 	# A side that hangs leaves both hosts' counters and QP states behind
 	# (a rare ib_send_bw server hang after a completed client is not
 	# explained yet): a server not done 30 s after its client is shown
