@@ -5,8 +5,11 @@
 //!
 //! The buffer comes from `vmalloc_user`. Once exposed, it belongs to its
 //! `rdma_user_mmap_entry`: dropping the ring removes the entry, and the
-//! buffer is freed in `mmap_free` when the last mapping is gone, so a
-//! process that still maps a destroyed queue never sees freed memory.
+//! buffer is freed in `mmap_free` once no `mmap` call holds the entry. A
+//! mapping does not hold it: `remap_vmalloc_range` takes a reference on
+//! each page it maps, so the pages of a destroyed queue stay allocated
+//! until the process unmaps them, and it never sees memory given to
+//! anyone else (Documentation/security.md, "Decisions").
 
 use core::mem::offset_of;
 use core::ptr::NonNull;
@@ -299,6 +302,7 @@ pub(crate) unsafe extern "C" fn mmap_free(rdma: *mut bindings::rdma_user_mmap_en
     // SAFETY: allocated by `KBox::new` in `expose` and given to the core,
     // which hands it back exactly once, here; it owns the buffer.
     let entry = unsafe { KBox::from_raw(entry) };
-    // SAFETY: the buffer's owner is this entry and no mapping is left.
+    // SAFETY: the buffer's owner is this entry and no `mmap` call uses it;
+    // the pages a process still maps keep the references the mapping took.
     unsafe { bindings::vfree(entry.buf.cast()) };
 }
