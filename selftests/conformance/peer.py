@@ -197,7 +197,11 @@ class Inbound:
     got: set = field(default_factory=set)
     ts: int = 0
 
-    def take(self, psn):
+    def take(self, psn, floor_delta=0):
+        floor = psn - floor_delta  # 3.1: PSNs below the floor are resolved
+        if floor > self.cum_psn:
+            self.cum_psn = floor
+            self.got = {p for p in self.got if p >= floor}
         if psn >= self.cum_psn:
             self.got.add(psn)
         while self.cum_psn in self.got:
@@ -358,7 +362,7 @@ class Conn:
         if ib is None or ib.pid != d.path_id:
             ib = self.inbound[slot] = Inbound(d.path_id, r.sport)
         ib.sport, ib.ts = r.sport, d.timestamp
-        ib.take(d.psn)
+        ib.take(d.psn, d.floor_delta)
         m = self.dut_msgs.setdefault(d.msn, dict(opcode=d.opcode, msg_len=d.msg_len, got=set(),
                                                  data=bytearray(d.msg_len), imm=d.imm))
         m["got"].add(d.offset)
