@@ -10,14 +10,19 @@ tracking with floors and generations (3.1), the message window, duplicate
 detection and direct placement of WRITE/WRITE_IMM/SEND/SEND_IMM (3.2),
 completions in MSN order (3.3), an ACK per packet (k = 1, allowed by 3.4)
 sent twice when it moves cum_msn, NAKs with the QP then in error, PROBE
-replies (strangers rate-limited, 1.6) and PLANES answers (1.8). It sends no
-data of its own: the agent answers post_send with "unsupported", and the
-suite skips the tests that need it. Each --bug breaks one rule on
-purpose, for the demonstration that the suite names the clause:
+replies (strangers rate-limited, 1.6) and PLANES answers (1.8); and a
+plain sender after 4 (four paths sprayed round robin, SACK loss detection
+with retransmission on another path, RTO, probes and path replacement,
+verdict probes, the retry budget), which carries the agent's WRITEs and
+the READ_RESP and ATOMIC_RESP answers. It is no reference: timers are
+fixed (RTO 30 ms) and windows are 8 packets a path. Each --bug breaks one
+rule on purpose, for the demonstration that the suite names the clause:
 
   accept-rsn-on-write   places a WRITE whose rsn is not 0 (1.3, BadRsn)
   no-ce-echo            never sets CE in ACKs (1, 3.4)
   ack-once              sends an ACK that moves cum_msn once (3.4)
+  go-back-n             resends a lost packet and every later one of its
+                        path (4.2)
 """
 
 import argparse
@@ -33,7 +38,8 @@ import time
 import codec
 from codec import P
 
-BUGS = ("accept-rsn-on-write", "no-ce-echo", "ack-once")
+BUGS = ("accept-rsn-on-write", "no-ce-echo", "ack-once", "go-back-n")
+PATHS, PWND, RTO, PROBES_TO_FAIL, GIVE_UP = 4, 8, 0.03, 3, 1.0
 MSG_WINDOW = 64
 MR_VA = 0x10000
 
@@ -51,7 +57,41 @@ class Qp:
         self.msgs = {}              # msn -> dict(opcode, msg_len, rsn, got, imm)
         self.recvs = []             # posted receives: (wr_id, offset, len)
         self.recv_cq = []
+        self.send_cq = []
         self.got_known = False
+        # The sender (section 4): messages by MSN, paths by slot, the
+        # packets waiting to go (retransmissions first).
+        self.next_msn = self.psn
+        self.tx = {}                # msn -> dict(opcode, data, remote_va, rkey, imm, wr_id, sent, done, ...)
+        self.tx_paths = {slot: TxPath(slot, 0, rnd) for slot in range(PATHS)}
+        self.queue = []             # (msn, packet index), retransmissions first
+        self.rr = 0
+        self.progress_at = None     # the retry budget's clock
+        self.pending_atomics = {}   # msn -> (opcode, remote_va, operands) checked, run at completion
+
+
+class TxPath:
+    """A sender path (4.1): slot, generation, UDP source port, PSNs."""
+
+    def __init__(self, slot, gen, rnd):
+        self.slot, self.gen = slot, gen
+        self.sport = rnd.randrange(49152, 65536)
+        self.next_psn = self.floor = 0
+        self.inflight = {}          # psn -> (msn, index)
+        self.acked = set()
+        self.state = "active"
+        self.rto_at = None
+        self.unanswered = 0
+
+    @property
+    def pid(self):
+        return codec.path_id(self.gen, self.slot)
+
+
+def failed_status(m):
+    """The ibv_wc_status of a message a NAK failed: remote access, remote
+    operation or remote invalid request error."""
+    return {1: 10, 2: 11, 3: 9}.get(m.get("syndrome"), 11)
 
 
 class Fake:
@@ -92,6 +132,9 @@ class Fake:
                 return
             pkt = codec.decode(codec._set(raw, 30, ">H", 0))
         if isinstance(pkt, codec.Probe):
+            if pkt.reply:
+                qp = self.qps.get(pkt.dst_qpn)
+                return qp and self.probe_reply(qp, pkt)
             return self.probe(pkt, src, sport)
         qp = self.qps.get(pkt.dst_qpn)
         if qp is None or src != qp.peer:
@@ -100,6 +143,10 @@ class Fake:
             return self.planes(qp, pkt, src)
         if isinstance(pkt, codec.Data):
             return self.data(qp, pkt, src, sport, ce)
+        if isinstance(pkt, codec.Ack):
+            return self.ack(qp, pkt)
+        if isinstance(pkt, codec.Nak):
+            return self.nak_in(qp, pkt)
 
     def probe(self, p, src, sport):
         if p.reply:
@@ -160,7 +207,8 @@ class Fake:
         moved = False
         if not duplicate:
             if m is None:
-                m = qp.msgs[d.msn] = dict(opcode=d.opcode, msg_len=d.msg_len, rsn=d.rsn, got=set(), imm=d.imm)
+                m = qp.msgs[d.msn] = dict(opcode=d.opcode, msg_len=d.msg_len, rsn=d.rsn, got=set(), imm=d.imm,
+                                          remote_va=d.remote_va)
             syndrome = self.place(qp, d)
             if syndrome:
                 qp.failed = (d.msn, syndrome, d.path_id, d.psn)
@@ -189,7 +237,18 @@ class Fake:
         elif d.opcode == P.OP_READ_REQ:
             if d.msg_len > codec.MAX_MSG_PACKETS * qp.mtu:
                 return 3
-            return 2  # this fake answers no READ
+            at = d.remote_va - MR_VA
+            if d.rkey != qp.rkey or at < 0 or at + d.msg_len > len(qp.mem):
+                return 1
+            return 0
+        elif d.opcode in (P.OP_FETCH_ADD, P.OP_CMP_SWAP):
+            at = d.remote_va - MR_VA
+            if d.rkey != qp.rkey or at < 0 or at + 8 > len(qp.mem):
+                return 1
+            if at % 8:
+                return 3
+            qp.pending_atomics[d.msn] = (d.opcode, at, d.payload)
+            return 0
         if d.opcode in (P.OP_SEND, P.OP_SEND_IMM, P.OP_WRITE_IMM):
             n = d.rsn  # receive rsn, counted from the first (1.3)
             if n >= len(qp.recvs) or (d.opcode != P.OP_WRITE_IMM and qp.recvs[n][2] < d.msg_len):
@@ -197,7 +256,7 @@ class Fake:
             if d.opcode != P.OP_WRITE_IMM:
                 at = qp.recvs[n][1] + d.offset
                 qp.mem[at:at + len(d.payload)] = d.payload
-        elif d.opcode not in (P.OP_WRITE,):
+        elif d.opcode not in (P.OP_WRITE, P.OP_READ_REQ, P.OP_FETCH_ADD, P.OP_CMP_SWAP):
             return 2
         return 0
 
@@ -206,12 +265,26 @@ class Fake:
         moved = False
         while True:
             m = qp.msgs.get(qp.head)
-            if m is None or len(m["got"]) < len(codec.segments(m["msg_len"], qp.mtu)):
+            packets = 1 if m and m["opcode"] == P.OP_READ_REQ else len(codec.segments(m["msg_len"], qp.mtu)) if m else 0
+            if m is None or len(m["got"]) < packets:
                 return moved
             if m["opcode"] in (P.OP_SEND, P.OP_SEND_IMM, P.OP_WRITE_IMM):
                 wr_id = qp.recvs[m["rsn"]][0]
                 qp.recv_cq.append(dict(wr_id=wr_id, status=0, byte_len=m["msg_len"],
                                        imm=m["imm"] if m["opcode"] != P.OP_SEND else None))
+            if m["opcode"] == P.OP_READ_REQ:
+                at = m["remote_va"] - MR_VA
+                self.post(qp, P.OP_READ_RESP, bytes(qp.mem[at:at + m["msg_len"]]), imm=qp.head)
+            elif qp.head in qp.pending_atomics:
+                op, at, operands = qp.pending_atomics.pop(qp.head)
+                old = int.from_bytes(qp.mem[at:at + 8], "little")
+                if op == P.OP_FETCH_ADD:
+                    new = (old + struct.unpack(">Q", operands)[0]) & (2**64 - 1)
+                else:
+                    compare, swap = struct.unpack(">QQ", operands)
+                    new = swap if old == compare else old
+                qp.mem[at:at + 8] = new.to_bytes(8, "little")
+                self.post(qp, P.OP_ATOMIC_RESP, struct.pack(">Q", old), imm=qp.head)
             del qp.msgs[qp.head]
             qp.head = (qp.head + 1) & 0xFFFFFFFF
             moved = True
@@ -220,12 +293,151 @@ class Fake:
         msn, syndrome, pid, psn = qp.failed
         self.send(codec.Nak(qp.peer_qpn, pid, syndrome, psn, msn).encode(), sport, src)
 
+    # ---- section 4: the sender ----
+    def post(self, qp, opcode, data, remote_va=0, rkey=0, imm=0, wr_id=None):
+        msn = qp.next_msn
+        qp.next_msn = (msn + 1) & 0xFFFFFFFF
+        segs = codec.segments(len(data), qp.mtu)
+        qp.tx[msn] = dict(opcode=opcode, data=data, remote_va=remote_va, rkey=rkey, imm=imm, wr_id=wr_id,
+                          segs=segs, delivered=set(), done=False, verdict_at=None)
+        qp.queue += [(msn, i) for i in range(len(segs))]
+        if qp.progress_at is None:
+            qp.progress_at = time.monotonic()
+
+    def emit(self, qp, path, msn, i, retransmit=False):
+        m = qp.tx[msn]
+        off, n = m["segs"][i]
+        psn = path.next_psn
+        path.next_psn += 1
+        path.inflight[psn] = (msn, i)
+        if path.rto_at is None:
+            path.rto_at = time.monotonic() + RTO
+        d = codec.Data(m["opcode"], qp.peer_qpn, path.pid, psn, msn, off, len(m["data"]), m["data"][off:off + n],
+                       P.FLAG_RETRANSMIT if retransmit else 0, psn - path.floor, 0, m["remote_va"], m["rkey"],
+                       m["imm"], time.monotonic_ns())
+        self.send(d.encode(), path.sport, qp.peer)
+
+    def pump(self, qp):
+        """Sends what waits, round robin over the active paths with room."""
+        while qp.queue:
+            avoid = qp.queue[0][3] if len(qp.queue[0]) > 3 else None
+            open_paths = [qp.tx_paths[(qp.rr + k) % PATHS] for k in range(PATHS)]
+            open_paths = [p for p in open_paths if p.state == "active" and len(p.inflight) < PWND
+                          and p.next_psn - p.floor < 256]
+            if not open_paths:
+                return
+            # 4.1: a retransmission avoids the path that lost it if it can.
+            path = next((p for p in open_paths if p.slot != avoid), open_paths[0])
+            qp.rr = (path.slot + 1) % PATHS
+            msn, i, *rest = qp.queue.pop(0)
+            m = qp.tx.get(msn)
+            if m and not m["done"] and i not in m["delivered"]:
+                self.emit(qp, path, msn, i, retransmit=bool(rest))
+
+    def lost(self, qp, path, psns):
+        for psn in sorted(psns):
+            msn, i = path.inflight.pop(psn)
+            qp.queue.insert(0, (msn, i, "retransmit", path.slot))
+
+    def ack(self, qp, a):
+        slot = a.path_id & 0x3F
+        path = qp.tx_paths.get(slot)
+        if path is None or path.pid != a.path_id or a.cum_psn > path.next_psn:
+            return  # 4.2: a stale path id or a cum_psn after next_psn moves nothing
+        acked = {p for p in path.inflight if p < a.cum_psn or (a.sack >> (p - a.cum_psn - 1) & 1 if p > a.cum_psn else 0)}
+        for psn in acked:
+            msn, i = path.inflight.pop(psn)
+            path.acked.add(psn)
+            if msn in qp.tx:
+                qp.tx[msn]["delivered"].add(i)
+        if acked:
+            qp.progress_at = time.monotonic()
+            path.unanswered = 0
+            path.state = "active"
+            path.rto_at = time.monotonic() + RTO if path.inflight else None
+            top = max(path.acked)
+            holes = {p for p in path.inflight if p < top}
+            if self.bug == "go-back-n" and holes:
+                holes = set(path.inflight)
+            self.lost(qp, path, holes)
+        path.floor = min(path.inflight) if path.inflight else path.next_psn
+        self.completions(qp, a.cum_msn)
+        self.pump(qp)
+
+    def completions(self, qp, cum_msn, failed=None):
+        for msn in sorted(qp.tx, key=lambda x: (x - qp.psn) & 0xFFFFFFFF):
+            m = qp.tx[msn]
+            passed = 0 < (cum_msn - msn) & 0xFFFFFFFF < 1 << 31
+            if not (passed or msn == failed):
+                break
+            if m["wr_id"] is not None:
+                qp.send_cq.append(dict(wr_id=m["wr_id"], status=0 if passed else failed_status(m), opcode=0,
+                                       byte_len=len(m["data"]), imm=None))
+            del qp.tx[msn]
+        if not qp.tx:
+            qp.progress_at = None
+
+    def nak_in(self, qp, n):
+        path = qp.tx_paths.get(n.path_id & 0x3F)
+        if path is None or path.pid != n.path_id or n.psn >= path.next_psn or n.msn not in qp.tx:
+            return  # 4.2: others are ignored
+        qp.tx[n.msn]["syndrome"] = n.syndrome
+        self.completions(qp, qp.psn, failed=n.msn)
+
+    def probe_reply(self, qp, r):
+        path = qp.tx_paths.get(r.path_id & 0x3F)
+        if path is not None and path.pid == r.path_id:
+            path.state, path.unanswered, path.rto_at = "active", 0, None
+            self.pump(qp)
+
+    def tick(self):
+        now = time.monotonic()
+        for qp in self.qps.values():
+            for path in qp.tx_paths.values():
+                if path.rto_at is None or now < path.rto_at or (not path.inflight and path.state == "active"):
+                    continue
+                # RTO (4.3): the path's packets go to the others, it probes.
+                self.lost(qp, path, set(path.inflight))
+                if path.state == "probing":
+                    path.unanswered += 1
+                if path.unanswered >= PROBES_TO_FAIL:
+                    gen = (path.gen + 1) % 1024
+                    path.__init__(path.slot, gen, self.rnd)
+                path.state = "probing"
+                path.rto_at = now + RTO
+                self.send(codec.Probe(qp.peer_qpn, path.pid, self.rnd.getrandbits(32), time.monotonic_ns()).encode(),
+                          path.sport, qp.peer)
+            for msn, m in list(qp.tx.items()):
+                if len(m["delivered"]) == len(m["segs"]):
+                    # Verdict probe (4.3): delivered, no cum_msn, no NAK.
+                    if m["verdict_at"] is None:
+                        m["verdict_at"] = now + RTO
+                    elif now >= m["verdict_at"]:
+                        m["verdict_at"] = now + RTO
+                        qp.queue.insert(0, (msn, len(m["segs"]) - 1, "retransmit"))
+                        m["delivered"].discard(len(m["segs"]) - 1)
+                break  # only the oldest unfinished message
+            if qp.progress_at is not None and now - qp.progress_at > GIVE_UP:
+                for msn, m in list(qp.tx.items()):
+                    if m["wr_id"] is not None:
+                        qp.send_cq.append(dict(wr_id=m["wr_id"], status=12, opcode=0, byte_len=0, imm=None))
+                qp.tx.clear()
+                qp.queue.clear()
+                qp.progress_at = None
+            self.pump(qp)
+
+    def ticker(self):
+        while True:
+            time.sleep(0.003)
+            with self.lock:
+                self.tick()
+
     # ---- the agent's requests (agent.py's protocol) ----
     def request(self, r):
         op = r.get("op")
         with self.lock:
             if op == "hello":
-                return dict(ok=True, device=f"fake_dut.py bug={self.bug}", byteorder="little", sends=False)
+                return dict(ok=True, device=f"fake_dut.py bug={self.bug}", byteorder="little", sends=True)
             if op == "bye":
                 return dict(ok=True)
             if op == "create_qp":
@@ -249,15 +461,21 @@ class Fake:
                 return dict(ok=True)
             if op == "qp_state":
                 return dict(ok=True, state=6 if qp.error else 3)
-            if op == "poll" and r.get("cq") == "recv":
-                pass
-            else:
-                return dict(ok=False, unsupported=True, error=f"{op} {r.get('cq', '')}: the fake DUT sends nothing")
+            if op == "post_send":
+                if r["opcode"] != "write":
+                    return dict(ok=False, unsupported=True, error=f"the fake DUT posts no {r['opcode']}")
+                data = bytes(qp.mem[r["offset"]:r["offset"] + r["len"]])
+                self.post(qp, P.OP_WRITE, data, r["remote_addr"], r["rkey"], wr_id=r["wr_id"])
+                self.pump(qp)
+                return dict(ok=True)
+            if op != "poll":
+                return dict(ok=False, error=f"unknown op {op}")
         end = time.monotonic() + r.get("timeout", 1)
         while True:
             with self.lock:
-                if len(qp.recv_cq) >= r.get("max", 1) or time.monotonic() >= end:
-                    wcs, qp.recv_cq[:] = qp.recv_cq[:r.get("max", 1)], qp.recv_cq[r.get("max", 1):]
+                cq = qp.send_cq if r.get("cq") == "send" else qp.recv_cq
+                if len(cq) >= r.get("max", 1) or time.monotonic() >= end:
+                    wcs, cq[:] = cq[:r.get("max", 1)], cq[r.get("max", 1):]
                     return dict(ok=True, wcs=wcs)
             time.sleep(0.01)
 
@@ -282,6 +500,7 @@ def main():
     srv.daemon_threads = True
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     print(f"fake DUT on {a.addr}:{a.port}, agent on {a.agent_port}, bug {a.bug}", flush=True)
+    threading.Thread(target=fake.ticker, daemon=True).start()
     fake.serve()
 
 

@@ -176,7 +176,7 @@ def fake_run(bug=None, only=None):
         fake.stdout.readline()  # its banner: bound and listening
         import run
         args = ["--dut", "127.0.0.2", "--src", "127.0.0.1", "--port", str(port), "--agent",
-                f"127.0.0.2:{agent_port}", "--timeout", "3", "--quiet", "0.3", "--seed", "15"]
+                f"127.0.0.2:{agent_port}", "--timeout", "3", "--quiet", "0.3", "--third", "127.0.0.3", "--seed", "15"]
         lines = []
         failed = run.run(run.parse(args + (["--only", only] if only else [])), out=lines.append)
         return failed, lines
@@ -193,7 +193,7 @@ def fake_checks():
         print("\n".join(lines))
     print(f"fake DUT: conforming, {passed} clauses pass ({time.monotonic() - begin:.1f} s)")
     for bug, clause, only in (("accept-rsn-on-write", "1.3.k", "drops"), ("no-ce-echo", "1.e", "ce_and_ts_echo"),
-                              ("ack-once", "3.4.g", "ack_twice")):
+                              ("ack-once", "3.4.g", "ack_twice"), ("go-back-n", "4.2.b", "dut_sack_retransmit")):
         failed, lines = fake_run(bug, only)
         if not check(failed == [clause], f"fake DUT --bug {bug}: failed clauses {failed}, want [{clause}]"):
             print("\n".join(lines))

@@ -112,6 +112,18 @@ class Wire:
                     return got[:count]
                 self.cond.wait(min(left, 0.1))
 
+    def wait_new(self, mark, timeout):
+        """Every packet from index `mark` on, as soon as there is one (or
+        none after `timeout` seconds)."""
+        end = time.monotonic() + timeout
+        with self.cond:
+            while len(self.log) <= mark:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return []
+                self.cond.wait(left)
+            return self.log[mark:]
+
     def quiet(self, pred, seconds, mark):
         """Waits `seconds` and returns what matched `pred` since `mark`."""
         time.sleep(seconds)
