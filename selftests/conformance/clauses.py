@@ -163,7 +163,10 @@ CLAUSES = [
       "packets not from the peer's address (PLANES: not from its plane-0 address) are dropped",
       ("not_peer",)),
     C("3.1.a", "3.1", "`d > 256` drop the packet without processing it (`PathOutOfWindow`)",
-      "a PSN more than 256 past cum_psn is dropped unprocessed", ("path_window",)),
+      "a PSN more than 256 past cum_psn is dropped unprocessed", (),
+      "unreachable by a valid packet: the floor step before it moves cum_psn to psn - floor_delta >= "
+      "psn - 256, so d <= 256 always (floor_and_sack checks that a PSN 1000 ahead with floor_delta 0 "
+      "is taken; see the README's ambiguities)"),
     C("3.1.b", "3.1", "if `floor` is after `cum_psn`, advance `cum_psn` to `floor`",
       "floor_delta moves cum_psn past PSNs the sender gave up", ("floor_and_sack",)),
     C("3.1.c", "3.1", "the slot is reset to the new path id with `cum_psn = 0`",

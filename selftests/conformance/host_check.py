@@ -152,6 +152,11 @@ def clause_checks():
     check(any("frobnicate" in p for p in clauses.check(grown, None)), "a new MUST sentence went unnoticed")
     reworded = spec.replace("demultiplexing", "routing")
     check(any("1.b" in p for p in clauses.check(reworded, None)), "a stale clause quote went unnoticed")
+    import tests
+    names = {n for _, ns in tests.TESTS for n in ns}
+    listed = {t for c in clauses.CLAUSES for t in c.tests}
+    check(listed <= names, f"clause table names tests that do not exist: {sorted(listed - names)}")
+    check(names <= listed, f"tests no clause lists: {sorted(names - listed)}")
     seen = sum(1 for c in clauses.CLAUSES if c.tests)
     print(f"clauses: {len(clauses.CLAUSES)} ({seen} tested, {len(clauses.CLAUSES) - seen} not observable) "
           "cover protocol.md 1-4; the check catches a new MUST and a stale quote")
