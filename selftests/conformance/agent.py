@@ -21,6 +21,7 @@ JSON object per line, {"op": NAME, ...}; each gets {"ok": true, ...} or
                               INIT -> RTR (dest = the tester, rq_psn =
                               peer_psn) -> RTS (sq_psn random, 24 bits);
                               answers qp (an id), qpn, psn, rkey, addr
+  create_ud  qkey buf_len      a UD QP (RTS) with its region; qp, qpn
   post_recv  qp wr_id offset len      a receive into the region
   post_send  qp opcode wr_id offset len remote_addr rkey [imm add compare swap]
                               opcode: send send_imm write write_imm read
@@ -157,12 +158,33 @@ class Conn:
             for wc in got:
                 imm = socket.ntohl(wc.imm_data) if wc.wc_flags & e.IBV_WC_WITH_IMM else None
                 wcs.append(dict(wr_id=wc.wr_id, status=wc.status, opcode=wc.opcode, byte_len=wc.byte_len,
-                                imm=imm))
+                                imm=imm, src_qp=wc.src_qp))
         return wcs
 
     def close(self):
         for obj in (self.qp, self.scq, self.rcq, self.mr):
             obj.close()
+
+
+class UdConn(Conn):
+    """A UD QP (datagrams, protocol.md 5): receives only, for the tests of
+    UD_SEND's header rules."""
+
+    def __init__(self, agent, r):
+        ctx, pd = agent.ctx, agent.pd
+        self.len = r.get("buf_len", 1 << 16)
+        self.mr = MR(pd, self.len, e.IBV_ACCESS_LOCAL_WRITE)
+        self.scq, self.rcq = CQ(ctx, 64), CQ(ctx, 256)
+        cap = QPCap(max_send_wr=8, max_recv_wr=64, max_send_sge=1, max_recv_sge=1)
+        self.qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=self.scq, rcq=self.rcq, cap=cap))
+        self.psn = random.randrange(1 << 24)
+        a = state_attr(e.IBV_QPS_INIT)
+        a.pkey_index, a.port_num, a.qkey = 0, 1, r["qkey"]
+        self.qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_QKEY)
+        self.qp.modify(state_attr(e.IBV_QPS_RTR), e.IBV_QP_STATE)
+        a = state_attr(e.IBV_QPS_RTS)
+        a.sq_psn = self.psn
+        self.qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_SQ_PSN)
 
 
 class Agent:
@@ -180,8 +202,8 @@ class Agent:
                         sends=True)
         if op == "bye":
             return {}
-        if op == "create_qp":
-            c = Conn(self, r)
+        if op in ("create_qp", "create_ud"):
+            c = (Conn if op == "create_qp" else UdConn)(self, r)
             qid, self.next_id = self.next_id, self.next_id + 1
             self.conns[qid] = c
             return dict(qp=qid, qpn=c.qp.qp_num, psn=c.psn, rkey=c.mr.rkey, addr=c.mr.buf)

@@ -79,9 +79,8 @@ CLAUSES = [
       "PEER_PSN: set on every packet of a direction numbered from the receiver's PSN; a flag that "
       "differs from the direction's first packet is out of window",
       ("peer_psn_flag",)),
-    C("1.3.c", "1.3", "MUST NOT be set on UD_SEND, `BadFlags`", "PEER_PSN on UD_SEND is dropped", (),
-      "needs a UD QP on the DUT; the agent drives RC QPs only (the codec checks the rule on every "
-      "captured packet; tools/wireshark/vectors.txt peer_psn_on_ud)"),
+    C("1.3.c", "1.3", "MUST NOT be set on UD_SEND, `BadFlags`", "PEER_PSN on UD_SEND is dropped",
+      ("ud_send_rules",)),
     C("1.3.d", "1.3", "Other bits MUST be zero", "undefined data flag bits are dropped",
       ("drop_undefined_flag",)),
     C("1.3.e", "1.3", "Validity rules (a packet violating any is dropped with the given reason)",
@@ -90,8 +89,7 @@ CLAUSES = [
     C("1.3.f", "1.3", "READ_REQ: `offset = 0`, `payload_len = 0` (`BadLength`)",
       "a READ_REQ with offset or payload is dropped", ("drop_read_req_payload",)),
     C("1.3.g", "1.3", "UD_SEND: `offset = 0`, `payload_len = msg_len` (`BadLength`)",
-      "UD_SEND length and remote_va/imm rules", (),
-      "needs a UD QP on the DUT (RC agent only); the codec's rule is checked against vectors.txt"),
+      "UD_SEND length and remote_va/imm rules", ("ud_send_rules",)),
     C("1.3.h", "1.3", "CMP_SWAP: `offset = 0`, `payload_len = msg_len = 16`",
       "atomic operand lengths (BadLength)", ("drop_atomic_len",)),
     C("1.3.i", "1.3", "`floor_delta ≤ 256` (`BadLength`)", "floor_delta > 256 is dropped",

@@ -70,6 +70,18 @@ class Qp:
         self.pending_atomics = {}   # msn -> (opcode, remote_va, operands) checked, run at completion
 
 
+class UdQp:
+    """A UD QP: datagrams to the next posted receive (after a 40-byte GRH
+    slot, as verbs lays them out), when the Q_Key matches."""
+
+    def __init__(self, qpn, qkey, buf_len):
+        self.qpn, self.qkey, self.psn = qpn, qkey, 0
+        self.mem = bytearray(buf_len)
+        self.recvs, self.recv_cq, self.send_cq = [], [], []
+        self.error = False
+        self.tx = {}
+
+
 class TxPath:
     """A sender path (4.1): slot, generation, UDP source port, PSNs."""
 
@@ -137,6 +149,14 @@ class Fake:
                 return qp and self.probe_reply(qp, pkt)
             return self.probe(pkt, src, sport)
         qp = self.qps.get(pkt.dst_qpn)
+        if isinstance(qp, UdQp):
+            if isinstance(pkt, codec.Data) and pkt.opcode == P.OP_UD_SEND and pkt.rkey == qp.qkey and qp.recvs:
+                wr_id, off, n = qp.recvs.pop(0)
+                if 40 + len(pkt.payload) <= n:
+                    qp.mem[off + 40:off + 40 + len(pkt.payload)] = pkt.payload
+                    qp.recv_cq.append(dict(wr_id=wr_id, status=0, byte_len=40 + len(pkt.payload),
+                                           src_qp=pkt.remote_va, imm=pkt.imm if pkt.flags & P.FLAG_IMM else None))
+            return
         if qp is None or src != qp.peer:
             return
         if isinstance(pkt, codec.Planes):
@@ -393,6 +413,8 @@ class Fake:
     def tick(self):
         now = time.monotonic()
         for qp in self.qps.values():
+            if isinstance(qp, UdQp):
+                continue
             for path in qp.tx_paths.values():
                 if path.rto_at is None or now < path.rto_at or (not path.inflight and path.state == "active"):
                     continue
@@ -444,6 +466,10 @@ class Fake:
                 qpn = self.rnd.randrange(0x100, 1 << 24)
                 qp = self.qps[qpn] = Qp(qpn, r, self.rnd)
                 return dict(ok=True, qp=qpn, qpn=qpn, psn=qp.psn, rkey=qp.rkey, addr=MR_VA)
+            if op == "create_ud":
+                qpn = self.rnd.randrange(0x100, 1 << 24)
+                self.qps[qpn] = UdQp(qpn, r["qkey"], r.get("buf_len", 1 << 16))
+                return dict(ok=True, qp=qpn, qpn=qpn, psn=0, rkey=0, addr=MR_VA)
             qp = self.qps.get(r.get("qp"))
             if qp is None:
                 return dict(ok=False, error="no such qp")

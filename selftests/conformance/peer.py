@@ -26,6 +26,7 @@ from codec import P
 
 ECT0, CE, NOT_ECT = 2, 3, 0
 SO_NO_CHECK = 11  # socket(7): IPv4 UDP sends a zero checksum
+IP_MTU_DISCOVER, IP_PMTUDISC_DONT = 10, 0  # ip(7): fragment, never EMSGSIZE
 
 
 @dataclass
@@ -87,6 +88,9 @@ class Wire:
             s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ecn)
             if not checksum:
                 s.setsockopt(socket.SOL_SOCKET, SO_NO_CHECK, 1)
+            # The PayloadTooLarge case is an 8 KiB datagram: fragmented on a
+            # 1500-byte link, reassembled before the DUT's UDP layer.
+            s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DONT)
             s.bind((key[0], sport))
             self.tx[key] = s
         s.sendto(raw, (self.dut, self.port))

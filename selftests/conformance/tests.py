@@ -668,6 +668,43 @@ def not_peer(ctx):
               "the peer's WRITE was not taken after the forged one")
 
 
+@test()
+def ud_send_rules(ctx):
+    """UD_SEND (1.3): a datagram with PEER_PSN, an offset, a payload_len
+    other than msg_len, a source QPN of 25 bits or imm without IMM is
+    dropped; a valid one takes the next receive."""
+    qkey = 0x1BADCAFE
+    info = ctx.agent.call("create_ud", qkey=qkey, buf_len=8 * 512)
+    qp = info["qp"]
+    try:
+        for i in range(8):
+            ctx.agent.call("post_recv", qp=qp, wr_id=500 + i, offset=512 * i, len=512)
+        sport = 49152 + ctx.rnd.randrange(16384)
+
+        def dgram(**kw):
+            f = dict(opcode=P.OP_UD_SEND, dst_qpn=info["qpn"], path_id=0, psn=7, msn=7, offset=0, msg_len=64,
+                     payload=b"u" * 64, remote_va=0x111, rkey=qkey)
+            f.update(kw)
+            return codec.Data(**f).encode()
+        bad = {
+            "1.3.c": [dgram(flags=P.FLAG_PEER_PSN)],
+            "1.3.g": [codec._set(dgram(), 20, ">I", 8), dgram(msg_len=128), dgram(remote_va=1 << 24), dgram(imm=5)],
+        }
+        for pkts in bad.values():
+            for raw in pkts:
+                ctx.wire.send(raw, sport)
+        early = ctx.agent.call("poll", qp=qp, cq="recv", timeout=ctx.quiet, max=1)["wcs"]
+        for cid in bad:
+            ctx.check(cid, not early, f"a malformed UD_SEND was delivered: {early}")
+        ctx.wire.send(dgram(remote_va=0x222, payload=b"v" * 64), sport)
+        wcs = ctx.agent.call("poll", qp=qp, cq="recv", timeout=ctx.timeout, max=1)["wcs"]
+        ok = len(wcs) == 1 and wcs[0]["status"] == 0 and wcs[0].get("src_qp") == 0x222
+        for cid in bad:
+            ctx.check(cid, ok, f"the valid UD_SEND after them: {wcs}, want one completion from source QPN 0x222")
+    finally:
+        ctx.agent.call("destroy_qp", qp=qp)
+
+
 def failing_conn(ctx, **kw):
     c = ctx.conn(**kw)
     p = c.path(0)
