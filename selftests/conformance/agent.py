@@ -239,7 +239,7 @@ class Agent:
         ls.listen(1)
         print(f"agent: {self.dev} ({self.addr}), listening on {listen}:{port}", flush=True)
         while True:
-            sock, peer = ls.accept()
+            sock, _ = ls.accept()
             f = sock.makefile("rw")
             bye = False
             for line in f:

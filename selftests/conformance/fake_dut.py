@@ -364,7 +364,8 @@ class Fake:
         path = qp.tx_paths.get(slot)
         if path is None or path.pid != a.path_id or a.cum_psn > path.next_psn:
             return  # 4.2: a stale path id or a cum_psn after next_psn moves nothing
-        acked = {p for p in path.inflight if p < a.cum_psn or (a.sack >> (p - a.cum_psn - 1) & 1 if p > a.cum_psn else 0)}
+        acked = {p for p in path.inflight
+                 if p < a.cum_psn or (p > a.cum_psn and a.sack >> (p - a.cum_psn - 1) & 1)}
         for psn in acked:
             msn, i = path.inflight.pop(psn)
             path.acked.add(psn)

@@ -73,7 +73,8 @@ def codec_checks():
                 p = codec.Probe(rnd.getrandbits(24), rnd.getrandbits(16), rnd.getrandbits(32), rnd.getrandbits(64),
                                 opcode == P.OP_PROBE_REPLY)
             else:
-                addrs = [rnd.choice((None, "198.18.%d.%d" % (i, rnd.randrange(1, 255)), socket.inet_ntop(socket.AF_INET6, bytes([0xfd] + [0] * 14 + [i]))))
+                v6 = [socket.inet_ntop(socket.AF_INET6, bytes([0xFD] + [0] * 14 + [i])) for i in range(8)]
+                addrs = [rnd.choice((None, f"198.18.{i}.{rnd.randrange(1, 255)}", v6[i]))
                          for i in range(rnd.randrange(1, 9))]
                 p = codec.Planes(rnd.getrandbits(24), rnd.getrandbits(24), addrs, rnd.random() < .5, rnd.random() < .5)
             try:
