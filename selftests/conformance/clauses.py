@@ -146,6 +146,9 @@ CLAUSES = [
     C("1.8.f", "1.8", "Only plane 0 carries packets until both hold",
       "no packet on plane i before the exchange completed", (),
       "needs a tester on two planes; the rig's tester has one (planes.sh checks it between two modules)"),
+    C("1.8.h", "1.8", "repeats it, with intervals doubling from 1 ms up to",
+      "an end with several planes announces PLANES (CONFIRM) after RTR, repeated with doubling intervals "
+      "until the peer's KNOWN", ("planes_announce",)),
     C("1.8.g", "1.8", "Entry 0 is the address the sender connected from",
       "the DUT's PLANES entry 0 is its plane-0 address", ("planes_exchange",)),
     # ---- 2 Concepts ----

@@ -58,7 +58,9 @@ class Qp:
         self.recvs = []             # posted receives: (wr_id, offset, len)
         self.recv_cq = []
         self.send_cq = []
-        self.got_known = False
+        self.got_known = False      # the peer said it holds our plane list
+        self.known = False          # we hold the peer's
+        self.announce_at, self.announce_gap = time.monotonic() + 0.001, 0.001
         # The sender (section 4): messages by MSN, paths by slot, the
         # packets waiting to go (retransmissions first).
         self.next_msn = self.psn
@@ -107,8 +109,10 @@ def failed_status(m):
 
 
 class Fake:
-    def __init__(self, addr, port, bug=None):
+    def __init__(self, addr, port, bug=None, planes=1):
         self.addr, self.port, self.bug = addr, port, bug
+        # Plane i's address: 127.0.i.2 style, for the PLANES lists (1.8).
+        self.plane_addrs = [addr] + [f"127.0.{i}.{addr.rsplit('.', 1)[1]}" for i in range(1, planes)]
         self.rnd = random.Random()
         self.qps = {}
         self.lock = threading.Lock()
@@ -188,8 +192,9 @@ class Fake:
         if p.src_qpn != qp.peer_qpn:
             return
         qp.got_known |= p.known
+        qp.known = True
         if not p.known or p.confirm:
-            answer = codec.Planes(qp.peer_qpn, qp.qpn, [self.addr], True, not qp.got_known)
+            answer = codec.Planes(qp.peer_qpn, qp.qpn, self.plane_addrs, True, not qp.got_known)
             self.sock.sendto(answer.encode(), (src, self.port))
 
     # ---- 3.1-3.4 ----
@@ -416,6 +421,12 @@ class Fake:
         for qp in self.qps.values():
             if isinstance(qp, UdQp):
                 continue
+            if len(self.plane_addrs) > 1 and not qp.got_known and now >= qp.announce_at:
+                # 1.8: our planes, repeated with doubling intervals up to
+                # 100 ms until the peer's KNOWN; CONFIRM on every one.
+                self.sock.sendto(codec.Planes(qp.peer_qpn, qp.qpn, self.plane_addrs, qp.known, True).encode(),
+                                 (qp.peer, self.port))
+                qp.announce_at, qp.announce_gap = now + qp.announce_gap, min(0.1, 2 * qp.announce_gap)
             for path in qp.tx_paths.values():
                 if path.rto_at is None or now < path.rto_at or (not path.inflight and path.state == "active"):
                     continue
@@ -513,8 +524,9 @@ def main():
     ap.add_argument("--port", type=int, default=14792)
     ap.add_argument("--agent-port", type=int, default=14793)
     ap.add_argument("--bug", choices=BUGS)
+    ap.add_argument("--planes", type=int, default=1, help="planes of the fake device (PLANES announcements)")
     a = ap.parse_args()
-    fake = Fake(a.addr, a.port, a.bug)
+    fake = Fake(a.addr, a.port, a.bug, a.planes)
 
     class Handler(socketserver.StreamRequestHandler):
         def handle(self):

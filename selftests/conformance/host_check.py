@@ -171,12 +171,13 @@ def free_port():
     return port
 
 
-def fake_run(bug=None, only=None):
+def fake_run(bug=None, only=None, planes=1):
     """The suite against fake_dut.py: the clause ids that failed, or None."""
     port = free_port()
     agent_port = free_port()
     fake = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_dut.py"), "--addr", "127.0.0.2",
-                             "--port", str(port), "--agent-port", str(agent_port)] + (["--bug", bug] if bug else []),
+                             "--port", str(port), "--agent-port", str(agent_port), "--planes", str(planes)]
+                            + (["--bug", bug] if bug else []),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         fake.stdout.readline()  # its banner: bound and listening
@@ -193,7 +194,7 @@ def fake_run(bug=None, only=None):
 
 def fake_checks():
     begin = time.monotonic()
-    failed, lines = fake_run()
+    failed, lines = fake_run(planes=2)
     passed = sum(1 for x in lines if x.startswith("ok ") and "# SKIP" not in x)
     if not check(not failed, f"the conforming fake DUT failed clauses {failed}"):
         print("\n".join(lines))

@@ -590,7 +590,45 @@ def probe_rate_limit(ctx):
 
 
 def planes_replies(ctx, c, mark):
-    return [r for r in ctx.wire.since(mark) if isinstance(r.pkt, codec.Planes) and r.pkt.dst_qpn == c.my_qpn]
+    """The DUT's answers to our PLANES since `mark`: its PLANES with KNOWN
+    (it holds our list only once it took one of ours). A DUT with several
+    planes also announces its own without KNOWN (1.8): those are no
+    answers."""
+    return [r for r in ctx.wire.since(mark) if c.from_dut(r) and isinstance(r.pkt, codec.Planes) and r.pkt.known]
+
+
+@test()
+def planes_announce(ctx):
+    mark = ctx.wire.mark()
+    c = ctx.conn()
+
+    def mine(r):
+        return c.from_dut(r) and isinstance(r.pkt, codec.Planes)
+    if not ctx.wire.wait(mine, 2 * ctx.quiet, mark):
+        raise Skip("the DUT announced no PLANES: its device has one plane (1.8: only ends with more do)")
+    time.sleep(ctx.quiet)
+    ann = ctx.wire.since(mark, mine)
+    gaps = [1000 * (b.t - a.t) for a, b in zip(ann, ann[1:])]
+    ctx.log(f"  {len(ann)} PLANES announcements, gaps {[round(g, 1) for g in gaps]} ms")
+    p = ann[0].pkt
+    ctx.check("1.8.h", all(r.pkt.confirm and not r.pkt.known for r in ann),
+              f"announcements before our PLANES: {[codec.describe(r.pkt) for r in ann[:3]]}; want CONFIRM, no KNOWN")
+    ctx.check("1.8.h", p.src_qpn == c.dut_qpn and len(p.addrs) >= 2 and p.addrs[0] == ctx.wire.dut,
+              f"announcement {codec.describe(p)}: want src_qpn {c.dut_qpn:#x}, its planes, entry 0 {ctx.wire.dut}")
+    ctx.check("1.8.h", len(ann) >= 3, f"{len(ann)} announcements in {ctx.quiet} s: not repeated")
+    # Doubling from 1 ms up to 100 ms: never faster than the one before
+    # by more than jitter, never slower than the cap by more than jitter.
+    ctx.check("1.8.h", all(b >= a / 3 for a, b in zip(gaps, gaps[1:])) and all(g < 400 for g in gaps),
+              f"announcement gaps {[round(g, 1) for g in gaps]} ms: want doubling from 1 ms up to 100 ms")
+    m2 = ctx.wire.mark()
+    ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.wire.src], known=True, confirm=True).encode(), 50996)
+    ans = ctx.wire.wait(lambda r: mine(r) and r.pkt.known, ctx.timeout, m2)
+    ctx.check("1.8.h", ans and not ans[0].pkt.confirm, f"answer to our KNOWN: {ans and codec.describe(ans[0].pkt)}")
+    time.sleep(0.3)
+    m3 = ctx.wire.mark()
+    time.sleep(ctx.quiet)
+    more = ctx.wire.since(m3, mine)
+    ctx.check("1.8.h", not more, f"{len(more)} PLANES after the peer's KNOWN: the announcements did not stop")
 
 
 @test()
@@ -602,7 +640,7 @@ def planes_exchange(ctx):
     ctx.check("1.8.a", not planes_replies(ctx, c, mark), "a PLANES from another src_qpn was answered")
     m1 = ctx.wire.mark()
     ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.wire.src], confirm=True).encode(), 50999)
-    got = ctx.wire.wait(lambda r: isinstance(r.pkt, codec.Planes) and r.pkt.dst_qpn == c.my_qpn, ctx.timeout, m1)
+    got = ctx.wire.wait(lambda r: c.from_dut(r) and isinstance(r.pkt, codec.Planes) and r.pkt.known, ctx.timeout, m1)
     r = got[0].pkt if got else None
     ctx.check("1.8.d", r is not None and r.known and r.confirm and r.src_qpn == c.dut_qpn,
               f"answer to PLANES with CONFIRM: {r and codec.describe(r)}; want KNOWN+CONFIRM from {c.dut_qpn:#x}")
@@ -612,7 +650,7 @@ def planes_exchange(ctx):
     ctx.check("1.8.c", r is not None and not bad, f"the DUT's PLANES malformed: {[x.error for x in bad]}")
     m2 = ctx.wire.mark()
     ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.wire.src], known=True, confirm=True).encode(), 50999)
-    got = ctx.wire.wait(lambda r: isinstance(r.pkt, codec.Planes) and r.pkt.dst_qpn == c.my_qpn, ctx.timeout, m2)
+    got = ctx.wire.wait(lambda r: c.from_dut(r) and isinstance(r.pkt, codec.Planes) and r.pkt.known, ctx.timeout, m2)
     r = got[0].pkt if got else None
     ctx.check("1.8.d", r is not None and r.known and not r.confirm,
               f"answer to KNOWN+CONFIRM: {r and codec.describe(r)}; want KNOWN without CONFIRM (it holds ours)")
@@ -642,7 +680,7 @@ def planes_malformed(ctx):
     ctx.check("1.8.c", not late, f"a PLANES with a non-zero entry past count was answered: {len(late)}")
     m2 = ctx.wire.mark()
     ctx.wire.send(good, 50998)
-    got = ctx.wire.wait(lambda r: isinstance(r.pkt, codec.Planes) and r.pkt.dst_qpn == c.my_qpn, ctx.timeout, m2)
+    got = ctx.wire.wait(lambda r: c.from_dut(r) and isinstance(r.pkt, codec.Planes) and r.pkt.known, ctx.timeout, m2)
     ctx.check("1.8.b", got, "the valid PLANES after the malformed ones was not answered")
 
 
@@ -658,7 +696,10 @@ def not_peer(ctx):
     c.send(c.write_packets(m, [p], 0, b"T" * 64)[0], src=ctx.third)
     ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.third], confirm=True).encode(), 50997, src=ctx.third)
     time.sleep(ctx.quiet)
-    answered = [r for r in ctx.wire.since(mark) if c.from_dut(r)]
+    # (A DUT with several planes announces its own PLANES, without KNOWN,
+    # whatever we send: no answer to the stranger's.)
+    answered = [r for r in ctx.wire.since(mark) if c.from_dut(r)
+                and not (isinstance(r.pkt, codec.Planes) and not r.pkt.known)]
     ctx.check("3.a", not answered,
               f"packets from a third address answered: {[codec.describe(r.pkt) for r in answered]}")
     ctx.check("3.a", c.mem_read(0, 64) == bytes(64), "a WRITE from a third address was placed")
