@@ -48,7 +48,11 @@ done
 grep -q "listening" "$log" || fail "the agent never listened: $(cat "$log")"
 log "ok: agent on host A: $(head -1 "$log")"
 
-job=$(peer_spawn "timeout 1200 /usr/bin/python3 $METAROCE_REPO/selftests/conformance/run.py --dut $PLANE0_IP --agent $PLANE0_IP:$agent_port --src $PEER_PLANE0_IP --third $third") ||
+# The control channel goes over the management network (host A's address
+# there is host B's METAROCE_PEER_ADDR): plane 0 carries MetaRoCE only.
+# shellcheck disable=SC2016
+a_mgmt=$(peer 'echo $METAROCE_PEER_ADDR') || fail "cannot read host A's management address from host B"
+job=$(peer_spawn "timeout 1200 /usr/bin/python3 $METAROCE_REPO/selftests/conformance/run.py --dut $PLANE0_IP --agent $a_mgmt:$agent_port --src $PEER_PLANE0_IP --third $third") ||
 	fail "cannot start the tester on host B"
 out=$(peer_wait "$job" 1260)
 rc=$?
