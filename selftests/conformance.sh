@@ -51,7 +51,8 @@ log "ok: agent on host A: $(head -1 "$log")"
 # The control channel goes over the management network (host A's address
 # there is host B's METAROCE_PEER_ADDR): plane 0 carries MetaRoCE only.
 # shellcheck disable=SC2016
-a_mgmt=$(peer 'echo $METAROCE_PEER_ADDR') || fail "cannot read host A's management address from host B"
+a_mgmt=$(peer 'echo $METAROCE_PEER_ADDR') || a_mgmt=""
+[ -n "$a_mgmt" ] || fail "cannot read host A's management address from host B (its METAROCE_PEER_ADDR)"
 job=$(peer_spawn "timeout 1200 /usr/bin/python3 $METAROCE_REPO/selftests/conformance/run.py --dut $PLANE0_IP --agent $a_mgmt:$agent_port --src $PEER_PLANE0_IP --third $third") ||
 	fail "cannot start the tester on host B"
 out=$(peer_wait "$job" 1260)
