@@ -16,7 +16,8 @@
 #                   rebuilds.
 #   make test-package  the Debian packages installed, used and purged on
 #                   both rig hosts (selftests/package.sh; slow under TCG)
-#   make check      host-side checks (rig self-check, Wireshark dissector, cargo
+#   make check      host-side checks (rig self-check, Wireshark dissector,
+#                   conformance suite's codec, clause table and fake-DUT run, cargo
 #                   test, clippy, fmt-check, no import cycle among the files of
 #                   rust/driver: scripts/check-imports.py and its self-test);
 #                   cargo test includes the golden captures (tools/golden,
@@ -116,6 +117,7 @@ kernel: deps
 check:
 	selftests/rig/selfcheck.sh
 	tools/wireshark/test.sh
+	selftests/conformance/host_check.py
 	selftests/rig/install-check.sh
 	cargo test --workspace --quiet
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
