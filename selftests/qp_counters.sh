@@ -23,10 +23,13 @@ mr0_on_both_hosts
 # Starts a long ping-pong (server on B, client on A in the background) and
 # sets $qpn to the client's QP number once it is connected.
 start_pingpong() {
-	local args="-d mr0 -n 1000000 -s 64" i
-	peer_spawn "timeout 60 ibv_rc_pingpong $args -g $pgid" > /dev/null || fail "cannot start the server"
+	# Killed when the checks are done; the bound only stops a stray one. A
+	# slower kernel (KASAN, METAROCE_TIMEOUT_SCALE=3) took longer than 60 s
+	# over the checks, and the QP was gone before the last of them.
+	local args="-d mr0 -n 1000000 -s 64" i bound=$((60 * ${METAROCE_TIMEOUT_SCALE:-1}))
+	peer_spawn "timeout $bound ibv_rc_pingpong $args -g $pgid" > /dev/null || fail "cannot start the server"
 	sleep 1
-	timeout 60 ibv_rc_pingpong $args -g "$gid" "$PEER_PLANE0_IP" > /dev/null 2>&1 &
+	timeout $bound ibv_rc_pingpong $args -g "$gid" "$PEER_PLANE0_IP" > /dev/null 2>&1 &
 	client=$!
 	qpn=""
 	for i in $(seq 50); do
