@@ -41,11 +41,10 @@ use super::uc::UcDrops;
 use super::wqe::{RecvWqe, Sge};
 use crate::engine::bitmap::MAX_MSG_PKTS;
 use crate::engine::cc::Aimd;
-use crate::engine::config::{ReceiverConfig, SenderConfig, MSG_WINDOW};
+use crate::engine::config::{ConfigError, ReceiverConfig, SenderConfig, MSG_WINDOW};
 use crate::engine::receiver::Receiver;
 use crate::engine::sender::Sender;
 use crate::engine::wire::{self, Opcode, Packet};
-use crate::ib::heap::kvbox_copy;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
@@ -63,10 +62,12 @@ mod responder;
 pub(super) use requester::{gather_sges, put_data_packet};
 pub(super) use responder::scatter;
 
-/// An empty sender and receiver, copied into each QP's heap memory (~160
-/// and ~14 KiB: never built on the kernel stack).
-static EMPTY_SENDER: Sender = Sender::empty(Aimd);
-static EMPTY_RECEIVER: Receiver = Receiver::EMPTY;
+/// An empty sender and receiver, copied into each QP's memory (~7 and
+/// ~4 KiB: constants, so the copy comes straight from the module's data,
+/// not through the kernel stack). Their paths and per-PSN records are
+/// taken as the QP opens and uses them (`engine_heap.rs`).
+const EMPTY_SENDER: Sender = Sender::empty(Aimd);
+const EMPTY_RECEIVER: Receiver = Receiver::EMPTY;
 
 /// Where to send a QP's packets on plane 0: the peer and our own address.
 /// (The peer's addresses on other planes come from its PLANES packet.)
@@ -384,8 +385,8 @@ impl Transport {
         cqs: (CqRef<CqState>, CqRef<CqState>),
         sq_sig_all: bool,
     ) -> Result<Arc<Self>> {
-        let sender = kvbox_copy(&EMPTY_SENDER)?;
-        let receiver = kvbox_copy(&EMPTY_RECEIVER)?;
+        let sender = KVBox::new(EMPTY_SENDER, GFP_KERNEL)?;
+        let receiver = KVBox::new(EMPTY_RECEIVER, GFP_KERNEL)?;
         let mut out = KVVec::with_capacity(MSG_WINDOW, GFP_KERNEL)?;
         for _ in 0..MSG_WINDOW {
             out.push(OutMsg::Wr { wr: 0, offset: 0 }, GFP_KERNEL)?;
@@ -519,7 +520,10 @@ impl Transport {
             give_up_ns: i.give_up_ns,
             ..SenderConfig::DEFAULT
         };
-        i.sender.reset(cfg, now).map_err(|_| EINVAL)?;
+        i.sender.reset(cfg, now).map_err(|e| match e {
+            ConfigError::NoMemory => ENOMEM,
+            _ => EINVAL,
+        })?;
         for k in 1..planes {
             i.sender.plane_down(k);
         }
