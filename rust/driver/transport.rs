@@ -81,7 +81,8 @@ pub(crate) struct Peer {
     pub(crate) qpn: u32,
 }
 
-/// A send work request being carried, at `send ring index % WR_WINDOW`.
+/// A send work request being carried, at its slot of `Inner::wrs`
+/// (`Inner::wr_slot`).
 /// A request longer than one engine message (WRITE, READ) goes as several
 /// messages; it completes when all of them have (READ: when all responses
 /// have arrived), and only after every earlier request (send completions
@@ -145,7 +146,10 @@ const NO_WR: OutWr = OutWr {
 const SEND_MORE: u64 = 1 << 63;
 
 /// Send work requests tracked at once (taken but not completed): at most
-/// `MSG_WINDOW` in the engine plus READs waiting for their responses.
+/// `MSG_WINDOW` in the engine plus READs waiting for their responses. A QP
+/// whose send ring is smaller tracks as many as its ring holds: a request
+/// stays in the ring until it completes, so no more can be outstanding
+/// (592 B each: a 128-deep window was 74 KiB per QP, the largest part).
 const WR_WINDOW: usize = 128;
 
 /// What the engine is carrying as message `msn` (at `msn % MSG_WINDOW`).
@@ -207,7 +211,8 @@ struct Inner {
     /// What message `msn` carries, at `msn % MSG_WINDOW`.
     out: KVVec<OutMsg>,
     /// Send work requests from `sq_head` to `sq_taken` (and the one at
-    /// `sq_taken` while it is being split), at `index % WR_WINDOW`.
+    /// `sq_taken` while it is being split), at `wr_slot(index)`: as many
+    /// slots as the send ring has, at most `WR_WINDOW`.
     wrs: KVVec<OutWr>,
     /// Send ring index of the oldest work request not completed.
     sq_head: u32,
@@ -265,7 +270,14 @@ impl Inner {
     /// its work request (whose buffer the response goes to).
     fn pending_read(&self, req_msn: u32) -> Option<(PendingRead, &OutWr)> {
         let r = self.read_slot(req_msn).and_then(|k| self.reads[k])?;
-        Some((r, &self.wrs[r.wr as usize % WR_WINDOW]))
+        Some((r, &self.wrs[self.wr_slot(r.wr)]))
+    }
+
+    /// The slot of send ring index `index` in `wrs`. Its length is a power
+    /// of two (the ring's, or `WR_WINDOW`), so slots follow the indices
+    /// across their wrap at 2^32.
+    fn wr_slot(&self, index: u32) -> usize {
+        index as usize % self.wrs.len().max(1)
     }
 }
 
@@ -391,8 +403,9 @@ impl Transport {
         for _ in 0..MSG_WINDOW {
             out.push(OutMsg::Wr { wr: 0, offset: 0 }, GFP_KERNEL)?;
         }
-        let mut wrs = KVVec::with_capacity(WR_WINDOW, GFP_KERNEL)?;
-        for _ in 0..WR_WINDOW {
+        let wr_window = (sq.count() as usize).clamp(1, WR_WINDOW);
+        let mut wrs = KVVec::with_capacity(wr_window, GFP_KERNEL)?;
+        for _ in 0..wr_window {
             wrs.push(NO_WR, GFP_KERNEL)?;
         }
         let mut srq_taken = KVVec::new();
