@@ -105,11 +105,13 @@ impl<B: DerefMut<Target = PktBitmap>> MsgBits<B> {
     }
 
     /// Whether it holds bits beyond [`INLINE_PKTS`].
+    #[inline]
     pub fn is_long(&self) -> bool {
         self.large.is_some()
     }
 
     /// Is bit `i` set?
+    #[inline]
     pub fn get(&self, i: u32) -> bool {
         match &self.large {
             Some(b) => b.get(i),
@@ -118,6 +120,7 @@ impl<B: DerefMut<Target = PktBitmap>> MsgBits<B> {
     }
 
     /// Set bit `i`; true if it was clear before.
+    #[inline]
     pub fn set(&mut self, i: u32) -> bool {
         match &mut self.large {
             Some(b) => b.set(i),
@@ -130,6 +133,7 @@ impl<B: DerefMut<Target = PktBitmap>> MsgBits<B> {
     }
 
     /// Clear bit `i`; true if it was set before.
+    #[inline]
     pub fn clear(&mut self, i: u32) -> bool {
         match &mut self.large {
             Some(b) => b.clear(i),
@@ -142,6 +146,7 @@ impl<B: DerefMut<Target = PktBitmap>> MsgBits<B> {
     }
 
     /// Lowest set bit.
+    #[inline]
     pub fn first_set(&self) -> Option<u32> {
         match &self.large {
             Some(b) => b.first_set(),
@@ -150,6 +155,7 @@ impl<B: DerefMut<Target = PktBitmap>> MsgBits<B> {
     }
 
     /// Clear every bit.
+    #[inline]
     pub fn clear_all(&mut self) {
         match &mut self.large {
             Some(b) => b.clear_all(),

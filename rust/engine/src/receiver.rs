@@ -707,7 +707,9 @@ impl<H: Heap> Receiver<H> {
         }
         m.live = false;
         // A long message's bitmap goes back to the heap.
-        m.got = MsgBits::SHORT;
+        if m.got.is_long() {
+            m.got = MsgBits::SHORT;
+        }
         let c = RxCompletion {
             msn: m.msn,
             opcode: m.opcode,

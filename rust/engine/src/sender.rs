@@ -700,8 +700,10 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         m.live = false;
         // A long message's bitmaps go back to the heap.
-        m.acked = MsgBits::SHORT;
-        m.lost = MsgBits::SHORT;
+        if m.acked.is_long() || m.lost.is_long() {
+            m.acked = MsgBits::SHORT;
+            m.lost = MsgBits::SHORT;
+        }
         let c = TxCompletion {
             msn: m.msn,
             opcode: m.opcode,
