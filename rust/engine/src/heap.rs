@@ -31,10 +31,11 @@ pub trait Heap {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Global;
 
-/// Approximate bytes a heap spends on an allocation of `size` bytes:
-/// kernel `kmalloc` rounds up to its size classes (8 to 8192 bytes: powers
-/// of two, and 96 and 192), larger ones take whole pages. Used to report
-/// and budget what a QP holds ([`Sender::heap_bytes`](super::sender::Sender::heap_bytes)).
+/// Bytes a kernel spends on a `kmalloc` of `size` bytes: it rounds up to
+/// its size classes (8 to 8192 bytes: powers of two, and 96 and 192), and
+/// a larger one takes a power-of-two block of pages (as `KVBox` does too
+/// unless memory is fragmented). Used to report and budget what a QP holds
+/// ([`Sender::footprint`](super::sender::Sender::footprint)).
 pub const fn kmalloc_size(size: usize) -> usize {
     if size == 0 {
         return 0;
@@ -48,10 +49,7 @@ pub const fn kmalloc_size(size: usize) -> usize {
     if size > 128 && size <= 192 {
         return 192;
     }
-    if size <= 8192 {
-        return size.next_power_of_two();
-    }
-    size.div_ceil(4096) * 4096
+    size.next_power_of_two()
 }
 
 #[cfg(test)]
@@ -67,6 +65,7 @@ mod tests {
         assert_eq!(kmalloc_size(288), 512);
         assert_eq!(kmalloc_size(2048), 2048);
         assert_eq!(kmalloc_size(4097), 8192);
-        assert_eq!(kmalloc_size(8193), 12288);
+        assert_eq!(kmalloc_size(8193), 16384);
+        assert_eq!(kmalloc_size(169_824), 256 * 1024);
     }
 }

@@ -319,7 +319,7 @@ pub fn packets_for(opcode: Opcode, len: u32, mtu: u32) -> u32 {
 ///
 /// What stays in place is the message window and the path slots (about
 /// 7 KiB); a path takes its state from the heap when it opens and its
-/// per-PSN records when it first carries data ([`Sender::heap_bytes`]).
+/// per-PSN records when it first carries data ([`Sender::footprint`]).
 pub struct Sender<C: CongestionControl = Aimd, H: Heap = Global> {
     cfg: SenderConfig,
     ccp: CcParams,
