@@ -27,7 +27,6 @@ pub mod engine {
     pub mod completion;
     pub mod config;
     pub mod crc;
-    pub mod heap;
     pub mod path;
     pub mod ratelimit;
     pub mod receiver;

@@ -6,13 +6,12 @@
 //! [`Receiver::flush`]; the policy is in [`ack_policy`](super::ack_policy)).
 
 use super::ack_policy::{AckPending, DEFAULT_ACK_DELAY_NS};
-use super::bitmap::{MsgBits, PktBitmap, INLINE_PKTS, MAX_MSG_PKTS};
+use super::bitmap::{PktBitmap, MAX_MSG_PKTS};
 use super::completion::{CompletionStatus, RxCompletion};
 use super::config::{
     validate_mtu, ConfigError, ReceiverConfig, MAX_PATHS, MSG_WINDOW, PATH_GENERATIONS,
     PATH_SLOT_BITS, PATH_SLOT_MASK,
 };
-use super::heap::{kmalloc_size, Global, Heap};
 use super::sack::{PsnVerdict, SackTracker};
 use super::sender::packets_for;
 use super::seq::seq_diff;
@@ -57,9 +56,6 @@ pub enum DropReason {
     Inconsistent,
     /// PSN too far ahead on its path.
     PathOutOfWindow,
-    /// The heap had no memory for the packet's path or its (long)
-    /// message: nothing was recorded, so the sender resends it.
-    NoMemory,
 }
 
 /// Decision for one data packet.
@@ -109,18 +105,15 @@ impl RxPath {
     };
 }
 
-/// A message of the window; its packet bitmap is in place for up to
-/// [`INLINE_PKTS`] packets, from the heap for a longer one (taken with its
-/// first packet, given back when it completes).
-struct RxMsg<H: Heap> {
+#[derive(Clone, Copy, Debug)]
+struct RxMsg {
     msn: u32,
     live: bool,
     opcode: Opcode,
     len: u32,
-    got: MsgBits<H::Box<PktBitmap>>,
-    /// Packets received, at most [`MAX_MSG_PKTS`]. (How many it has comes
-    /// from `opcode` and `len`, which every packet of it repeats.)
-    got_count: u16,
+    npkts: u32,
+    got: PktBitmap,
+    got_count: u32,
     complete: bool,
     failed: Option<Syndrome>,
     imm: u32,
@@ -129,13 +122,14 @@ struct RxMsg<H: Heap> {
     rsn: u16,
 }
 
-impl<H: Heap> RxMsg<H> {
+impl RxMsg {
     const EMPTY: Self = Self {
         msn: 0,
         live: false,
         opcode: Opcode::Send,
         len: 0,
-        got: MsgBits::SHORT,
+        npkts: 0,
+        got: PktBitmap::new(),
         got_count: 0,
         complete: false,
         failed: None,
@@ -169,15 +163,12 @@ impl Start {
     };
 }
 
-/// The receiving side of one QP, generic over the heap its paths and long
-/// messages take memory from, like [`Sender`](super::sender::Sender): a
-/// path's state is taken when its first packet arrives.
-pub struct Receiver<H: Heap = Global> {
+/// The receiving side of one QP. Plain data (`Copy`), like [`Sender`](super::sender::Sender).
+#[derive(Clone, Copy)]
+pub struct Receiver {
     cfg: ReceiverConfig,
-    /// The paths packets arrived on, by slot (`None`: none yet since
-    /// `reset`; a slot keeps its memory for later generations).
-    paths: [Option<H::Box<RxPath>>; MAX_PATHS],
-    msgs: [RxMsg<H>; MSG_WINDOW],
+    paths: [RxPath; MAX_PATHS],
+    msgs: [RxMsg; MSG_WINDOW],
     start: Start,
     head: u32,
     cum_msn: u32,
@@ -199,20 +190,15 @@ impl Receiver {
         r.reset(cfg)?;
         Ok(r)
     }
-}
-
-impl<H: Heap> Receiver<H> {
-    const NO_PATH: Option<H::Box<RxPath>> = None;
 
     /// An idle receiver, usable only after [`Receiver::reset`]; a constant
-    /// so a kernel can copy it into its own memory without building it on
-    /// the stack.
+    /// so a kernel can box it without building it on the stack.
     pub const EMPTY: Self = Self {
         cfg: ReceiverConfig {
             peer_qpn: 0,
             mtu: 1,
         },
-        paths: [Self::NO_PATH; MAX_PATHS],
+        paths: [RxPath::EMPTY; MAX_PATHS],
         msgs: [RxMsg::EMPTY; MSG_WINDOW],
         start: Start::ZERO,
         head: 0,
@@ -234,7 +220,7 @@ impl<H: Heap> Receiver<H> {
         validate_mtu(cfg.mtu)?;
         self.cfg = cfg;
         for p in self.paths.iter_mut() {
-            *p = None;
+            *p = RxPath::EMPTY;
         }
         for m in self.msgs.iter_mut() {
             *m = RxMsg::EMPTY;
@@ -298,18 +284,6 @@ impl<H: Heap> Receiver<H> {
     /// Counters.
     pub fn stats(&self) -> &ReceiverStats {
         &self.stats
-    }
-
-    /// Bytes this receiver holds, as a kernel's `kmalloc` would count them
-    /// ([`kmalloc_size`]): the receiver itself, its paths' state and the
-    /// bitmaps of its long messages in progress.
-    pub fn footprint(&self) -> usize {
-        use core::mem::size_of;
-        let paths = self.paths.iter().flatten().count();
-        let bitmaps = self.msgs.iter().filter(|m| m.got.is_long()).count();
-        kmalloc_size(size_of::<Self>())
-            + paths * kmalloc_size(size_of::<RxPath>())
-            + bitmaps * kmalloc_size(size_of::<PktBitmap>())
     }
 
     /// Next message not yet fully received.
@@ -394,16 +368,12 @@ impl<H: Heap> Receiver<H> {
                 }
             }
         }
-        // Memory first: a refusal must leave no trace an ACK could report.
-        let pslot = (h.path_id & PATH_SLOT_MASK) as usize;
-        let Some(bits) = self.take_memory(h, ahead, pslot, npkts) else {
-            return self.drop(DropReason::NoMemory);
-        };
         // Path bookkeeping (loss detection at the sender).
+        let pslot = (h.path_id & PATH_SLOT_MASK) as usize;
         // The path to acknowledge, if the packet is tracked, and whether
         // its ACK must go at once (protocol.md 3.4).
         let mut tracked: Option<bool> = None;
-        if let Some(rp) = self.paths.get_mut(pslot).and_then(|p| p.as_deref_mut()) {
+        if let Some(rp) = self.paths.get_mut(pslot) {
             let gen = h.path_id >> PATH_SLOT_BITS;
             let cur = rp.id >> PATH_SLOT_BITS;
             let newer = gen.wrapping_sub(cur) % PATH_GENERATIONS;
@@ -433,66 +403,22 @@ impl<H: Heap> Receiver<H> {
                 self.stats.stale_path += 1;
             }
         }
-        let v = self.on_message(h, ahead, idx, npkts, bits);
+        let v = self.on_message(h, ahead, idx, npkts);
         // Duplicates and discarded packets are answered at once.
         let completed = match v {
             RxVerdict::Place(_) => self.msgs.get(slot).is_some_and(|m| m.complete),
             RxVerdict::Drop(_) => return v,
             RxVerdict::Duplicate | RxVerdict::Discard => true,
         };
-        if let (Some(urgent), Some(rp)) = (
-            tracked,
-            self.paths.get_mut(pslot).and_then(|p| p.as_deref_mut()),
-        ) {
+        if let (Some(urgent), Some(rp)) = (tracked, self.paths.get_mut(pslot)) {
             rp.ack.on_packet(now, h.floor_delta, urgent || completed);
         }
         v
     }
 
-    /// Whether the packet `ahead` of `head` starts a message in the window
-    /// (its first packet to arrive).
-    fn starts_message(&self, h: &DataHeader, ahead: i32) -> bool {
-        ahead >= 0
-            && self
-                .msgs
-                .get(h.msn as usize % MSG_WINDOW)
-                .is_some_and(|m| !m.live || m.msn != h.msn)
-    }
-
-    /// The memory an accepted packet needs before it is recorded: its
-    /// path's state (the path's first packet) and, for the first packet of
-    /// a message longer than [`INLINE_PKTS`], the message's bitmap
-    /// (returned, for [`Receiver::on_message`]). `None` if the heap
-    /// refused.
-    fn take_memory(
-        &mut self,
-        h: &DataHeader,
-        ahead: i32,
-        pslot: usize,
-        npkts: u32,
-    ) -> Option<MsgBits<H::Box<PktBitmap>>> {
-        if let Some(p) = self.paths.get_mut(pslot) {
-            if p.is_none() {
-                *p = Some(H::copy_of(&RxPath::EMPTY)?);
-            }
-        }
-        if npkts > INLINE_PKTS && self.starts_message(h, ahead) {
-            return Some(MsgBits::long(H::copy_of(&PktBitmap::new())?));
-        }
-        Some(MsgBits::SHORT)
-    }
-
     /// Message bookkeeping (placement and completion) of an accepted
-    /// packet, `ahead` of `head`, packet `idx` of `npkts`; `bits`: the
-    /// bitmap for a message it starts ([`Receiver::take_memory`]).
-    fn on_message(
-        &mut self,
-        h: &DataHeader,
-        ahead: i32,
-        idx: u32,
-        npkts: u32,
-        bits: MsgBits<H::Box<PktBitmap>>,
-    ) -> RxVerdict {
+    /// packet, `ahead` of `head`, packet `idx` of `npkts`.
+    fn on_message(&mut self, h: &DataHeader, ahead: i32, idx: u32, npkts: u32) -> RxVerdict {
         let slot = h.msn as usize % MSG_WINDOW;
         if ahead < 0 {
             self.stats.duplicates += 1;
@@ -507,11 +433,11 @@ impl<H: Heap> Receiver<H> {
                 live: true,
                 opcode: h.opcode,
                 len: h.msg_len,
+                npkts,
                 imm: h.imm,
                 remote_va: h.remote_va,
                 rkey: h.rkey,
                 rsn: h.rsn,
-                got: bits,
                 ..RxMsg::EMPTY
             };
         }
@@ -531,8 +457,8 @@ impl<H: Heap> Receiver<H> {
             self.stats.duplicates += 1;
             return RxVerdict::Duplicate;
         }
-        m.got_count = m.got_count.saturating_add(1);
-        if u32::from(m.got_count) >= npkts {
+        m.got_count += 1;
+        if m.got_count >= m.npkts {
             m.complete = true;
         }
         let placement = Placement {
@@ -588,11 +514,7 @@ impl<H: Heap> Receiver<H> {
                     psn,
                     msn,
                 });
-                if let Some(rp) = self
-                    .paths
-                    .get_mut((path_id & PATH_SLOT_MASK) as usize)
-                    .and_then(|p| p.as_deref_mut())
-                {
+                if let Some(rp) = self.paths.get_mut((path_id & PATH_SLOT_MASK) as usize) {
                     rp.ack.flush();
                 }
             }
@@ -627,10 +549,7 @@ impl<H: Heap> Receiver<H> {
     /// was a duplicate or discarded, or its message failed. Else it waits
     /// for a later ACK of its path or for [`Receiver::flush`].
     pub fn ack_now(&mut self, path_id: u16) -> Option<Ack> {
-        let rp = self
-            .paths
-            .get((path_id & PATH_SLOT_MASK) as usize)?
-            .as_deref()?;
+        let rp = self.paths.get((path_id & PATH_SLOT_MASK) as usize)?;
         if rp.ack.due() {
             self.ack_for(path_id)
         } else {
@@ -645,10 +564,10 @@ impl<H: Heap> Receiver<H> {
     /// ACK goes where the path's last packet came from.
     pub fn flush(&mut self, now: u64) -> Option<Ack> {
         let delay = self.ack_delay_ns;
-        let rp =
-            self.paths.iter().flatten().find(|p| {
-                p.live && (p.ack.due() || p.ack.deadline(delay).is_some_and(|d| d <= now))
-            })?;
+        let rp = self
+            .paths
+            .iter()
+            .find(|p| p.live && (p.ack.due() || p.ack.deadline(delay).is_some_and(|d| d <= now)))?;
         let id = rp.id;
         self.ack_for(id)
     }
@@ -659,7 +578,6 @@ impl<H: Heap> Receiver<H> {
         let delay = self.ack_delay_ns;
         self.paths
             .iter()
-            .flatten()
             .filter(|p| p.live)
             .filter_map(|p| p.ack.deadline(delay))
             .min()
@@ -669,10 +587,7 @@ impl<H: Heap> Receiver<H> {
     /// everything received, so nothing of the path waits after it). `None`
     /// if the path id is unknown or superseded.
     pub fn ack_for(&mut self, path_id: u16) -> Option<Ack> {
-        let rp = self
-            .paths
-            .get_mut((path_id & PATH_SLOT_MASK) as usize)?
-            .as_deref_mut()?;
+        let rp = self.paths.get_mut((path_id & PATH_SLOT_MASK) as usize)?;
         if !rp.live || rp.id != path_id {
             return None;
         }
@@ -706,10 +621,6 @@ impl<H: Heap> Receiver<H> {
             return None;
         }
         m.live = false;
-        // A long message's bitmap goes back to the heap.
-        if m.got.is_long() {
-            m.got = MsgBits::SHORT;
-        }
         let c = RxCompletion {
             msn: m.msn,
             opcode: m.opcode,
