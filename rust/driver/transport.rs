@@ -41,11 +41,10 @@ use super::uc::UcDrops;
 use super::wqe::{RecvWqe, Sge};
 use crate::engine::bitmap::MAX_MSG_PKTS;
 use crate::engine::cc::Aimd;
-use crate::engine::config::{ReceiverConfig, SenderConfig, MSG_WINDOW};
+use crate::engine::config::{ConfigError, ReceiverConfig, SenderConfig, MSG_WINDOW};
 use crate::engine::receiver::Receiver;
 use crate::engine::sender::Sender;
 use crate::engine::wire::{self, Opcode, Packet};
-use crate::ib::heap::kvbox_copy;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
@@ -63,10 +62,12 @@ mod responder;
 pub(super) use requester::{gather_sges, put_data_packet};
 pub(super) use responder::scatter;
 
-/// An empty sender and receiver, copied into each QP's heap memory (~160
-/// and ~14 KiB: never built on the kernel stack).
-static EMPTY_SENDER: Sender = Sender::empty(Aimd);
-static EMPTY_RECEIVER: Receiver = Receiver::EMPTY;
+/// An empty sender and receiver, copied into each QP's memory (~7 and
+/// ~4 KiB: constants, so the copy comes straight from the module's data,
+/// not through the kernel stack). Their paths and per-PSN records are
+/// taken as the QP opens and uses them (`engine_heap.rs`).
+const EMPTY_SENDER: Sender = Sender::empty(Aimd);
+const EMPTY_RECEIVER: Receiver = Receiver::EMPTY;
 
 /// Where to send a QP's packets on plane 0: the peer and our own address.
 /// (The peer's addresses on other planes come from its PLANES packet.)
@@ -80,7 +81,8 @@ pub(crate) struct Peer {
     pub(crate) qpn: u32,
 }
 
-/// A send work request being carried, at `send ring index % WR_WINDOW`.
+/// A send work request being carried, at its slot of `Inner::wrs`
+/// (`Inner::wr_slot`).
 /// A request longer than one engine message (WRITE, READ) goes as several
 /// messages; it completes when all of them have (READ: when all responses
 /// have arrived), and only after every earlier request (send completions
@@ -144,7 +146,10 @@ const NO_WR: OutWr = OutWr {
 const SEND_MORE: u64 = 1 << 63;
 
 /// Send work requests tracked at once (taken but not completed): at most
-/// `MSG_WINDOW` in the engine plus READs waiting for their responses.
+/// `MSG_WINDOW` in the engine plus READs waiting for their responses. A QP
+/// whose send ring is smaller tracks as many as its ring holds: a request
+/// stays in the ring until it completes, so no more can be outstanding
+/// (592 B each: a 128-deep window was 74 KiB per QP, the largest part).
 const WR_WINDOW: usize = 128;
 
 /// What the engine is carrying as message `msn` (at `msn % MSG_WINDOW`).
@@ -206,7 +211,8 @@ struct Inner {
     /// What message `msn` carries, at `msn % MSG_WINDOW`.
     out: KVVec<OutMsg>,
     /// Send work requests from `sq_head` to `sq_taken` (and the one at
-    /// `sq_taken` while it is being split), at `index % WR_WINDOW`.
+    /// `sq_taken` while it is being split), at `wr_slot(index)`: as many
+    /// slots as the send ring has, at most `WR_WINDOW`.
     wrs: KVVec<OutWr>,
     /// Send ring index of the oldest work request not completed.
     sq_head: u32,
@@ -264,7 +270,14 @@ impl Inner {
     /// its work request (whose buffer the response goes to).
     fn pending_read(&self, req_msn: u32) -> Option<(PendingRead, &OutWr)> {
         let r = self.read_slot(req_msn).and_then(|k| self.reads[k])?;
-        Some((r, &self.wrs[r.wr as usize % WR_WINDOW]))
+        Some((r, &self.wrs[self.wr_slot(r.wr)]))
+    }
+
+    /// The slot of send ring index `index` in `wrs`. Its length is a power
+    /// of two (the ring's, or `WR_WINDOW`), so slots follow the indices
+    /// across their wrap at 2^32.
+    fn wr_slot(&self, index: u32) -> usize {
+        index as usize % self.wrs.len().max(1)
     }
 }
 
@@ -384,14 +397,15 @@ impl Transport {
         cqs: (CqRef<CqState>, CqRef<CqState>),
         sq_sig_all: bool,
     ) -> Result<Arc<Self>> {
-        let sender = kvbox_copy(&EMPTY_SENDER)?;
-        let receiver = kvbox_copy(&EMPTY_RECEIVER)?;
+        let sender = KVBox::new(EMPTY_SENDER, GFP_KERNEL)?;
+        let receiver = KVBox::new(EMPTY_RECEIVER, GFP_KERNEL)?;
         let mut out = KVVec::with_capacity(MSG_WINDOW, GFP_KERNEL)?;
         for _ in 0..MSG_WINDOW {
             out.push(OutMsg::Wr { wr: 0, offset: 0 }, GFP_KERNEL)?;
         }
-        let mut wrs = KVVec::with_capacity(WR_WINDOW, GFP_KERNEL)?;
-        for _ in 0..WR_WINDOW {
+        let wr_window = (sq.count() as usize).clamp(1, WR_WINDOW);
+        let mut wrs = KVVec::with_capacity(wr_window, GFP_KERNEL)?;
+        for _ in 0..wr_window {
             wrs.push(NO_WR, GFP_KERNEL)?;
         }
         let mut srq_taken = KVVec::new();
@@ -519,7 +533,10 @@ impl Transport {
             give_up_ns: i.give_up_ns,
             ..SenderConfig::DEFAULT
         };
-        i.sender.reset(cfg, now).map_err(|_| EINVAL)?;
+        i.sender.reset(cfg, now).map_err(|e| match e {
+            ConfigError::NoMemory => ENOMEM,
+            _ => EINVAL,
+        })?;
         for k in 1..planes {
             i.sender.plane_down(k);
         }

@@ -7,7 +7,7 @@
 use core::sync::atomic::Ordering;
 
 use super::requester::{local_op_wc, wc_opcode_for};
-use super::{now_ns, Inner, OutMsg, Transport, TxCtx, WR_WINDOW};
+use super::{now_ns, Inner, OutMsg, Transport, TxCtx};
 use crate::driver::limits::MAX_RD_ATOMIC;
 use crate::driver::stats::Counter;
 use crate::driver::wqe::{self, Completion};
@@ -60,7 +60,8 @@ impl Transport {
         while let Some(c) = i.sender.pop_completion() {
             match i.out[c.msn as usize % MSG_WINDOW] {
                 OutMsg::Wr { wr, .. } => {
-                    let w = &mut i.wrs[wr as usize % WR_WINDOW];
+                    let k = i.wr_slot(wr);
+                    let w = &mut i.wrs[k];
                     match c.status {
                         // A delivered READ_REQ or atomic waits for its
                         // response.
@@ -97,7 +98,7 @@ impl Transport {
     /// error fails the QP.
     fn retire(&self, i: &mut Inner) {
         while i.sq_head != i.sq_taken && !i.failed {
-            let w = i.wrs[i.sq_head as usize % WR_WINDOW];
+            let w = i.wrs[i.wr_slot(i.sq_head)];
             let ok = w.status == WcStatus::Success;
             if ok && w.pending > 0 {
                 break;
@@ -179,7 +180,7 @@ impl Transport {
                 < i.sq_taken.wrapping_sub(i.sq_head)
                 || (cons == i.sq_taken && i.taking)
             {
-                let w = &i.wrs[cons as usize % WR_WINDOW];
+                let w = &i.wrs[i.wr_slot(cons)];
                 (w.wr_id, w.wc_opcode)
             } else {
                 match wqe::get_send(&self.sq, cons) {

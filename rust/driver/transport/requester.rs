@@ -8,7 +8,7 @@ use kernel::prelude::*;
 
 use super::{
     consumes_receive, now_ns, Inner, OutMsg, OutWr, Peer, PendingRead, Transport, TxCtx, NO_WR,
-    SEND_MORE, WR_WINDOW,
+    SEND_MORE,
 };
 use crate::abi::opcode::SendFlags;
 use crate::driver::limits::MAX_MSG_SIZE;
@@ -137,7 +137,7 @@ impl Transport {
         let max_msg = Self::max_msg(i);
         while i.sq_taken != prod && !i.failed {
             let index = i.sq_taken;
-            let prev = index.wrapping_sub(1) as usize % WR_WINDOW;
+            let prev = i.wr_slot(index.wrapping_sub(1));
             if index != i.sq_head && i.wrs[prev].status != WcStatus::Success {
                 // Nothing after a request in error is sent: it fails the QP.
                 break;
@@ -160,8 +160,8 @@ impl Transport {
     /// Reads and checks the send work request at ring index `index`
     /// (`sq_taken`) into its slot of `Inner::wrs`.
     fn take_request(&self, i: &mut Inner, tx: &TxCtx<'_>, index: u32) -> Taken {
-        let slot = index as usize % WR_WINDOW;
-        if index.wrapping_sub(i.sq_head) as usize >= WR_WINDOW {
+        let slot = i.wr_slot(index);
+        if index.wrapping_sub(i.sq_head) as usize >= i.wrs.len() {
             return Taken::Stop;
         }
         let Ok(req) = wqe::get_send(&self.sq, index) else {
@@ -233,7 +233,7 @@ impl Transport {
     /// of it is posted; if not, the rest waits for the message window or
     /// a READ slot (or the request failed).
     fn post_messages(&self, i: &mut Inner, index: u32, max_msg: u32) -> bool {
-        let slot = index as usize % WR_WINDOW;
+        let slot = i.wr_slot(index);
         loop {
             let w = i.wrs[slot];
             let is_read = w.opcode.expects_response();
@@ -406,11 +406,11 @@ impl Transport {
                             }
                             match out {
                                 OutMsg::Wr { wr, .. } if header.opcode.atomic_len().is_some() => {
-                                    let w = &i.wrs[wr as usize % WR_WINDOW];
+                                    let w = &i.wrs[i.wr_slot(wr)];
                                     atomic_operands(w, n, body)
                                 }
                                 OutMsg::Wr { wr, offset } => {
-                                    let w = &i.wrs[wr as usize % WR_WINDOW];
+                                    let w = &i.wrs[i.wr_slot(wr)];
                                     gather(
                                         w,
                                         (offset + header.offset) as usize,

@@ -9,7 +9,6 @@ use kernel::prelude::*;
 
 use super::{
     consumes_receive, now_ns, Inner, OutMsg, TakenRecv, ToAnswer, Transport, TxCtx, SEND_MORE,
-    WR_WINDOW,
 };
 use crate::abi::opcode::WcFlags;
 use crate::driver::mr::{MrTable, Requester};
@@ -588,7 +587,8 @@ impl Transport {
                 let req_msn = c.imm.unwrap_or(0);
                 if let Some(k) = i.read_slot(req_msn) {
                     if let Some(r) = i.reads[k].take() {
-                        let w = &mut i.wrs[r.wr as usize % WR_WINDOW];
+                        let k = i.wr_slot(r.wr);
+                        let w = &mut i.wrs[k];
                         w.pending = w.pending.saturating_sub(1);
                         if !ok && w.status == WcStatus::Success {
                             // Its bytes could not be placed here.
