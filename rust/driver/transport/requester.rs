@@ -160,10 +160,10 @@ impl Transport {
     /// Reads and checks the send work request at ring index `index`
     /// (`sq_taken`) into its slot of `Inner::wrs`.
     fn take_request(&self, i: &mut Inner, tx: &TxCtx<'_>, index: u32) -> Taken {
-        let slot = i.wr_slot(index);
-        if index.wrapping_sub(i.sq_head) as usize >= i.wrs.len() {
+        if !i.room_for(index) {
             return Taken::Stop;
         }
+        let slot = i.wr_slot(index);
         let Ok(req) = wqe::get_send(&self.sq, index) else {
             i.failed = true;
             return Taken::Stop;
@@ -237,9 +237,9 @@ impl Transport {
         loop {
             let w = i.wrs[slot];
             let is_read = w.opcode.expects_response();
-            let free_read = i.reads.iter().position(Option::is_none);
+            let free_read = i.send.reads.iter().position(Option::is_none);
             if is_read
-                && (i.reads.iter().flatten().count() >= i.max_rd_atomic || free_read.is_none())
+                && (i.send.reads.iter().flatten().count() >= i.max_rd_atomic || free_read.is_none())
             {
                 return false;
             }
@@ -274,7 +274,7 @@ impl Transport {
                 imm: w.imm,
                 rsn,
             };
-            let msn = match i.sender.post(&msg) {
+            let msn = match i.send.sender.post(&msg) {
                 Ok(msn) => msn,
                 // The message window is full: the rest waits for ACKs.
                 Err(PostError::QueueFull) => return false,
@@ -293,7 +293,7 @@ impl Transport {
                 offset: w.posted,
             };
             if let (true, Some(r)) = (is_read, free_read) {
-                i.reads[r] = Some(PendingRead {
+                i.send.reads[r] = Some(PendingRead {
                     req_msn: msn,
                     wr: index,
                     offset: w.posted,
@@ -349,7 +349,7 @@ impl Transport {
             self.defer_tx(tx);
         }
         self.counters
-            .sync_engine(i.sender.stats(), tx.qp_counters, tx.counters);
+            .sync_engine(i.send.sender.stats(), tx.qp_counters, tx.counters);
         self.complete_sends(i);
     }
 
@@ -358,7 +358,7 @@ impl Transport {
     /// the source address the route picks on that netdev). False if the
     /// budget ran out while the engine may have more.
     fn pump_on(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer) -> bool {
-        if !i.sender.has_ready() {
+        if !i.send.sender.has_ready() {
             return true;
         }
         let now = now_ns();
@@ -367,7 +367,7 @@ impl Transport {
             if !tx.spend() {
                 return false;
             }
-            let Some(pkt) = i.sender.next_packet(now) else {
+            let Some(pkt) = i.send.sender.next_packet(now) else {
                 return true;
             };
             let (Some(ndev), Some(dst)) = (planes.get(pkt.plane), i.peer_planes.addr(pkt.plane))
