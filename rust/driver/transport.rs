@@ -65,7 +65,6 @@ mod responder;
 pub(super) use requester::{gather_sges, put_data_packet};
 pub(super) use responder::scatter;
 
-
 /// Where to send a QP's packets on plane 0: the peer and our own address.
 /// (The peer's addresses on other planes come from its PLANES packet.)
 #[derive(Clone, Copy)]
@@ -642,7 +641,8 @@ impl Transport {
         for k in 1..planes {
             i.send.sender.plane_down(k);
         }
-        i.recv.receiver
+        i.recv
+            .receiver
             .reset(ReceiverConfig {
                 peer_qpn: peer.qpn,
                 mtu,
@@ -695,7 +695,8 @@ impl Transport {
     /// such QPs: design.md, "Per-QP memory").
     pub(crate) fn set_limits(&self, access: AccessFlags, max_rd_atomic: u8) -> Result {
         let mut operands = None;
-        if access.intersects(AccessFlags::REMOTE_ATOMIC) && self.inner.lock().atomic_operands.is_none()
+        if access.intersects(AccessFlags::REMOTE_ATOMIC)
+            && self.inner.lock().atomic_operands.is_none()
         {
             operands = Some(KVBox::new(NO_OPERANDS, GFP_KERNEL)?);
         }
@@ -883,7 +884,10 @@ impl Transport {
         if timers {
             let mut i = self.inner.lock();
             let now = now_ns();
-            if i.peer.is_some() && !i.failed && i.send.sender.next_deadline().is_some_and(|d| d <= now) {
+            if i.peer.is_some()
+                && !i.failed
+                && i.send.sender.next_deadline().is_some_and(|d| d <= now)
+            {
                 i.send.sender.on_timer(now);
             }
         }
@@ -902,7 +906,11 @@ impl Transport {
 
     /// The largest engine message at the QP's MTU.
     fn max_msg(i: &Inner) -> u32 {
-        i.send.sender.config().mtu.saturating_mul(MAX_MSG_PKTS as u32)
+        i.send
+            .sender
+            .config()
+            .mtu
+            .saturating_mul(MAX_MSG_PKTS as u32)
     }
 
     /// A packet for this QP arrived on `ndev` (receive softirq).

@@ -114,7 +114,9 @@ impl Transport {
             RxVerdict::Place(p) if i.uc.is_some() => self.place_uc(i, tx, &p, payload),
             RxVerdict::Place(p) => {
                 if let Err(syndrome) = self.place_rc(i, tx, h, &p, payload) {
-                    i.recv.receiver.fail_message(p.msn, syndrome, h.path_id, h.psn);
+                    i.recv
+                        .receiver
+                        .fail_message(p.msn, syndrome, h.path_id, h.psn);
                 }
             }
             RxVerdict::Duplicate | RxVerdict::Discard => {}
@@ -480,7 +482,10 @@ impl Transport {
         rkey: u32,
         mrs: &MrTable,
     ) -> Option<u64> {
-        let operands = *i.atomic_operands.as_deref()?.get(msn as usize % MSG_WINDOW)?;
+        let operands = *i
+            .atomic_operands
+            .as_deref()?
+            .get(msn as usize % MSG_WINDOW)?;
         if operands.msn != msn {
             return None;
         }
