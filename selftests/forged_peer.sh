@@ -165,8 +165,8 @@ for _ in $(seq 100); do
 	sleep 0.2
 done
 [ -n "$lqpn" ] || fail "the new connection has no QP on host A"
-[ $((lqpn & 0x7ff)) = $((old_qpn & 0x7ff)) ] && [ $((lqpn)) != $((old_qpn)) ] ||
-	fail "the new connection's QP is $lqpn: want the recorded one's slot ($old_qpn & 0x7ff) with another number"
+[ $((lqpn & 0xfff)) = $((old_qpn & 0xfff)) ] && [ $((lqpn)) != $((old_qpn)) ] ||
+	fail "the new connection's QP is $lqpn: want the recorded one's slot ($old_qpn & 0xfff) with another number"
 log "ok: the new QP $lqpn took the slot of the recorded $old_qpn under another number"
 sleep 1
 replay() { # [--qpn N]: replays the capture; sets $replayed

@@ -2,16 +2,19 @@
 
 //! Resource limits every MetaRoCE device reports and enforces.
 
-/// Queue pairs per device.
-pub(crate) const MAX_QP: u32 = 1024;
+/// Queue pairs per device: every index of a 12-bit QPN slot field
+/// (`qpn.rs`) from `FIRST_QPN` on. Meta validated 4,000 connections per
+/// device (issue 11); an idle connected QP costs at most 16 KiB
+/// (`qp::IDLE_QP_BYTES`), the tables of a device 8 B per QP each.
+pub(crate) const MAX_QP: u32 = (1 << 12) - FIRST_QPN;
 /// Work requests per send or receive queue.
 pub(crate) const MAX_QP_WR: u32 = 4096;
 /// Scatter/gather entries per work request.
 pub(crate) const MAX_SGE: u32 = 16;
 /// Inline payload bytes per send work request.
 pub(crate) const MAX_INLINE: u32 = 256;
-/// Completion queues per device.
-pub(crate) const MAX_CQ: u32 = 1024;
+/// Completion queues per device (reported, not tracked: two per QP).
+pub(crate) const MAX_CQ: u32 = 2 * MAX_QP;
 /// Entries per completion queue.
 pub(crate) const MAX_CQE: u32 = 16384;
 /// Memory regions per device.

@@ -10,6 +10,7 @@ pub(crate) mod ah;
 pub(crate) mod cq;
 pub(crate) mod datagram;
 pub(crate) mod device;
+pub(crate) mod engine_heap;
 pub(crate) mod events;
 pub(crate) mod fastreg;
 pub(crate) mod gid;

@@ -3,6 +3,7 @@
 //! Queue pairs: creation, the state machine (`modify_qp`), the send and
 //! receive rings, and posting from kernel consumers.
 
+use core::mem::size_of;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use kernel::prelude::*;
@@ -17,9 +18,10 @@ use super::mr::Requester;
 use super::port::{active_mtu, FIRST_PORT};
 use super::qp_counters::QpCounters;
 use super::refusal::{check_limits, qp_state_name, qp_type_name, refuse};
-use super::transport::{Peer, Transport};
+use super::transport::{self, Peer, Transport};
 use super::tx_worker::DOORBELL_BUDGET;
 use super::wqe::{self, geometry, Remote, SendWr, Sge};
+use crate::engine::heap::kmalloc_size;
 use crate::ib::eopnotsupp;
 use crate::ib::lock::{irqs_disabled, new_spinlock_irq, SpinLockIrq};
 use crate::ib::restrack::Details;
@@ -65,6 +67,17 @@ pub(crate) struct QpAttrs {
     /// Retries on RNR NAK.
     pub(crate) rnr_retry: u8,
 }
+
+/// What an idle connected RC QP allocates in the driver, in kmalloc
+/// classes: its data path ([`transport::IDLE_BYTES`]) and the locks and
+/// attributes below (the `QpState` itself is inside the core's `ib_qp`
+/// allocation, 80 B). Issue 11's bound for 4,000 QPs on a device; the
+/// accounting is in design.md, "Per-QP memory".
+pub(crate) const IDLE_QP_BYTES: usize = transport::IDLE_BYTES
+    + 2 * kmalloc_size(size_of::<SpinLockIrq<()>>())
+    + kmalloc_size(size_of::<Mutex<QpAttrs>>());
+
+const _: () = assert!(IDLE_QP_BYTES <= 16 * 1024);
 
 /// Driver state of a QP.
 pub(crate) struct QpState {
@@ -196,7 +209,7 @@ impl QpState {
             sq_sig_all,
         )?;
         if qp_type == QpType::Uc {
-            transport.set_unreliable();
+            transport.set_unreliable()?;
         }
         let datagram = match qp_type {
             t if t.is_connected() => None,
@@ -360,7 +373,7 @@ impl QpState {
     fn change_state(&self, dev: &MetaRoceIbDevice, n: &QpAttrs, prev: Qps) -> Result {
         let next = n.state;
         let t = &self.transport;
-        t.set_limits(n.access, n.max_rd_atomic);
+        t.set_limits(n.access, n.max_rd_atomic)?;
         t.set_retry(n.timeout, n.retry_cnt);
         if next == Qps::Err || next == Qps::Reset {
             drop(dev.data().uds.lock().remove(self.qpn));
@@ -593,6 +606,11 @@ impl QpState {
                 d.send_queued(&st.tx(&st.tunnel, 0), &st.ahs)?;
             }
             return Ok(());
+        }
+        if self.user {
+            // A process's doorbell: the window for its requests is
+            // allocated here, where the allocation may sleep.
+            self.transport.reserve_requests();
         }
         self.transport.kick(&st.tx(&st.tunnel, DOORBELL_BUDGET));
         Ok(())

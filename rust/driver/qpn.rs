@@ -12,7 +12,7 @@ use super::ids::IdPool;
 use super::limits::{FIRST_QPN, MAX_QP};
 
 /// Low bits of a QPN: `FIRST_QPN + index`.
-const INDEX_BITS: u32 = 11;
+const INDEX_BITS: u32 = 12;
 const INDEX_MASK: u32 = (1 << INDEX_BITS) - 1;
 /// Tags: the rest of the 24 bits.
 const TAGS: u32 = 1 << (24 - INDEX_BITS);

@@ -20,6 +20,7 @@
 //! exchange.
 
 use core::cell::Cell;
+use core::mem::size_of;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::prelude::*;
@@ -41,11 +42,12 @@ use super::uc::UcDrops;
 use super::wqe::{RecvWqe, Sge};
 use crate::engine::bitmap::MAX_MSG_PKTS;
 use crate::engine::cc::Aimd;
-use crate::engine::config::{ReceiverConfig, SenderConfig, MSG_WINDOW};
+use crate::engine::config::{ConfigError, ReceiverConfig, SenderConfig, MSG_WINDOW};
+use crate::engine::heap::kmalloc_size;
+use crate::engine::path::TxPath;
 use crate::engine::receiver::Receiver;
 use crate::engine::sender::Sender;
 use crate::engine::wire::{self, Opcode, Packet};
-use crate::ib::heap::kvbox_copy;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
@@ -63,11 +65,6 @@ mod responder;
 pub(super) use requester::{gather_sges, put_data_packet};
 pub(super) use responder::scatter;
 
-/// An empty sender and receiver, copied into each QP's heap memory (~160
-/// and ~14 KiB: never built on the kernel stack).
-static EMPTY_SENDER: Sender = Sender::empty(Aimd);
-static EMPTY_RECEIVER: Receiver = Receiver::EMPTY;
-
 /// Where to send a QP's packets on plane 0: the peer and our own address.
 /// (The peer's addresses on other planes come from its PLANES packet.)
 #[derive(Clone, Copy)]
@@ -80,7 +77,8 @@ pub(crate) struct Peer {
     pub(crate) qpn: u32,
 }
 
-/// A send work request being carried, at `send ring index % WR_WINDOW`.
+/// A send work request being carried, at its slot of `Inner::wrs`
+/// (`Inner::wr_slot`).
 /// A request longer than one engine message (WRITE, READ) goes as several
 /// messages; it completes when all of them have (READ: when all responses
 /// have arrived), and only after every earlier request (send completions
@@ -144,7 +142,10 @@ const NO_WR: OutWr = OutWr {
 const SEND_MORE: u64 = 1 << 63;
 
 /// Send work requests tracked at once (taken but not completed): at most
-/// `MSG_WINDOW` in the engine plus READs waiting for their responses.
+/// `MSG_WINDOW` in the engine plus READs waiting for their responses. A QP
+/// whose send ring is smaller tracks as many as its ring holds: a request
+/// stays in the ring until it completes, so no more can be outstanding
+/// (592 B each: a 128-deep window was 74 KiB per QP, the largest part).
 const WR_WINDOW: usize = 128;
 
 /// What the engine is carrying as message `msn` (at `msn % MSG_WINDOW`).
@@ -200,31 +201,77 @@ struct TakenRecv {
     wqe: RecvWqe,
 }
 
+/// The sender engine and the READ and atomic tables beside it, in one
+/// allocation: the `Sender` (7,024 B) takes an 8 KiB kmalloc object
+/// whatever it is boxed with, and these tables fill its rest
+/// (design.md, "Per-QP memory"; asserted below).
+struct SendSide {
+    sender: Sender,
+    /// Our READs and atomics waiting for responses (at most
+    /// `max_rd_atomic`).
+    reads: [Option<PendingRead>; MAX_RD_ATOMIC as usize],
+    /// The peer's READs and executed atomics to answer, oldest first.
+    answers: [Option<ToAnswer>; MAX_RD_ATOMIC as usize],
+}
+
+/// The receiver engine and where its held ACKs go, in one allocation (a
+/// 4 KiB kmalloc object, as the `Receiver` alone would take).
+struct RecvSide {
+    receiver: Receiver,
+    /// Where the ACKs the receiver engine holds go (protocol.md 3.4).
+    ack_routes: AckRoutes,
+}
+
+/// Empty engines, copied into each QP's memory (~8 and ~4 KiB: constants,
+/// so the copy comes straight from the module's data, not through the
+/// kernel stack). Their paths and per-PSN records are taken as the QP
+/// opens and uses them (`engine_heap.rs`).
+const EMPTY_SEND: SendSide = SendSide {
+    sender: Sender::empty(Aimd),
+    reads: [None; MAX_RD_ATOMIC as usize],
+    answers: [None; MAX_RD_ATOMIC as usize],
+};
+const EMPTY_RECV: RecvSide = RecvSide {
+    receiver: Receiver::EMPTY,
+    ack_routes: AckRoutes::NONE,
+};
+
+/// No atomic request placed: the peer's atomics' operands, allocated
+/// when the QP grants `REMOTE_ATOMIC`.
+const NO_OPERANDS: [AtomicOperands; MSG_WINDOW] = [AtomicOperands {
+    msn: 0,
+    bytes: [0; 16],
+}; MSG_WINDOW];
+
 struct Inner {
-    sender: KVBox<Sender>,
-    receiver: KVBox<Receiver>,
+    send: KVBox<SendSide>,
+    recv: KVBox<RecvSide>,
     /// What message `msn` carries, at `msn % MSG_WINDOW`.
     out: KVVec<OutMsg>,
     /// Send work requests from `sq_head` to `sq_taken` (and the one at
-    /// `sq_taken` while it is being split), at `index % WR_WINDOW`.
+    /// `sq_taken` while it is being split), at `wr_slot(index)`. Empty
+    /// until the QP posts; grown to a power of two as requests are taken,
+    /// up to `wr_cap` (`Transport::grow_wrs`).
     wrs: KVVec<OutWr>,
+    /// Slots `wrs` may grow to: as many as the send ring has, at most
+    /// `WR_WINDOW`.
+    wr_cap: usize,
+    /// A request waits for `wrs` to grow, which failed (no memory): the
+    /// tick has the transmit worker try again.
+    wrs_wanted: bool,
     /// Send ring index of the oldest work request not completed.
     sq_head: u32,
     /// Send ring index up to which work requests became messages.
     sq_taken: u32,
     /// The request at `sq_taken` has been read and partly posted.
     taking: bool,
-    /// Our READs and atomics waiting for responses (at most
-    /// `max_rd_atomic`).
-    reads: [Option<PendingRead>; MAX_RD_ATOMIC as usize],
     /// READs and atomics the QP may have outstanding (its `max_rd_atomic`,
     /// at least 1).
     max_rd_atomic: usize,
-    /// The peer's READs and executed atomics to answer, oldest first.
-    answers: [Option<ToAnswer>; MAX_RD_ATOMIC as usize],
     /// The peer's atomic requests placed and not yet executed, at
-    /// `msn % MSG_WINDOW`.
-    atomic_operands: KVVec<AtomicOperands>,
+    /// `msn % MSG_WINDOW`; taken when the QP first grants
+    /// `REMOTE_ATOMIC` (`set_limits`), kept after.
+    atomic_operands: Option<KVBox<[AtomicOperands; MSG_WINDOW]>>,
     /// The rights the QP grants its peer (REMOTE_WRITE, REMOTE_READ,
     /// REMOTE_ATOMIC).
     access: AccessFlags,
@@ -239,7 +286,7 @@ struct Inner {
     /// A send failed or the peer reported an error: the QP is in error.
     failed: bool,
     /// UC QPs: the messages the responder drops (an RC QP NAKs instead).
-    uc: Option<UcDrops>,
+    uc: Option<KBox<UcDrops>>,
     /// The engine's retry budget (`retry_budget_ns`), kept across connect.
     give_up_ns: u64,
     /// With an SRQ: the receives taken for messages in progress, at
@@ -247,15 +294,14 @@ struct Inner {
     /// `rsn`s are distinct there). Empty without an SRQ: the QP's own ring
     /// binds receives by position.
     srq_taken: KVVec<Option<TakenRecv>>,
-    /// Where the ACKs the receiver engine holds go (protocol.md 3.4).
-    ack_routes: AckRoutes,
 }
 
 impl Inner {
     /// The slot of our READ or atomic `req_msn` still waiting for its
     /// response, if any.
     fn read_slot(&self, req_msn: u32) -> Option<usize> {
-        self.reads
+        self.send
+            .reads
             .iter()
             .position(|r| r.is_some_and(|r| r.req_msn == req_msn))
     }
@@ -263,14 +309,101 @@ impl Inner {
     /// Our READ or atomic `req_msn` still waiting for its response, and
     /// its work request (whose buffer the response goes to).
     fn pending_read(&self, req_msn: u32) -> Option<(PendingRead, &OutWr)> {
-        let r = self.read_slot(req_msn).and_then(|k| self.reads[k])?;
-        Some((r, &self.wrs[r.wr as usize % WR_WINDOW]))
+        let r = self.read_slot(req_msn).and_then(|k| self.send.reads[k])?;
+        Some((r, &self.wrs[self.wr_slot(r.wr)]))
+    }
+
+    /// The slot of send ring index `index` in `wrs`. Its length is a power
+    /// of two, so slots follow the indices across their wrap at 2^32.
+    /// Only indices of requests taken (`sq_head..=sq_taken`) are looked
+    /// up, and `wrs` has a slot for each of them.
+    fn wr_slot(&self, index: u32) -> usize {
+        index as usize % self.wrs.len().max(1)
+    }
+
+    /// Makes `new` (longer, a power of two) the request window, each
+    /// request taken moving to its slot there; returns the old window,
+    /// for the caller to free (outside the lock when it can).
+    fn install_wrs(&mut self, mut new: KVVec<OutWr>) -> KVVec<OutWr> {
+        let live = self.sq_taken.wrapping_sub(self.sq_head) + u32::from(self.taking);
+        let len = new.len().max(1);
+        for k in 0..live {
+            let index = self.sq_head.wrapping_add(k);
+            let from = self.wr_slot(index);
+            if let (Some(w), Some(to)) = (self.wrs.get(from), new.get_mut(index as usize % len)) {
+                *to = *w;
+            }
+        }
+        self.wrs_wanted = false;
+        core::mem::replace(&mut self.wrs, new)
+    }
+
+    /// Whether `wrs` has a slot for the request at ring index `index`,
+    /// growing it if not (the data path, under the transport's lock: an
+    /// atomic allocation). False: no room, and none could be made.
+    fn room_for(&mut self, index: u32) -> bool {
+        let need = index.wrapping_sub(self.sq_head) as usize + 1;
+        if need <= self.wrs.len() {
+            return true;
+        }
+        if need > self.wr_cap {
+            return false;
+        }
+        match empty_wrs(wr_window_for(need, self.wr_cap), GFP_ATOMIC | __GFP_NOWARN) {
+            Ok(new) => {
+                drop(self.install_wrs(new));
+                true
+            }
+            Err(_) => {
+                self.wrs_wanted = true;
+                false
+            }
+        }
     }
 }
 
-/// The data path of one RC QP.
+/// The request window for `n` requests: the power of two at or above it,
+/// at least 4 (a window grows a few times, not at every request), at most
+/// `cap`.
+fn wr_window_for(n: usize, cap: usize) -> usize {
+    n.max(4).next_power_of_two().min(cap)
+}
+
+/// A request window of `n` empty slots.
+fn empty_wrs(n: usize, flags: kernel::alloc::Flags) -> Result<KVVec<OutWr>> {
+    let mut v = KVVec::with_capacity(n, flags)?;
+    for _ in 0..n {
+        v.push(NO_WR, flags)?;
+    }
+    Ok(v)
+}
+
+/// What an idle connected RC or UC QP's data path allocates, in kmalloc
+/// classes (design.md, "Per-QP memory"): the two engine boxes, the sender's
+/// first paths, the message table and the `Transport` itself (in its `Arc`,
+/// after the reference count). Nothing else until the QP carries data,
+/// grants `REMOTE_ATOMIC`, is UC or uses an SRQ; the rings are the
+/// process's, sized by it.
+pub(crate) const IDLE_BYTES: usize = kmalloc_size(size_of::<SendSide>())
+    + SenderConfig::DEFAULT.initial_paths as usize * kmalloc_size(size_of::<TxPath>())
+    + kmalloc_size(size_of::<RecvSide>())
+    + kmalloc_size(size_of::<OutMsg>() * MSG_WINDOW)
+    + kmalloc_size(size_of::<Transport>() + size_of::<u64>());
+
+// Each box fills its kmalloc class and no more: the `Sender` needs the 8
+// KiB class and the `Receiver` the 4 KiB one anyway, and what rides with
+// them must not push them into the next.
+const _: () = assert!(size_of::<SendSide>() <= 8192 && size_of::<Sender>() > 4096);
+const _: () = assert!(size_of::<RecvSide>() <= 4096 && size_of::<Receiver>() > 2048);
+const _: () = assert!(size_of::<OutMsg>() * MSG_WINDOW == 1024);
+const _: () = assert!(size_of::<Transport>() + size_of::<u64>() <= 512);
+
+/// The data path of one RC QP. Its lock and state are in the same
+/// allocation as the rest (one 512 B kmalloc object, asserted below).
+#[pin_data]
 pub(crate) struct Transport {
-    inner: Pin<KBox<SpinLockBh<Inner>>>,
+    #[pin]
+    inner: SpinLockBh<Inner>,
     pub(super) sq: SharedRing,
     pub(super) rq: Option<SharedRing>,
     pub(super) srq: Option<SrqRef<SrqState>>,
@@ -384,15 +517,11 @@ impl Transport {
         cqs: (CqRef<CqState>, CqRef<CqState>),
         sq_sig_all: bool,
     ) -> Result<Arc<Self>> {
-        let sender = kvbox_copy(&EMPTY_SENDER)?;
-        let receiver = kvbox_copy(&EMPTY_RECEIVER)?;
+        let send = KVBox::new(EMPTY_SEND, GFP_KERNEL)?;
+        let recv = KVBox::new(EMPTY_RECV, GFP_KERNEL)?;
         let mut out = KVVec::with_capacity(MSG_WINDOW, GFP_KERNEL)?;
         for _ in 0..MSG_WINDOW {
             out.push(OutMsg::Wr { wr: 0, offset: 0 }, GFP_KERNEL)?;
-        }
-        let mut wrs = KVVec::with_capacity(WR_WINDOW, GFP_KERNEL)?;
-        for _ in 0..WR_WINDOW {
-            wrs.push(NO_WR, GFP_KERNEL)?;
         }
         let mut srq_taken = KVVec::new();
         if srq.is_some() {
@@ -401,28 +530,18 @@ impl Transport {
                 srq_taken.push(None, GFP_KERNEL)?;
             }
         }
-        let mut atomic_operands = KVVec::with_capacity(MSG_WINDOW, GFP_KERNEL)?;
-        for _ in 0..MSG_WINDOW {
-            atomic_operands.push(
-                AtomicOperands {
-                    msn: 0,
-                    bytes: [0; 16],
-                },
-                GFP_KERNEL,
-            )?;
-        }
         let inner = Inner {
-            sender,
-            receiver,
+            send,
+            recv,
             out,
-            wrs,
+            wrs: KVVec::new(),
+            wr_cap: (sq.count() as usize).clamp(1, WR_WINDOW),
+            wrs_wanted: false,
             sq_head: 0,
             sq_taken: 0,
             taking: false,
-            reads: [None; MAX_RD_ATOMIC as usize],
             max_rd_atomic: 1,
-            answers: [None; MAX_RD_ATOMIC as usize],
-            atomic_operands,
+            atomic_operands: None,
             access: AccessFlags::NONE,
             tx_rsn: 0,
             rx_rsn: 0,
@@ -432,14 +551,10 @@ impl Transport {
             uc: None,
             give_up_ns: 0,
             srq_taken,
-            ack_routes: AckRoutes::NONE,
         };
-        Ok(Arc::new(
-            Self {
-                inner: KBox::pin_init(
-                    new_spinlock_bh!(inner, "metaroce_qp_transport"),
-                    GFP_KERNEL,
-                )?,
+        Arc::pin_init(
+            pin_init!(Self {
+                inner <- new_spinlock_bh!(inner, "metaroce_qp_transport"),
                 sq,
                 rq,
                 srq,
@@ -454,9 +569,9 @@ impl Transport {
                 timers_deferred: AtomicBool::new(false),
                 sq_sig_all,
                 counters: QpCounters::new(),
-            },
+            }),
             GFP_KERNEL,
-        )?)
+        )
     }
 
     /// Sends one packet of this QP (see [`send`]), counted for the QP too.
@@ -519,18 +634,22 @@ impl Transport {
             give_up_ns: i.give_up_ns,
             ..SenderConfig::DEFAULT
         };
-        i.sender.reset(cfg, now).map_err(|_| EINVAL)?;
+        i.send.sender.reset(cfg, now).map_err(|e| match e {
+            ConfigError::NoMemory => ENOMEM,
+            _ => EINVAL,
+        })?;
         for k in 1..planes {
-            i.sender.plane_down(k);
+            i.send.sender.plane_down(k);
         }
-        i.receiver
+        i.recv
+            .receiver
             .reset(ReceiverConfig {
                 peer_qpn: peer.qpn,
                 mtu,
             })
             .map_err(|_| EINVAL)?;
-        i.receiver.start_at(rq_psn);
-        i.sender.start_at(rq_psn, true);
+        i.recv.receiver.start_at(rq_psn);
+        i.send.sender.start_at(rq_psn, true);
         i.peer = Some(peer);
         i.peer_planes = PeerPlanes::new(peer.remote, now);
         i.failed = false;
@@ -539,12 +658,12 @@ impl Transport {
         i.sq_head = self.sq.consumer();
         i.sq_taken = i.sq_head;
         i.taking = false;
-        i.reads = [None; MAX_RD_ATOMIC as usize];
-        i.answers = [None; MAX_RD_ATOMIC as usize];
+        i.send.reads = [None; MAX_RD_ATOMIC as usize];
+        i.send.answers = [None; MAX_RD_ATOMIC as usize];
         i.tx_rsn = 0;
         i.rx_rsn = 0;
         i.srq_taken.fill(None);
-        if let Some(uc) = i.uc.as_mut() {
+        if let Some(uc) = i.uc.as_deref_mut() {
             *uc = UcDrops::NONE;
         }
         Ok(())
@@ -556,24 +675,67 @@ impl Transport {
     pub(crate) fn start_sending(&self, sq_psn: u32) {
         let mut i = self.inner.lock();
         if i.peer.is_some() {
-            i.sender.start_at(sq_psn, false);
-            i.receiver.own_start(sq_psn);
+            i.send.sender.start_at(sq_psn, false);
+            i.recv.receiver.own_start(sq_psn);
         }
     }
 
     /// The QP is unreliable connected (UC): no READs, and the responder
     /// drops what it cannot place instead of failing both QPs.
-    pub(crate) fn set_unreliable(&self) {
-        self.inner.lock().uc = Some(UcDrops::NONE);
+    pub(crate) fn set_unreliable(&self) -> Result {
+        let uc = KBox::new(UcDrops::NONE, GFP_KERNEL)?;
+        self.inner.lock().uc = Some(uc);
+        Ok(())
     }
 
     /// The QP's remote access flags and the READs it
     /// may have outstanding (`max_rd_atomic`; 0 is taken as 1 so that a
-    /// READ is not stuck forever).
-    pub(crate) fn set_limits(&self, access: AccessFlags, max_rd_atomic: u8) {
+    /// READ is not stuck forever). A QP that grants `REMOTE_ATOMIC` gets
+    /// the table its peer's atomics' operands wait in (1,280 B, only for
+    /// such QPs: design.md, "Per-QP memory").
+    pub(crate) fn set_limits(&self, access: AccessFlags, max_rd_atomic: u8) -> Result {
+        let mut operands = None;
+        if access.intersects(AccessFlags::REMOTE_ATOMIC)
+            && self.inner.lock().atomic_operands.is_none()
+        {
+            operands = Some(KVBox::new(NO_OPERANDS, GFP_KERNEL)?);
+        }
         let mut i = self.inner.lock();
         i.access = access;
         i.max_rd_atomic = usize::from(max_rd_atomic).clamp(1, MAX_RD_ATOMIC as usize);
+        if i.atomic_operands.is_none() {
+            i.atomic_operands = operands.take();
+        }
+        drop(i);
+        // A table another caller installed first goes here, unlocked.
+        drop(operands);
+        Ok(())
+    }
+
+    /// Grows the send request window (`Inner::wrs`) ahead of the requests
+    /// a process has posted (the doorbell, process context: it may
+    /// sleep), so the data path seldom needs to grow it with an atomic
+    /// allocation. A failure leaves that to the data path.
+    pub(crate) fn reserve_requests(&self) {
+        let (have, want) = {
+            let i = self.inner.lock();
+            let posted = self.sq.pending_from(i.sq_head).unwrap_or(0) as usize;
+            (i.wrs.len(), wr_window_for(posted, i.wr_cap))
+        };
+        if want <= have {
+            return;
+        }
+        let Ok(new) = empty_wrs(want, GFP_KERNEL) else {
+            return;
+        };
+        let old = {
+            let mut i = self.inner.lock();
+            if want <= i.wrs.len() {
+                return;
+            }
+            i.install_wrs(new)
+        };
+        drop(old);
     }
 
     /// The QP's `timeout` and `retry_cnt` attributes become the engine's
@@ -582,7 +744,7 @@ impl Transport {
         let ns = retry_budget_ns(timeout, retry_cnt);
         let mut i = self.inner.lock();
         i.give_up_ns = ns;
-        i.sender.set_give_up_ns(ns);
+        i.send.sender.set_give_up_ns(ns);
     }
 
     /// RESET: the data path starts over (RTR connects it again). As in
@@ -604,8 +766,8 @@ impl Transport {
             i.sq_head = self.sq.consumer();
             i.sq_taken = i.sq_head;
             i.taking = false;
-            i.reads = [None; MAX_RD_ATOMIC as usize];
-            i.answers = [None; MAX_RD_ATOMIC as usize];
+            i.send.reads = [None; MAX_RD_ATOMIC as usize];
+            i.send.answers = [None; MAX_RD_ATOMIC as usize];
             self.flush_srq_taken(&mut i);
         }
         self.deliver_cq_events();
@@ -615,7 +777,7 @@ impl Transport {
     /// the transport's lock: for reports (`qp_details`), not the data path.
     pub(crate) fn with_sender<R>(&self, f: impl FnOnce(&Sender) -> R) -> R {
         let i = self.inner.lock();
-        f(&i.sender)
+        f(&i.send.sender)
     }
 
     /// The data path failed (a work request completed in error): the QP
@@ -648,9 +810,10 @@ impl Transport {
         }
         // Every ACK the receiver engine held goes now: the next tick would
         // be later than protocol.md 3.4 lets a packet wait.
-        while let Some(ack) = i.receiver.flush(u64::MAX) {
+        while let Some(ack) = i.recv.receiver.flush(u64::MAX) {
             let planes = tx.planes.lock();
             if let Some((ndev, to)) = i
+                .recv
                 .ack_routes
                 .of(ack.path_id)
                 .and_then(|(k, to)| Some((planes.get(k)?, to)))
@@ -662,10 +825,16 @@ impl Transport {
         }
         // Our plane list goes out until the peer confirms it (only needed
         // when we have planes besides plane 0; we answer the peer's anyway).
-        if i.sender.config().planes > 1 && i.peer_planes.due(now) {
+        if i.send.sender.config().planes > 1 && i.peer_planes.due(now) {
             self.send_planes(tx, peer, &i.peer_planes);
         }
-        if i.sender.next_deadline().is_some_and(|d| d <= now) {
+        if i.wrs_wanted {
+            // The request window could not grow (no memory): the
+            // transmit worker takes the requests again.
+            self.kick_deferred.store(true, Ordering::Release);
+            tx.defer(self.qpn);
+        }
+        if i.send.sender.next_deadline().is_some_and(|d| d <= now) {
             // The engine's timers are judged by the transmit worker: this
             // timer softirq runs before the receive softirq, so ACKs that
             // a stalled host has not read yet (a TCG vCPU descheduled for
@@ -715,8 +884,11 @@ impl Transport {
         if timers {
             let mut i = self.inner.lock();
             let now = now_ns();
-            if i.peer.is_some() && !i.failed && i.sender.next_deadline().is_some_and(|d| d <= now) {
-                i.sender.on_timer(now);
+            if i.peer.is_some()
+                && !i.failed
+                && i.send.sender.next_deadline().is_some_and(|d| d <= now)
+            {
+                i.send.sender.on_timer(now);
             }
         }
         if kick {
@@ -734,7 +906,11 @@ impl Transport {
 
     /// The largest engine message at the QP's MTU.
     fn max_msg(i: &Inner) -> u32 {
-        i.sender.config().mtu.saturating_mul(MAX_MSG_PKTS as u32)
+        i.send
+            .sender
+            .config()
+            .mtu
+            .saturating_mul(MAX_MSG_PKTS as u32)
     }
 
     /// A packet for this QP arrived on `ndev` (receive softirq).
@@ -769,7 +945,7 @@ impl Transport {
             tx.counters.inc(Counter::RxQpInError);
             if let Packet::Data { header, .. } = pkt {
                 if self.from_peer(i, plane, pkt, meta) {
-                    if let Some(nak) = i.receiver.nak_again(header) {
+                    if let Some(nak) = i.recv.receiver.nak_again(header) {
                         let reply = meta.reply_to();
                         let _ =
                             self.send(tx, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| {
@@ -791,7 +967,7 @@ impl Transport {
             Packet::Ack(ack) => self.receive_ack(i, tx, ack),
             Packet::Nak(nak) => self.receive_nak(i, tx, nak),
             Packet::ProbeReply(probe) => {
-                i.sender.on_probe_reply(probe, now_ns());
+                i.send.sender.on_probe_reply(probe, now_ns());
                 self.pump(i, tx);
             }
             Packet::Planes(pl) => self.receive_planes(i, tx, pl),

@@ -35,7 +35,7 @@ rm -f "$out"/*.dmesg "$out"/A.rc "$out"/tap.txt
 # The guests do not inherit this environment: pass what the tests read.
 # A KASAN kernel runs every test ~2-3x slower: their timeouts scale.
 [ "${METAROCE_KERNEL:-test}" = kasan ] && export METAROCE_TIMEOUT_SCALE=${METAROCE_TIMEOUT_SCALE:-3}
-declare -p METAROCE_TESTS METAROCE_TIMEOUT_SCALE METAROCE_REPEAT 2>/dev/null | sed 's/^declare -x/export/; s/^declare --/export/' > "$out/env" || true
+declare -p METAROCE_TESTS METAROCE_TIMEOUT_SCALE METAROCE_REPEAT METAROCE_MANY_QPS 2>/dev/null | sed 's/^declare -x/export/; s/^declare --/export/' > "$out/env" || true
 
 # A killed vng can leave its qemu behind: on exit, stop this run's VMs
 # (their command lines name $out).

@@ -7,7 +7,7 @@
 use core::sync::atomic::Ordering;
 
 use super::requester::{local_op_wc, wc_opcode_for};
-use super::{now_ns, Inner, OutMsg, Transport, TxCtx, WR_WINDOW};
+use super::{now_ns, Inner, OutMsg, Transport, TxCtx};
 use crate::driver::limits::MAX_RD_ATOMIC;
 use crate::driver::stats::Counter;
 use crate::driver::wqe::{self, Completion};
@@ -36,9 +36,9 @@ impl Transport {
     /// The peer's ACK: acknowledged messages complete, and what waited for
     /// them may go.
     pub(super) fn receive_ack(&self, i: &mut Inner, tx: &TxCtx<'_>, ack: &Ack) {
-        let stale = i.sender.stats().stale_acks;
-        i.sender.on_ack(ack, now_ns());
-        if i.sender.stats().stale_acks != stale {
+        let stale = i.send.sender.stats().stale_acks;
+        i.send.sender.on_ack(ack, now_ns());
+        if i.send.sender.stats().stale_acks != stale {
             tx.counters.inc(Counter::RxStaleAcks);
         }
         self.after_progress(i, tx);
@@ -46,9 +46,9 @@ impl Transport {
 
     /// The peer's NAK: the message it names fails.
     pub(super) fn receive_nak(&self, i: &mut Inner, tx: &TxCtx<'_>, nak: &Nak) {
-        let stale = i.sender.stats().stale_naks;
-        i.sender.on_nak(nak);
-        if i.sender.stats().stale_naks != stale {
+        let stale = i.send.sender.stats().stale_naks;
+        i.send.sender.on_nak(nak);
+        if i.send.sender.stats().stale_naks != stale {
             tx.counters.inc(Counter::RxStaleNaks);
         }
         self.complete_sends(i);
@@ -57,10 +57,11 @@ impl Transport {
     /// Takes the engine's send completions into the work requests, then
     /// completes the finished requests in posting order.
     pub(super) fn complete_sends(&self, i: &mut Inner) {
-        while let Some(c) = i.sender.pop_completion() {
+        while let Some(c) = i.send.sender.pop_completion() {
             match i.out[c.msn as usize % MSG_WINDOW] {
                 OutMsg::Wr { wr, .. } => {
-                    let w = &mut i.wrs[wr as usize % WR_WINDOW];
+                    let k = i.wr_slot(wr);
+                    let w = &mut i.wrs[k];
                     match c.status {
                         // A delivered READ_REQ or atomic waits for its
                         // response.
@@ -97,7 +98,7 @@ impl Transport {
     /// error fails the QP.
     fn retire(&self, i: &mut Inner) {
         while i.sq_head != i.sq_taken && !i.failed {
-            let w = i.wrs[i.sq_head as usize % WR_WINDOW];
+            let w = i.wrs[i.wr_slot(i.sq_head)];
             let ok = w.status == WcStatus::Success;
             if ok && w.pending > 0 {
                 break;
@@ -179,7 +180,7 @@ impl Transport {
                 < i.sq_taken.wrapping_sub(i.sq_head)
                 || (cons == i.sq_taken && i.taking)
             {
-                let w = &i.wrs[cons as usize % WR_WINDOW];
+                let w = &i.wrs[i.wr_slot(cons)];
                 (w.wr_id, w.wc_opcode)
             } else {
                 match wqe::get_send(&self.sq, cons) {
@@ -201,8 +202,8 @@ impl Transport {
         i.sq_head = cons;
         i.sq_taken = cons;
         i.taking = false;
-        i.reads = [None; MAX_RD_ATOMIC as usize];
-        i.answers = [None; MAX_RD_ATOMIC as usize];
+        i.send.reads = [None; MAX_RD_ATOMIC as usize];
+        i.send.answers = [None; MAX_RD_ATOMIC as usize];
         if let Some(rq) = &self.rq {
             let mut cons = rq.consumer();
             for _ in 0..rq.pending_from(cons).unwrap_or(0) {

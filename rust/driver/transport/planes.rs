@@ -58,11 +58,11 @@ impl Transport {
     pub(crate) fn plane_event(&self, tx: &TxCtx<'_>, plane: u8, up: bool) {
         {
             let mut i = self.inner.lock();
-            if i.peer.is_some() && !i.failed && plane < i.sender.config().planes {
+            if i.peer.is_some() && !i.failed && plane < i.send.sender.config().planes {
                 if !up {
-                    i.sender.plane_down(plane);
+                    i.send.sender.plane_down(plane);
                 } else if Self::plane_usable(tx, &i.peer_planes, plane) {
-                    i.sender.plane_up(plane);
+                    i.send.sender.plane_up(plane);
                 }
                 self.pump(&mut i, tx);
             }
@@ -83,9 +83,9 @@ impl Transport {
             i.peer_planes.acked = true;
         }
         if i.peer_planes.learn(pl.count, &pl.addrs) || confirmed != i.peer_planes.acked {
-            for k in 1..i.sender.config().planes {
+            for k in 1..i.send.sender.config().planes {
                 if Self::plane_usable(tx, &i.peer_planes, k) {
-                    i.sender.plane_up(k);
+                    i.send.sender.plane_up(k);
                 }
             }
         }

@@ -8,7 +8,7 @@ use kernel::prelude::*;
 
 use super::{
     consumes_receive, now_ns, Inner, OutMsg, OutWr, Peer, PendingRead, Transport, TxCtx, NO_WR,
-    SEND_MORE, WR_WINDOW,
+    SEND_MORE,
 };
 use crate::abi::opcode::SendFlags;
 use crate::driver::limits::MAX_MSG_SIZE;
@@ -137,7 +137,7 @@ impl Transport {
         let max_msg = Self::max_msg(i);
         while i.sq_taken != prod && !i.failed {
             let index = i.sq_taken;
-            let prev = index.wrapping_sub(1) as usize % WR_WINDOW;
+            let prev = i.wr_slot(index.wrapping_sub(1));
             if index != i.sq_head && i.wrs[prev].status != WcStatus::Success {
                 // Nothing after a request in error is sent: it fails the QP.
                 break;
@@ -160,10 +160,10 @@ impl Transport {
     /// Reads and checks the send work request at ring index `index`
     /// (`sq_taken`) into its slot of `Inner::wrs`.
     fn take_request(&self, i: &mut Inner, tx: &TxCtx<'_>, index: u32) -> Taken {
-        let slot = index as usize % WR_WINDOW;
-        if index.wrapping_sub(i.sq_head) as usize >= WR_WINDOW {
+        if !i.room_for(index) {
             return Taken::Stop;
         }
+        let slot = i.wr_slot(index);
         let Ok(req) = wqe::get_send(&self.sq, index) else {
             i.failed = true;
             return Taken::Stop;
@@ -233,13 +233,13 @@ impl Transport {
     /// of it is posted; if not, the rest waits for the message window or
     /// a READ slot (or the request failed).
     fn post_messages(&self, i: &mut Inner, index: u32, max_msg: u32) -> bool {
-        let slot = index as usize % WR_WINDOW;
+        let slot = i.wr_slot(index);
         loop {
             let w = i.wrs[slot];
             let is_read = w.opcode.expects_response();
-            let free_read = i.reads.iter().position(Option::is_none);
+            let free_read = i.send.reads.iter().position(Option::is_none);
             if is_read
-                && (i.reads.iter().flatten().count() >= i.max_rd_atomic || free_read.is_none())
+                && (i.send.reads.iter().flatten().count() >= i.max_rd_atomic || free_read.is_none())
             {
                 return false;
             }
@@ -274,7 +274,7 @@ impl Transport {
                 imm: w.imm,
                 rsn,
             };
-            let msn = match i.sender.post(&msg) {
+            let msn = match i.send.sender.post(&msg) {
                 Ok(msn) => msn,
                 // The message window is full: the rest waits for ACKs.
                 Err(PostError::QueueFull) => return false,
@@ -293,7 +293,7 @@ impl Transport {
                 offset: w.posted,
             };
             if let (true, Some(r)) = (is_read, free_read) {
-                i.reads[r] = Some(PendingRead {
+                i.send.reads[r] = Some(PendingRead {
                     req_msn: msn,
                     wr: index,
                     offset: w.posted,
@@ -349,7 +349,7 @@ impl Transport {
             self.defer_tx(tx);
         }
         self.counters
-            .sync_engine(i.sender.stats(), tx.qp_counters, tx.counters);
+            .sync_engine(i.send.sender.stats(), tx.qp_counters, tx.counters);
         self.complete_sends(i);
     }
 
@@ -358,7 +358,7 @@ impl Transport {
     /// the source address the route picks on that netdev). False if the
     /// budget ran out while the engine may have more.
     fn pump_on(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer) -> bool {
-        if !i.sender.has_ready() {
+        if !i.send.sender.has_ready() {
             return true;
         }
         let now = now_ns();
@@ -367,7 +367,7 @@ impl Transport {
             if !tx.spend() {
                 return false;
             }
-            let Some(pkt) = i.sender.next_packet(now) else {
+            let Some(pkt) = i.send.sender.next_packet(now) else {
                 return true;
             };
             let (Some(ndev), Some(dst)) = (planes.get(pkt.plane), i.peer_planes.addr(pkt.plane))
@@ -406,11 +406,11 @@ impl Transport {
                             }
                             match out {
                                 OutMsg::Wr { wr, .. } if header.opcode.atomic_len().is_some() => {
-                                    let w = &i.wrs[wr as usize % WR_WINDOW];
+                                    let w = &i.wrs[i.wr_slot(wr)];
                                     atomic_operands(w, n, body)
                                 }
                                 OutMsg::Wr { wr, offset } => {
-                                    let w = &i.wrs[wr as usize % WR_WINDOW];
+                                    let w = &i.wrs[i.wr_slot(wr)];
                                     gather(
                                         w,
                                         (offset + header.offset) as usize,

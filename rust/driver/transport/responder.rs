@@ -9,7 +9,6 @@ use kernel::prelude::*;
 
 use super::{
     consumes_receive, now_ns, Inner, OutMsg, TakenRecv, ToAnswer, Transport, TxCtx, SEND_MORE,
-    WR_WINDOW,
 };
 use crate::abi::opcode::WcFlags;
 use crate::driver::mr::{MrTable, Requester};
@@ -74,7 +73,7 @@ impl Transport {
         if i.peer.is_none() {
             return;
         }
-        while let Some(a) = i.answers[0] {
+        while let Some(a) = i.send.answers[0] {
             let msg = Message {
                 opcode: a.opcode,
                 len: a.len,
@@ -83,7 +82,7 @@ impl Transport {
                 imm: a.req_msn,
                 rsn: 0,
             };
-            let msn = match i.sender.post(&msg) {
+            let msn = match i.send.sender.post(&msg) {
                 Ok(msn) => msn,
                 Err(PostError::QueueFull) => return,
                 Err(_) => {
@@ -92,8 +91,8 @@ impl Transport {
                 }
             };
             i.out[msn as usize % MSG_WINDOW] = a.out;
-            i.answers.rotate_left(1);
-            if let Some(last) = i.answers.last_mut() {
+            i.send.answers.rotate_left(1);
+            if let Some(last) = i.send.answers.last_mut() {
                 *last = None;
             }
         }
@@ -110,12 +109,14 @@ impl Transport {
         payload: &[u8],
         meta: &RxMeta,
     ) {
-        let cum_msn = i.receiver.cum_msn();
-        match i.receiver.on_data(h, meta.ecn == Ecn::Ce, now_ns()) {
+        let cum_msn = i.recv.receiver.cum_msn();
+        match i.recv.receiver.on_data(h, meta.ecn == Ecn::Ce, now_ns()) {
             RxVerdict::Place(p) if i.uc.is_some() => self.place_uc(i, tx, &p, payload),
             RxVerdict::Place(p) => {
                 if let Err(syndrome) = self.place_rc(i, tx, h, &p, payload) {
-                    i.receiver.fail_message(p.msn, syndrome, h.path_id, h.psn);
+                    i.recv
+                        .receiver
+                        .fail_message(p.msn, syndrome, h.path_id, h.psn);
                 }
             }
             RxVerdict::Duplicate | RxVerdict::Discard => {}
@@ -231,17 +232,17 @@ impl Transport {
         // The NAK goes first, so the requester fails the message at once
         // (its success needs cum_msn, which the failure holds back; a lost
         // NAK is drawn out again by the requester's verdict probe).
-        while let Some(nak) = i.receiver.pop_nak() {
+        while let Some(nak) = i.recv.receiver.pop_nak() {
             let _ = self.send(tx, ndev, &reply, wire::NAK_LEN + wire::ICRC_LEN, |buf| {
                 nak.encode(buf).map_err(|_| EINVAL)
             });
         }
-        if let Some(ack) = i.receiver.ack_now(path_id) {
+        if let Some(ack) = i.recv.receiver.ack_now(path_id) {
             // An ACK that moves cum_msn goes twice: it alone completes the
             // peer's message, and when it is the peer's last one and this
             // QP is destroyed right after (a pingpong server's exit), a
             // lost copy would leave the peer resending to nobody.
-            let copies = if i.receiver.cum_msn() != cum_msn {
+            let copies = if i.recv.receiver.cum_msn() != cum_msn {
                 2
             } else {
                 1
@@ -254,7 +255,7 @@ impl Transport {
         } else if let Some(k) = plane {
             // Held (protocol.md 3.4): a later packet of the path or the
             // tick sends it, back where this packet came from.
-            i.ack_routes.wait(path_id, k, reply);
+            i.recv.ack_routes.wait(path_id, k, reply);
         }
     }
 
@@ -290,7 +291,7 @@ impl Transport {
         let fate = p.opcode.has_rsn().then(|| uc.recv_fate(p.rsn));
         if let (Err(fate), Some(uc)) = (
             self.place_uc_checked(i, tx, p, payload, fate),
-            i.uc.as_mut(),
+            i.uc.as_deref_mut(),
         ) {
             uc.drop_message(p.msn);
             if p.opcode.has_rsn() {
@@ -351,7 +352,7 @@ impl Transport {
     /// UC: what completing received message `c` does, given what was
     /// dropped.
     fn complete_uc(&self, i: &mut Inner, c: &RxCompletion) -> UcCompletion {
-        let Some(uc) = i.uc.as_mut() else {
+        let Some(uc) = i.uc.as_deref_mut() else {
             return UcCompletion::AsRc;
         };
         let dropped = uc.complete_message(c.msn);
@@ -454,7 +455,12 @@ impl Transport {
             return Err(Syndrome::InvalidRequest);
         }
         mrs.check_remote_atomic(rkey, self.local.pd, va, access)?;
-        let slot = &mut i.atomic_operands[msn as usize % MSG_WINDOW];
+        // Allocated when the QP granted REMOTE_ATOMIC, checked above.
+        let slot = i
+            .atomic_operands
+            .as_deref_mut()
+            .and_then(|t| t.get_mut(msn as usize % MSG_WINDOW))
+            .ok_or(Syndrome::InvalidRequest)?;
         slot.msn = msn;
         slot.bytes = [0; 16];
         slot.bytes
@@ -476,7 +482,10 @@ impl Transport {
         rkey: u32,
         mrs: &MrTable,
     ) -> Option<u64> {
-        let operands = i.atomic_operands[msn as usize % MSG_WINDOW];
+        let operands = *i
+            .atomic_operands
+            .as_deref()?
+            .get(msn as usize % MSG_WINDOW)?;
         if operands.msn != msn {
             return None;
         }
@@ -514,7 +523,7 @@ impl Transport {
 
     /// Queues a response to the peer's READ or atomic, behind the others.
     fn queue_answer(&self, i: &mut Inner, answer: ToAnswer) {
-        match i.answers.iter_mut().find(|a| a.is_none()) {
+        match i.send.answers.iter_mut().find(|a| a.is_none()) {
             Some(a) => *a = Some(answer),
             // More READs and atomics than max_dest_rd_atomic allows.
             None => i.failed = true,
@@ -527,7 +536,7 @@ impl Transport {
     /// answer arrived (the send side has work).
     fn complete_receives(&self, i: &mut Inner, mrs: &SpinLockBh<MrTable>) -> bool {
         let mut progress = false;
-        while let Some(c) = i.receiver.pop_completion() {
+        while let Some(c) = i.recv.receiver.pop_completion() {
             let ok = c.status == CompletionStatus::Success;
             let recv_status = match self.complete_uc(i, &c) {
                 UcCompletion::Done => continue,
@@ -587,8 +596,9 @@ impl Transport {
             Opcode::ReadResp | Opcode::AtomicResp => {
                 let req_msn = c.imm.unwrap_or(0);
                 if let Some(k) = i.read_slot(req_msn) {
-                    if let Some(r) = i.reads[k].take() {
-                        let w = &mut i.wrs[r.wr as usize % WR_WINDOW];
+                    if let Some(r) = i.send.reads[k].take() {
+                        let k = i.wr_slot(r.wr);
+                        let w = &mut i.wrs[k];
                         w.pending = w.pending.saturating_sub(1);
                         if !ok && w.status == WcStatus::Success {
                             // Its bytes could not be placed here.

@@ -130,6 +130,8 @@ pub enum ConfigError {
     BadWindow,
     /// Timer bounds zero or inverted.
     BadTimers,
+    /// The heap had no memory for any of the initial paths.
+    NoMemory,
 }
 
 /// Check the MTU shared by both sides.

@@ -4,11 +4,26 @@
 //! encoding, per-path sequence/SACK tracking, congestion control, multipath
 //! spraying with selective retransmission, path health and ordered
 //! completions. The caller supplies time (nanoseconds) and moves bytes; the
-//! engine never allocates, never uses floating point and never panics on
-//! packet-derived input. See `Documentation/protocol.md` for the wire spec.
+//! engine never uses floating point and never panics on packet-derived
+//! input. It takes memory only from the [`heap::Heap`] its program gives
+//! it, as a QP opens paths (`heap.rs`). See `Documentation/protocol.md` for
+//! the wire spec.
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+// The host's heap. This file is the host crate's root only: the kernel
+// module compiles the modules below into its own crate (rust/metaroce.rs)
+// and implements `Heap for Global` there (rust/driver/engine_heap.rs).
+extern crate alloc;
+
+impl heap::Heap for heap::Global {
+    type Box<T: Copy> = alloc::boxed::Box<T>;
+
+    fn copy_of<T: Copy>(init: &T) -> Option<Self::Box<T>> {
+        Some(alloc::boxed::Box::new(*init))
+    }
+}
 
 pub mod ack_policy;
 pub mod bitmap;
@@ -16,6 +31,7 @@ pub mod cc;
 pub mod completion;
 pub mod config;
 pub mod crc;
+pub mod heap;
 pub mod path;
 pub mod ratelimit;
 pub mod receiver;

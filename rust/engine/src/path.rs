@@ -9,6 +9,14 @@ use super::wire::SACK_BITS;
 /// In-flight ring size: PSNs in `[una, next_psn)` never exceed the SACK width.
 pub const PATH_RING: usize = SACK_BITS;
 
+/// A path's per-PSN records: PSN -> message packet, indexed by
+/// `psn % PATH_RING`. Kept apart from [`TxPath`] and taken only when the
+/// path first carries data (2 KiB: most of what a path costs).
+pub type PathRing = [InflightEntry; PATH_RING];
+
+/// A ring with every entry free.
+pub const EMPTY_RING: PathRing = [InflightEntry::EMPTY; PATH_RING];
+
 /// Health of a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PathState {
@@ -148,10 +156,9 @@ pub struct TxPath {
     pub next_psn: u32,
     /// Lowest PSN still in flight (the floor); `== next_psn` if none.
     pub una: u32,
-    /// Packets in state `InFlight`.
+    /// Packets in state `InFlight`. (Which PSN carried what is in the
+    /// path's [`PathRing`], which the sender keeps.)
     pub inflight: u32,
-    /// PSN -> message packet, indexed by `psn % PATH_RING`.
-    pub ring: [InflightEntry; PATH_RING],
     /// RTT estimate.
     pub rtt: RttEstimator,
     /// Congestion state.
@@ -198,7 +205,6 @@ impl TxPath {
         next_psn: 0,
         una: 0,
         inflight: 0,
-        ring: [InflightEntry::EMPTY; PATH_RING],
         rtt: RttEstimator::NONE,
         cc: PathCc {
             cwnd: 0,
@@ -235,19 +241,6 @@ impl TxPath {
     /// Generation part of the id.
     pub fn generation(&self) -> u16 {
         self.id >> PATH_SLOT_BITS
-    }
-
-    /// Ring entry for `psn`.
-    pub fn entry(&self, psn: u32) -> InflightEntry {
-        self.ring
-            .get(psn as usize % PATH_RING)
-            .copied()
-            .unwrap_or(InflightEntry::EMPTY)
-    }
-
-    /// Mutable ring entry for `psn`.
-    pub fn entry_mut(&mut self, psn: u32) -> Option<&mut InflightEntry> {
-        self.ring.get_mut(psn as usize % PATH_RING)
     }
 
     /// PSNs between the floor and the next PSN.

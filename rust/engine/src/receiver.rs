@@ -6,12 +6,13 @@
 //! [`Receiver::flush`]; the policy is in [`ack_policy`](super::ack_policy)).
 
 use super::ack_policy::{AckPending, DEFAULT_ACK_DELAY_NS};
-use super::bitmap::{PktBitmap, MAX_MSG_PKTS};
+use super::bitmap::{MsgBits, PktBitmap, INLINE_PKTS, MAX_MSG_PKTS};
 use super::completion::{CompletionStatus, RxCompletion};
 use super::config::{
     validate_mtu, ConfigError, ReceiverConfig, MAX_PATHS, MSG_WINDOW, PATH_GENERATIONS,
     PATH_SLOT_BITS, PATH_SLOT_MASK,
 };
+use super::heap::{kmalloc_size, Global, Heap};
 use super::sack::{PsnVerdict, SackTracker};
 use super::sender::packets_for;
 use super::seq::seq_diff;
@@ -56,6 +57,9 @@ pub enum DropReason {
     Inconsistent,
     /// PSN too far ahead on its path.
     PathOutOfWindow,
+    /// The heap had no memory for the packet's path or its (long)
+    /// message: nothing was recorded, so the sender resends it.
+    NoMemory,
 }
 
 /// Decision for one data packet.
@@ -105,15 +109,18 @@ impl RxPath {
     };
 }
 
-#[derive(Clone, Copy, Debug)]
-struct RxMsg {
+/// A message of the window; its packet bitmap is in place for up to
+/// [`INLINE_PKTS`] packets, from the heap for a longer one (taken with its
+/// first packet, given back when it completes).
+struct RxMsg<H: Heap> {
     msn: u32,
     live: bool,
     opcode: Opcode,
     len: u32,
-    npkts: u32,
-    got: PktBitmap,
-    got_count: u32,
+    got: MsgBits<H::Box<PktBitmap>>,
+    /// Packets received, at most [`MAX_MSG_PKTS`]. (How many it has comes
+    /// from `opcode` and `len`, which every packet of it repeats.)
+    got_count: u16,
     complete: bool,
     failed: Option<Syndrome>,
     imm: u32,
@@ -122,14 +129,13 @@ struct RxMsg {
     rsn: u16,
 }
 
-impl RxMsg {
+impl<H: Heap> RxMsg<H> {
     const EMPTY: Self = Self {
         msn: 0,
         live: false,
         opcode: Opcode::Send,
         len: 0,
-        npkts: 0,
-        got: PktBitmap::new(),
+        got: MsgBits::SHORT,
         got_count: 0,
         complete: false,
         failed: None,
@@ -163,12 +169,15 @@ impl Start {
     };
 }
 
-/// The receiving side of one QP. Plain data (`Copy`), like [`Sender`](super::sender::Sender).
-#[derive(Clone, Copy)]
-pub struct Receiver {
+/// The receiving side of one QP, generic over the heap its paths and long
+/// messages take memory from, like [`Sender`](super::sender::Sender): a
+/// path's state is taken when its first packet arrives.
+pub struct Receiver<H: Heap = Global> {
     cfg: ReceiverConfig,
-    paths: [RxPath; MAX_PATHS],
-    msgs: [RxMsg; MSG_WINDOW],
+    /// The paths packets arrived on, by slot (`None`: none yet since
+    /// `reset`; a slot keeps its memory for later generations).
+    paths: [Option<H::Box<RxPath>>; MAX_PATHS],
+    msgs: [RxMsg<H>; MSG_WINDOW],
     start: Start,
     head: u32,
     cum_msn: u32,
@@ -190,15 +199,20 @@ impl Receiver {
         r.reset(cfg)?;
         Ok(r)
     }
+}
+
+impl<H: Heap> Receiver<H> {
+    const NO_PATH: Option<H::Box<RxPath>> = None;
 
     /// An idle receiver, usable only after [`Receiver::reset`]; a constant
-    /// so a kernel can box it without building it on the stack.
+    /// so a kernel can copy it into its own memory without building it on
+    /// the stack.
     pub const EMPTY: Self = Self {
         cfg: ReceiverConfig {
             peer_qpn: 0,
             mtu: 1,
         },
-        paths: [RxPath::EMPTY; MAX_PATHS],
+        paths: [Self::NO_PATH; MAX_PATHS],
         msgs: [RxMsg::EMPTY; MSG_WINDOW],
         start: Start::ZERO,
         head: 0,
@@ -220,7 +234,7 @@ impl Receiver {
         validate_mtu(cfg.mtu)?;
         self.cfg = cfg;
         for p in self.paths.iter_mut() {
-            *p = RxPath::EMPTY;
+            *p = None;
         }
         for m in self.msgs.iter_mut() {
             *m = RxMsg::EMPTY;
@@ -284,6 +298,18 @@ impl Receiver {
     /// Counters.
     pub fn stats(&self) -> &ReceiverStats {
         &self.stats
+    }
+
+    /// Bytes this receiver holds, as a kernel's `kmalloc` would count them
+    /// ([`kmalloc_size`]): the receiver itself, its paths' state and the
+    /// bitmaps of its long messages in progress.
+    pub fn footprint(&self) -> usize {
+        use core::mem::size_of;
+        let paths = self.paths.iter().flatten().count();
+        let bitmaps = self.msgs.iter().filter(|m| m.got.is_long()).count();
+        kmalloc_size(size_of::<Self>())
+            + paths * kmalloc_size(size_of::<RxPath>())
+            + bitmaps * kmalloc_size(size_of::<PktBitmap>())
     }
 
     /// Next message not yet fully received.
@@ -368,12 +394,16 @@ impl Receiver {
                 }
             }
         }
-        // Path bookkeeping (loss detection at the sender).
+        // Memory first: a refusal must leave no trace an ACK could report.
         let pslot = (h.path_id & PATH_SLOT_MASK) as usize;
+        let Some(bits) = self.take_memory(h, ahead, pslot, npkts) else {
+            return self.drop(DropReason::NoMemory);
+        };
+        // Path bookkeeping (loss detection at the sender).
         // The path to acknowledge, if the packet is tracked, and whether
         // its ACK must go at once (protocol.md 3.4).
         let mut tracked: Option<bool> = None;
-        if let Some(rp) = self.paths.get_mut(pslot) {
+        if let Some(rp) = self.paths.get_mut(pslot).and_then(|p| p.as_deref_mut()) {
             let gen = h.path_id >> PATH_SLOT_BITS;
             let cur = rp.id >> PATH_SLOT_BITS;
             let newer = gen.wrapping_sub(cur) % PATH_GENERATIONS;
@@ -403,22 +433,66 @@ impl Receiver {
                 self.stats.stale_path += 1;
             }
         }
-        let v = self.on_message(h, ahead, idx, npkts);
+        let v = self.on_message(h, ahead, idx, npkts, bits);
         // Duplicates and discarded packets are answered at once.
         let completed = match v {
             RxVerdict::Place(_) => self.msgs.get(slot).is_some_and(|m| m.complete),
             RxVerdict::Drop(_) => return v,
             RxVerdict::Duplicate | RxVerdict::Discard => true,
         };
-        if let (Some(urgent), Some(rp)) = (tracked, self.paths.get_mut(pslot)) {
+        if let (Some(urgent), Some(rp)) = (
+            tracked,
+            self.paths.get_mut(pslot).and_then(|p| p.as_deref_mut()),
+        ) {
             rp.ack.on_packet(now, h.floor_delta, urgent || completed);
         }
         v
     }
 
+    /// Whether the packet `ahead` of `head` starts a message in the window
+    /// (its first packet to arrive).
+    fn starts_message(&self, h: &DataHeader, ahead: i32) -> bool {
+        ahead >= 0
+            && self
+                .msgs
+                .get(h.msn as usize % MSG_WINDOW)
+                .is_some_and(|m| !m.live || m.msn != h.msn)
+    }
+
+    /// The memory an accepted packet needs before it is recorded: its
+    /// path's state (the path's first packet) and, for the first packet of
+    /// a message longer than [`INLINE_PKTS`], the message's bitmap
+    /// (returned, for [`Receiver::on_message`]). `None` if the heap
+    /// refused.
+    fn take_memory(
+        &mut self,
+        h: &DataHeader,
+        ahead: i32,
+        pslot: usize,
+        npkts: u32,
+    ) -> Option<MsgBits<H::Box<PktBitmap>>> {
+        if let Some(p) = self.paths.get_mut(pslot) {
+            if p.is_none() {
+                *p = Some(H::copy_of(&RxPath::EMPTY)?);
+            }
+        }
+        if npkts > INLINE_PKTS && self.starts_message(h, ahead) {
+            return Some(MsgBits::long(H::copy_of(&PktBitmap::new())?));
+        }
+        Some(MsgBits::SHORT)
+    }
+
     /// Message bookkeeping (placement and completion) of an accepted
-    /// packet, `ahead` of `head`, packet `idx` of `npkts`.
-    fn on_message(&mut self, h: &DataHeader, ahead: i32, idx: u32, npkts: u32) -> RxVerdict {
+    /// packet, `ahead` of `head`, packet `idx` of `npkts`; `bits`: the
+    /// bitmap for a message it starts ([`Receiver::take_memory`]).
+    fn on_message(
+        &mut self,
+        h: &DataHeader,
+        ahead: i32,
+        idx: u32,
+        npkts: u32,
+        bits: MsgBits<H::Box<PktBitmap>>,
+    ) -> RxVerdict {
         let slot = h.msn as usize % MSG_WINDOW;
         if ahead < 0 {
             self.stats.duplicates += 1;
@@ -433,11 +507,11 @@ impl Receiver {
                 live: true,
                 opcode: h.opcode,
                 len: h.msg_len,
-                npkts,
                 imm: h.imm,
                 remote_va: h.remote_va,
                 rkey: h.rkey,
                 rsn: h.rsn,
+                got: bits,
                 ..RxMsg::EMPTY
             };
         }
@@ -457,8 +531,8 @@ impl Receiver {
             self.stats.duplicates += 1;
             return RxVerdict::Duplicate;
         }
-        m.got_count += 1;
-        if m.got_count >= m.npkts {
+        m.got_count = m.got_count.saturating_add(1);
+        if u32::from(m.got_count) >= npkts {
             m.complete = true;
         }
         let placement = Placement {
@@ -514,7 +588,11 @@ impl Receiver {
                     psn,
                     msn,
                 });
-                if let Some(rp) = self.paths.get_mut((path_id & PATH_SLOT_MASK) as usize) {
+                if let Some(rp) = self
+                    .paths
+                    .get_mut((path_id & PATH_SLOT_MASK) as usize)
+                    .and_then(|p| p.as_deref_mut())
+                {
                     rp.ack.flush();
                 }
             }
@@ -549,7 +627,10 @@ impl Receiver {
     /// was a duplicate or discarded, or its message failed. Else it waits
     /// for a later ACK of its path or for [`Receiver::flush`].
     pub fn ack_now(&mut self, path_id: u16) -> Option<Ack> {
-        let rp = self.paths.get((path_id & PATH_SLOT_MASK) as usize)?;
+        let rp = self
+            .paths
+            .get((path_id & PATH_SLOT_MASK) as usize)?
+            .as_deref()?;
         if rp.ack.due() {
             self.ack_for(path_id)
         } else {
@@ -564,10 +645,10 @@ impl Receiver {
     /// ACK goes where the path's last packet came from.
     pub fn flush(&mut self, now: u64) -> Option<Ack> {
         let delay = self.ack_delay_ns;
-        let rp = self
-            .paths
-            .iter()
-            .find(|p| p.live && (p.ack.due() || p.ack.deadline(delay).is_some_and(|d| d <= now)))?;
+        let rp =
+            self.paths.iter().flatten().find(|p| {
+                p.live && (p.ack.due() || p.ack.deadline(delay).is_some_and(|d| d <= now))
+            })?;
         let id = rp.id;
         self.ack_for(id)
     }
@@ -578,6 +659,7 @@ impl Receiver {
         let delay = self.ack_delay_ns;
         self.paths
             .iter()
+            .flatten()
             .filter(|p| p.live)
             .filter_map(|p| p.ack.deadline(delay))
             .min()
@@ -587,7 +669,10 @@ impl Receiver {
     /// everything received, so nothing of the path waits after it). `None`
     /// if the path id is unknown or superseded.
     pub fn ack_for(&mut self, path_id: u16) -> Option<Ack> {
-        let rp = self.paths.get_mut((path_id & PATH_SLOT_MASK) as usize)?;
+        let rp = self
+            .paths
+            .get_mut((path_id & PATH_SLOT_MASK) as usize)?
+            .as_deref_mut()?;
         if !rp.live || rp.id != path_id {
             return None;
         }
@@ -621,6 +706,10 @@ impl Receiver {
             return None;
         }
         m.live = false;
+        // A long message's bitmap goes back to the heap.
+        if m.got.is_long() {
+            m.got = MsgBits::SHORT;
+        }
         let c = RxCompletion {
             msn: m.msn,
             opcode: m.opcode,

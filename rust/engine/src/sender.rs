@@ -3,11 +3,17 @@
 //! path health (probe, replace, plane drain), path growth on long RTT and
 //! in-order send completions.
 
-use super::bitmap::{PktBitmap, MAX_MSG_PKTS};
+use core::ops::{Deref, DerefMut};
+
+use super::bitmap::{MsgBits, PktBitmap, INLINE_PKTS, MAX_MSG_PKTS};
 use super::cc::{AckSignal, Aimd, CcParams, CongestionControl};
 use super::completion::{CompletionStatus, TxCompletion};
 use super::config::{ConfigError, SenderConfig, MAX_PATHS, MSG_WINDOW, PATH_GENERATIONS};
-use super::path::{EntryState, InflightEntry, PathState, RtoUndo, RttEstimator, TxPath, PATH_RING};
+use super::heap::{kmalloc_size, Global, Heap};
+use super::path::{
+    EntryState, InflightEntry, PathRing, PathState, RtoUndo, RttEstimator, TxPath, EMPTY_RING,
+    PATH_RING,
+};
 use super::seq::{seq_diff, seq_in_window};
 use super::wire::{
     Ack, DataHeader, Nak, Opcode, Probe, FLAG_IMM, FLAG_PEER_PSN, FLAG_RETRANSMIT, SACK_BITS,
@@ -144,17 +150,23 @@ impl SenderStats {
     };
 }
 
-#[derive(Clone, Copy, Debug)]
-struct TxMsg {
+/// How long a sender the heap refused memory waits before it tries again
+/// (ns): the reference driver's tick.
+pub const ALLOC_RETRY_NS: u64 = 1_000_000;
+
+/// A message of the window. Its packet bitmaps are in place for up to
+/// [`INLINE_PKTS`] packets; a longer message takes them from the heap
+/// when its first packet goes out and gives them back when it completes.
+struct TxMsg<H: Heap> {
     msn: u32,
     live: bool,
     opcode: Opcode,
     len: u32,
     npkts: u32,
     next_pkt: u32,
-    acked: PktBitmap,
+    acked: MsgBits<H::Box<PktBitmap>>,
     acked_count: u32,
-    lost: PktBitmap,
+    lost: MsgBits<H::Box<PktBitmap>>,
     lost_count: u32,
     remote_va: u64,
     rkey: u32,
@@ -168,7 +180,7 @@ struct TxMsg {
     last_loss_slot: usize,
 }
 
-impl TxMsg {
+impl<H: Heap> TxMsg<H> {
     const EMPTY: Self = Self {
         msn: 0,
         live: false,
@@ -176,9 +188,9 @@ impl TxMsg {
         len: 0,
         npkts: 0,
         next_pkt: 0,
-        acked: PktBitmap::new(),
+        acked: MsgBits::SHORT,
         acked_count: 0,
-        lost: PktBitmap::new(),
+        lost: MsgBits::SHORT,
         lost_count: 0,
         remote_va: 0,
         rkey: 0,
@@ -201,6 +213,27 @@ impl TxMsg {
     fn awaiting_verdict(&self) -> bool {
         self.live && self.failed.is_none() && !self.confirmed && self.acked_count >= self.npkts
     }
+
+    /// Its bitmaps hold every packet: in place, or taken from the heap
+    /// for a long message. False if the heap refused.
+    fn has_bits(&mut self) -> bool {
+        if self.npkts <= INLINE_PKTS {
+            return true;
+        }
+        if !self.acked.is_long() {
+            match H::copy_of(&PktBitmap::new()) {
+                Some(b) => self.acked = MsgBits::long(b),
+                None => return false,
+            }
+        }
+        if !self.lost.is_long() {
+            match H::copy_of(&PktBitmap::new()) {
+                Some(b) => self.lost = MsgBits::long(b),
+                None => return false,
+            }
+        }
+        true
+    }
 }
 
 /// The scalar fields of a path, copied out so the ring is not copied.
@@ -216,7 +249,10 @@ struct PathView {
 }
 
 impl PathView {
-    fn of(p: &TxPath) -> Self {
+    /// An unused slot's.
+    const UNUSED: Self = Self::of(&TxPath::UNUSED);
+
+    const fn of(p: &TxPath) -> Self {
         Self {
             id: p.id,
             state: p.state,
@@ -231,6 +267,16 @@ impl PathView {
     fn span(&self) -> u32 {
         self.next_psn.wrapping_sub(self.una)
     }
+}
+
+/// The open path (or ring) in `slot`.
+fn open<T, B: Deref<Target = T>>(slots: &[Option<B>], slot: usize) -> Option<&T> {
+    slots.get(slot).and_then(|b| b.as_deref())
+}
+
+/// The open path (or ring) in `slot`, to change.
+fn open_mut<T, B: DerefMut<Target = T>>(slots: &mut [Option<B>], slot: usize) -> Option<&mut T> {
+    slots.get_mut(slot).and_then(|b| b.as_deref_mut())
 }
 
 /// The slots whose bits are set in a mask of [`MAX_PATHS`] bits, lowest
@@ -268,21 +314,26 @@ pub fn packets_for(opcode: Opcode, len: u32, mtu: u32) -> u32 {
     }
 }
 
-/// The sending side of one QP, generic over the congestion control.
+/// The sending side of one QP, generic over the congestion control and
+/// the heap its paths and long messages take memory from.
 ///
-/// Plain data (`Copy`): a caller that must not build one on its stack (the
-/// kernel: ~160 KiB) copies an [`Sender::empty`] value into heap memory.
-#[derive(Clone, Copy)]
-pub struct Sender<C: CongestionControl = Aimd> {
+/// What stays in place is the message window and the path slots (about
+/// 7 KiB); a path takes its state from the heap when it opens and its
+/// per-PSN records when it first carries data ([`Sender::footprint`]).
+pub struct Sender<C: CongestionControl = Aimd, H: Heap = Global> {
     cfg: SenderConfig,
     ccp: CcParams,
     cc: C,
-    paths: [TxPath; MAX_PATHS],
-    /// Bit `s` set iff `paths[s]` is not `Unused` (slots are opened by
+    /// The open paths, by slot (`None`: unused).
+    paths: [Option<H::Box<TxPath>>; MAX_PATHS],
+    /// Each open path's per-PSN records, taken when it first sends data
+    /// and kept (cleared when the slot's path is replaced) until `reset`.
+    rings: [Option<H::Box<PathRing>>; MAX_PATHS],
+    /// Bit `s` set iff `paths[s]` is open (slots are opened by
     /// `open_path` and only `reset` closes them): the loops over paths
     /// visit these, typically a few of the 64.
     used: u64,
-    msgs: [TxMsg; MSG_WINDOW],
+    msgs: [TxMsg<H>; MSG_WINDOW],
     head: u32,
     tail: u32,
     cursor: u32,
@@ -304,6 +355,9 @@ pub struct Sender<C: CongestionControl = Aimd> {
     /// The MSNs start at the receiver's initial PSN: every data packet
     /// carries `FLAG_PEER_PSN` (protocol.md 2).
     peer_psn: bool,
+    /// The heap refused a path's ring or a message's bitmaps: when to try
+    /// again (a timer, so the caller comes back to send).
+    alloc_retry: Option<u64>,
     stats: SenderStats,
 }
 
@@ -314,7 +368,10 @@ impl Sender<Aimd> {
     }
 }
 
-impl<C: CongestionControl> Sender<C> {
+impl<C: CongestionControl, H: Heap> Sender<C, H> {
+    const NO_PATH: Option<H::Box<TxPath>> = None;
+    const NO_RING: Option<H::Box<PathRing>> = None;
+
     /// A sender with a caller-chosen congestion control.
     pub fn with_cc(cfg: SenderConfig, cc: C, now: u64) -> Result<Self, ConfigError> {
         let mut s = Self::empty(cc);
@@ -323,8 +380,8 @@ impl<C: CongestionControl> Sender<C> {
     }
 
     /// An idle sender with no paths, usable only after [`Sender::reset`].
-    /// A `const fn`, so a kernel can box it (≈160 KB) without building it
-    /// on the stack, then `reset` it in place.
+    /// A `const fn`, so a kernel can copy it into memory of its own (about
+    /// 7 KiB) without building it on the stack, then `reset` it in place.
     pub const fn empty(cc: C) -> Self {
         Self {
             cfg: SenderConfig::DEFAULT,
@@ -335,7 +392,8 @@ impl<C: CongestionControl> Sender<C> {
                 loss_md_threshold: 0,
             },
             cc,
-            paths: [TxPath::UNUSED; MAX_PATHS],
+            paths: [Self::NO_PATH; MAX_PATHS],
+            rings: [Self::NO_RING; MAX_PATHS],
             used: 0,
             msgs: [TxMsg::EMPTY; MSG_WINDOW],
             head: 0,
@@ -352,6 +410,7 @@ impl<C: CongestionControl> Sender<C> {
             progress_at: None,
             numbered: false,
             peer_psn: false,
+            alloc_retry: None,
             stats: SenderStats::ZERO,
         }
     }
@@ -386,7 +445,10 @@ impl<C: CongestionControl> Sender<C> {
             loss_md_threshold: cfg.loss_md_threshold,
         };
         for p in self.paths.iter_mut() {
-            *p = TxPath::UNUSED;
+            *p = None;
+        }
+        for r in self.rings.iter_mut() {
+            *r = None;
         }
         self.used = 0;
         for m in self.msgs.iter_mut() {
@@ -406,9 +468,15 @@ impl<C: CongestionControl> Sender<C> {
         self.peer_psn = false;
         self.verdict_deadline = None;
         self.progress_at = None;
+        self.alloc_retry = None;
         self.stats = SenderStats::ZERO;
         for slot in 0..usize::from(cfg.initial_paths) {
             self.open_path(slot, 0, PathState::Active, now);
+        }
+        // A path the heap had no memory for stays closed; with none open
+        // nothing could be sent.
+        if self.used == 0 {
+            return Err(ConfigError::NoMemory);
         }
         Ok(())
     }
@@ -429,6 +497,24 @@ impl<C: CongestionControl> Sender<C> {
         &self.stats
     }
 
+    /// Bytes this sender holds, as a kernel's `kmalloc` would count them
+    /// ([`kmalloc_size`]): the sender itself, its open paths, their rings
+    /// and the bitmaps of its long messages in progress.
+    pub fn footprint(&self) -> usize {
+        use core::mem::size_of;
+        let paths = self.paths.iter().flatten().count();
+        let rings = self.rings.iter().flatten().count();
+        let bitmaps = self
+            .msgs
+            .iter()
+            .map(|m| usize::from(m.acked.is_long()) + usize::from(m.lost.is_long()))
+            .sum::<usize>();
+        kmalloc_size(size_of::<Self>())
+            + paths * kmalloc_size(size_of::<TxPath>())
+            + rings * kmalloc_size(size_of::<PathRing>())
+            + bitmaps * kmalloc_size(size_of::<PktBitmap>())
+    }
+
     /// Paths in use (any state but unused).
     pub fn path_count(&self) -> usize {
         self.used.count_ones() as usize
@@ -436,7 +522,7 @@ impl<C: CongestionControl> Sender<C> {
 
     /// The paths in use (not `Unused`), by slot.
     pub fn used_paths(&self) -> impl Iterator<Item = &TxPath> + '_ {
-        Slots(self.used).filter_map(|s| self.paths.get(s))
+        Slots(self.used).filter_map(|s| open(&self.paths, s))
     }
 
     /// Paths currently carrying data.
@@ -452,9 +538,11 @@ impl<C: CongestionControl> Sender<C> {
             .any(|p| p.state == PathState::Active && p.plane == plane)
     }
 
-    /// Read-only view of a path slot.
+    /// Read-only view of a path slot (an unused one reads as
+    /// [`TxPath::UNUSED`]); `None` beyond [`MAX_PATHS`].
     pub fn path(&self, slot: usize) -> Option<&TxPath> {
-        self.paths.get(slot)
+        let p = self.paths.get(slot)?;
+        Some(p.as_deref().unwrap_or(&TxPath::UNUSED))
     }
 
     /// Sum of per-path windows of active paths (QWND), in packets.
@@ -480,19 +568,63 @@ impl<C: CongestionControl> Sender<C> {
         self.rate_hint_mbps
     }
 
-    fn open_path(&mut self, slot: usize, generation: u16, state: PathState, now: u64) {
+    /// Opens generation `generation` of `slot`, in the slot's memory if it
+    /// had a path (a replacement), else in new memory from the heap. False
+    /// if the heap refused: the slot stays unused.
+    fn open_path(&mut self, slot: usize, generation: u16, state: PathState, now: u64) -> bool {
         let planes = self.cfg.planes.max(1) as usize;
         let seed = self.cfg.entropy_seed;
         let qp_rtt = self.qp_rtt;
         let ccp = self.ccp;
-        if let Some(p) = self.paths.get_mut(slot) {
-            self.used |= 1 << slot;
-            p.reset(slot, generation, (slot % planes) as u8, seed);
-            p.state = state;
-            p.rtt = qp_rtt;
-            p.probe_due = state == PathState::Probing;
-            self.cc.init_path(&mut p.cc, &ccp, now);
+        let Some(entry) = self.paths.get_mut(slot) else {
+            return false;
+        };
+        if entry.is_none() {
+            *entry = H::copy_of(&TxPath::UNUSED);
         }
+        let Some(p) = entry.as_deref_mut() else {
+            return false;
+        };
+        self.used |= 1 << slot;
+        p.reset(slot, generation, (slot % planes) as u8, seed);
+        p.state = state;
+        p.rtt = qp_rtt;
+        p.probe_due = state == PathState::Probing;
+        self.cc.init_path(&mut p.cc, &ccp, now);
+        if let Some(ring) = open_mut(&mut self.rings, slot) {
+            ring.fill(InflightEntry::EMPTY);
+        }
+        true
+    }
+
+    /// The ring entry for `psn` of the path in `slot` (free if the path
+    /// never sent).
+    fn entry(&self, slot: usize, psn: u32) -> InflightEntry {
+        open(&self.rings, slot)
+            .and_then(|r| r.get(psn as usize % PATH_RING))
+            .copied()
+            .unwrap_or(InflightEntry::EMPTY)
+    }
+
+    /// The ring entry for `psn` of the path in `slot`, to change.
+    fn entry_mut(&mut self, slot: usize, psn: u32) -> Option<&mut InflightEntry> {
+        open_mut(&mut self.rings, slot)?.get_mut(psn as usize % PATH_RING)
+    }
+
+    /// Whether the path in `slot` has its ring, taking it from the heap
+    /// the first time the path carries data. A refusal is tried again
+    /// after [`ALLOC_RETRY_NS`] (see [`Sender::next_deadline`]).
+    fn has_ring(&mut self, slot: usize, now: u64) -> bool {
+        let Some(r) = self.rings.get_mut(slot) else {
+            return false;
+        };
+        if r.is_none() {
+            *r = H::copy_of(&EMPTY_RING);
+        }
+        if r.is_none() {
+            self.alloc_retry = Some(now.saturating_add(ALLOC_RETRY_NS));
+        }
+        r.is_some()
     }
 
     fn rto_of(&self, p: &TxPath) -> u64 {
@@ -567,6 +699,11 @@ impl<C: CongestionControl> Sender<C> {
             return None;
         }
         m.live = false;
+        // A long message's bitmaps go back to the heap.
+        if m.acked.is_long() || m.lost.is_long() {
+            m.acked = MsgBits::SHORT;
+            m.lost = MsgBits::SHORT;
+        }
         let c = TxCompletion {
             msn: m.msn,
             opcode: m.opcode,
@@ -617,15 +754,18 @@ impl<C: CongestionControl> Sender<C> {
 
     /// Move the floor of a path past resolved PSNs.
     fn advance_floor(&mut self, slot: usize) {
-        let Some(p) = self.paths.get_mut(slot) else {
+        let Some(p) = open_mut(&mut self.paths, slot) else {
             return;
         };
+        let mut ring = open_mut(&mut self.rings, slot);
         while p.una != p.next_psn {
-            let e = p.entry(p.una);
-            if e.state == EntryState::InFlight {
-                break;
-            }
-            if let Some(e) = p.entry_mut(p.una) {
+            if let Some(e) = ring
+                .as_deref_mut()
+                .and_then(|r| r.get_mut(p.una as usize % PATH_RING))
+            {
+                if e.state == EntryState::InFlight {
+                    break;
+                }
                 *e = InflightEntry::EMPTY;
             }
             p.una = p.una.wrapping_add(1);
@@ -636,12 +776,12 @@ impl<C: CongestionControl> Sender<C> {
     /// entries stay (in flight ones as `Drained`) behind the floor, for
     /// late ACKs to be matched (`on_late_ack`) until new PSNs reuse them.
     fn drain_path(&mut self, slot: usize) {
-        let Some(p) = self.paths.get(slot).map(PathView::of) else {
+        let Some(p) = open(&self.paths, slot).map(PathView::of) else {
             return;
         };
         let mut psn = p.una;
         while psn != p.next_psn {
-            let Some(e) = self.paths.get_mut(slot).and_then(|p| p.entry_mut(psn)) else {
+            let Some(e) = self.entry_mut(slot, psn) else {
                 return;
             };
             let was = *e;
@@ -651,7 +791,7 @@ impl<C: CongestionControl> Sender<C> {
             }
             psn = psn.wrapping_add(1);
         }
-        if let Some(p) = self.paths.get_mut(slot) {
+        if let Some(p) = open_mut(&mut self.paths, slot) {
             p.una = p.next_psn;
             p.inflight = 0;
             p.timer = None;
@@ -665,7 +805,7 @@ impl<C: CongestionControl> Sender<C> {
     /// time, undoes the timeout: the window cut, the backoff, and the
     /// probing (protocol.md 4.3).
     fn on_late_ack(&mut self, slot: usize, ack: &Ack, now: u64) {
-        let Some(u) = self.paths.get(slot).and_then(|p| p.undo) else {
+        let Some(u) = open(&self.paths, slot).and_then(|p| p.undo) else {
             return;
         };
         if ack.ts_echo >= u.at {
@@ -680,7 +820,7 @@ impl<C: CongestionControl> Sender<C> {
         while psn != u.hi {
             let below_cum = cum_proves && seq_diff(psn, ack.cum_psn) < 0;
             if below_cum || sack_has(ack, psn) {
-                if let Some(e) = self.paths.get_mut(slot).and_then(|p| p.entry_mut(psn)) {
+                if let Some(e) = self.entry_mut(slot, psn) {
                     let was = *e;
                     if was.state == EntryState::Drained {
                         e.state = EntryState::Acked;
@@ -698,7 +838,7 @@ impl<C: CongestionControl> Sender<C> {
         if self.progress_at.is_some() {
             self.progress_at = Some(now);
         }
-        let Some(p) = self.paths.get_mut(slot) else {
+        let Some(p) = open_mut(&mut self.paths, slot) else {
             return;
         };
         if !u.undone {
@@ -722,7 +862,7 @@ impl<C: CongestionControl> Sender<C> {
             return;
         }
         let r = now - ack.ts_echo;
-        if let Some(p) = self.paths.get_mut(slot) {
+        if let Some(p) = open_mut(&mut self.paths, slot) {
             p.rtt.sample(r);
         }
         self.qp_rtt.sample(r);
@@ -731,9 +871,7 @@ impl<C: CongestionControl> Sender<C> {
     /// Process an ACK.
     pub fn on_ack(&mut self, ack: &Ack, now: u64) {
         let slot = (ack.path_id & super::config::PATH_SLOT_MASK) as usize;
-        let Some(p) = self.paths.get(slot).map(PathView::of) else {
-            return;
-        };
+        let p = open(&self.paths, slot).map_or(PathView::UNUSED, PathView::of);
         if p.state == PathState::Unused || p.id != ack.path_id {
             self.stats.stale_acks += 1;
             return;
@@ -751,7 +889,7 @@ impl<C: CongestionControl> Sender<C> {
         }
         self.rate_hint_mbps = ack.rate_hint_mbps;
         self.on_cum_msn(ack.cum_msn);
-        if let Some(p) = self.paths.get_mut(slot) {
+        if let Some(p) = open_mut(&mut self.paths, slot) {
             p.last_ack = Some(now);
         }
         self.on_late_ack(slot, ack, now);
@@ -788,18 +926,17 @@ impl<C: CongestionControl> Sender<C> {
             let mut above = 0u32;
             let mut psn = hi;
             loop {
-                let e = self.paths.get(slot).map(|p| p.entry(psn));
-                match e {
+                match Some(self.entry(slot, psn)) {
                     Some(e) if e.state == EntryState::Acked => above += 1,
                     Some(e)
                         if e.state == EntryState::InFlight
                             && above >= self.cfg.reorder_threshold =>
                     {
                         self.mark_lost(e.msn, u32::from(e.pkt), slot);
-                        if let Some(p) = self.paths.get_mut(slot) {
-                            if let Some(en) = p.entry_mut(psn) {
-                                en.state = EntryState::Lost;
-                            }
+                        if let Some(en) = self.entry_mut(slot, psn) {
+                            en.state = EntryState::Lost;
+                        }
+                        if let Some(p) = open_mut(&mut self.paths, slot) {
                             p.inflight = p.inflight.saturating_sub(1);
                             p.sack_lost += 1;
                         }
@@ -818,7 +955,7 @@ impl<C: CongestionControl> Sender<C> {
         let rto_now;
         let delayed_seen;
         {
-            let Some(p) = self.paths.get_mut(slot) else {
+            let Some(p) = open_mut(&mut self.paths, slot) else {
                 return;
             };
             if newly > 0 {
@@ -925,15 +1062,19 @@ impl<C: CongestionControl> Sender<C> {
 
     /// Acknowledge one PSN of a path; returns 1 if it was in flight.
     fn ack_psn(&mut self, slot: usize, psn: u32) -> u32 {
-        let Some(p) = self.paths.get_mut(slot) else {
+        if open(&self.paths, slot).is_none() {
+            return 0;
+        }
+        let Some(e) = self.entry_mut(slot, psn) else {
             return 0;
         };
-        let Some(e) = p.entry_mut(psn) else { return 0 };
         let prev = *e;
         match prev.state {
             EntryState::InFlight => {
                 e.state = EntryState::Acked;
-                p.inflight = p.inflight.saturating_sub(1);
+                if let Some(p) = open_mut(&mut self.paths, slot) {
+                    p.inflight = p.inflight.saturating_sub(1);
+                }
                 self.mark_acked(prev.msn, u32::from(prev.pkt));
                 1
             }
@@ -984,7 +1125,7 @@ impl<C: CongestionControl> Sender<C> {
         // The NAK must name a live path and a PSN it carried, and a message
         // in flight (a forger must hit the windows, RFC 5961).
         let slot = (nak.path_id & super::config::PATH_SLOT_MASK) as usize;
-        let carried = self.paths.get(slot).map(PathView::of).is_some_and(|p| {
+        let carried = open(&self.paths, slot).map(PathView::of).is_some_and(|p| {
             p.state != PathState::Unused && p.id == nak.path_id && seq_diff(nak.psn, p.next_psn) < 0
         });
         let Some(i) = self.msg_index(nak.msn).filter(|_| carried) else {
@@ -1009,7 +1150,7 @@ impl<C: CongestionControl> Sender<C> {
     /// Process a probe reply: the path works again.
     pub fn on_probe_reply(&mut self, probe: &Probe, now: u64) {
         let slot = (probe.path_id & super::config::PATH_SLOT_MASK) as usize;
-        let Some(p) = self.paths.get_mut(slot) else {
+        let Some(p) = open_mut(&mut self.paths, slot) else {
             return;
         };
         if p.id != probe.path_id || p.state != PathState::Probing || probe.seq != p.probe_seq {
@@ -1031,14 +1172,14 @@ impl<C: CongestionControl> Sender<C> {
     /// The caller learned that `plane` is down: drain its paths now.
     pub fn plane_down(&mut self, plane: u8) {
         for slot in Slots(self.used) {
-            let Some(p) = self.paths.get(slot) else {
+            let Some(p) = open(&self.paths, slot) else {
                 continue;
             };
             if p.plane != plane {
                 continue;
             }
             self.drain_path(slot);
-            if let Some(p) = self.paths.get_mut(slot) {
+            if let Some(p) = open_mut(&mut self.paths, slot) {
                 p.state = PathState::Suspended;
                 p.probe_due = false;
                 p.probe_deadline = None;
@@ -1048,7 +1189,7 @@ impl<C: CongestionControl> Sender<C> {
 
     /// The caller learned that `plane` is up: probe its paths.
     pub fn plane_up(&mut self, plane: u8) {
-        for p in self.paths.iter_mut() {
+        for p in self.paths.iter_mut().filter_map(|p| p.as_deref_mut()) {
             if p.state == PathState::Suspended && p.plane == plane {
                 p.state = PathState::Probing;
                 p.probe_due = true;
@@ -1088,8 +1229,10 @@ impl<C: CongestionControl> Sender<C> {
         self.cursor = self.tail;
         self.verdict_deadline = None;
         self.progress_at = None;
-        for p in self.paths.iter_mut() {
-            p.ring = [InflightEntry::EMPTY; PATH_RING];
+        for r in self.rings.iter_mut().filter_map(|r| r.as_deref_mut()) {
+            r.fill(InflightEntry::EMPTY);
+        }
+        for p in self.paths.iter_mut().filter_map(|p| p.as_deref_mut()) {
             p.una = p.next_psn;
             p.inflight = 0;
             p.timer = None;
@@ -1100,7 +1243,11 @@ impl<C: CongestionControl> Sender<C> {
     pub fn next_deadline(&self) -> Option<u64> {
         self.used_paths()
             .flat_map(|p| [p.timer, p.probe_deadline])
-            .chain([self.verdict_deadline.map(|(_, t)| t), self.give_up_at()])
+            .chain([
+                self.verdict_deadline.map(|(_, t)| t),
+                self.give_up_at(),
+                self.alloc_retry,
+            ])
             .flatten()
             .min()
     }
@@ -1108,13 +1255,18 @@ impl<C: CongestionControl> Sender<C> {
     /// Run expired timers: RTO (drain path, start probing) and probe
     /// timeouts (retry, then replace the path with a fresh source port).
     pub fn on_timer(&mut self, now: u64) {
+        // The heap refused memory a while ago: the caller, sending after
+        // this, tries again.
+        if self.alloc_retry.is_some_and(|t| now >= t) {
+            self.alloc_retry = None;
+        }
         if self.give_up_due(now) {
             self.give_up();
             return;
         }
         self.watch_verdict(now);
         for slot in Slots(self.used) {
-            let Some(p) = self.paths.get(slot).map(PathView::of) else {
+            let Some(p) = open(&self.paths, slot).map(PathView::of) else {
                 continue;
             };
             if p.state == PathState::Unused {
@@ -1123,10 +1275,10 @@ impl<C: CongestionControl> Sender<C> {
             if let Some(t) = p.timer {
                 if now >= t {
                     self.stats.timeouts += 1;
-                    if let Some(p) = self.paths.get_mut(slot) {
+                    if let Some(p) = open_mut(&mut self.paths, slot) {
                         p.rtos += 1;
                     }
-                    let undo = self.paths.get(slot).map(|p| RtoUndo {
+                    let undo = open(&self.paths, slot).map(|p| RtoUndo {
                         at: now,
                         lo: p.una,
                         hi: p.next_psn,
@@ -1137,7 +1289,7 @@ impl<C: CongestionControl> Sender<C> {
                         timeouts: p.timeouts,
                     });
                     self.drain_path(slot);
-                    if let Some(p) = self.paths.get_mut(slot) {
+                    if let Some(p) = open_mut(&mut self.paths, slot) {
                         p.undo = undo;
                         p.timeouts = p.timeouts.saturating_add(1);
                         p.backoff = (p.backoff + 1).min(8);
@@ -1149,21 +1301,19 @@ impl<C: CongestionControl> Sender<C> {
                     }
                 }
             }
-            let Some(p) = self.paths.get(slot).map(PathView::of) else {
+            let Some(p) = open(&self.paths, slot).map(PathView::of) else {
                 continue;
             };
             if let Some(t) = p.probe_deadline {
                 // ACKs of the path arrived while the probe was out (late
                 // ones, its reply maybe just slow): the path delivers, so
                 // the interval does not count towards failing it.
-                let acked = self
-                    .paths
-                    .get(slot)
+                let acked = open(&self.paths, slot)
                     .and_then(|p| p.last_ack.map(|a| a >= p.probe_sent))
                     .unwrap_or(false);
                 if now >= t && p.state == PathState::Probing && acked {
                     self.stats.probes_excused += 1;
-                    if let Some(p) = self.paths.get_mut(slot) {
+                    if let Some(p) = open_mut(&mut self.paths, slot) {
                         p.probe_deadline = None;
                         p.probe_due = true;
                     }
@@ -1173,7 +1323,7 @@ impl<C: CongestionControl> Sender<C> {
                         self.stats.paths_replaced += 1;
                         let gen = ((p.id >> super::config::PATH_SLOT_BITS) + 1) % PATH_GENERATIONS;
                         self.open_path(slot, gen, PathState::Probing, now);
-                    } else if let Some(p) = self.paths.get_mut(slot) {
+                    } else if let Some(p) = open_mut(&mut self.paths, slot) {
                         p.probes_failed = failed;
                         p.probe_deadline = None;
                         p.probe_due = true;
@@ -1210,8 +1360,9 @@ impl<C: CongestionControl> Sender<C> {
         {
             let want = (active / 2 + 1).min(self.cfg.max_paths as usize - used);
             for slot in Slots(!self.used).take(want) {
-                self.open_path(slot, 0, PathState::Active, now);
-                self.stats.paths_opened += 1;
+                if self.open_path(slot, 0, PathState::Active, now) {
+                    self.stats.paths_opened += 1;
+                }
             }
         }
         self.window_limited = false;
@@ -1297,7 +1448,7 @@ impl<C: CongestionControl> Sender<C> {
     fn next_packet_inner(&mut self, now: u64, plane: Option<u8>) -> Option<TxPacket> {
         // Probes first: they are tiny and decide path health.
         for slot in Slots(self.used) {
-            let rto = match self.paths.get(slot) {
+            let rto = match open(&self.paths, slot) {
                 Some(p)
                     if p.state == PathState::Probing
                         && p.probe_due
@@ -1307,7 +1458,7 @@ impl<C: CongestionControl> Sender<C> {
                 }
                 _ => continue,
             };
-            let Some(p) = self.paths.get_mut(slot) else {
+            let Some(p) = open_mut(&mut self.paths, slot) else {
                 continue;
             };
             p.probe_due = false;
@@ -1331,7 +1482,12 @@ impl<C: CongestionControl> Sender<C> {
             Some((msn, pkt, avoid)) => (msn, pkt, avoid, true),
             None => {
                 let msn = self.find_new()?;
-                let m = self.msgs.get(msn as usize % MSG_WINDOW)?;
+                let m = self.msgs.get_mut(msn as usize % MSG_WINDOW)?;
+                // A long message takes its bitmaps as its first packet goes.
+                if !m.has_bits() {
+                    self.alloc_retry = Some(now.saturating_add(ALLOC_RETRY_NS));
+                    return None;
+                }
                 (msn, m.next_pkt, usize::MAX, false)
             }
         };
@@ -1346,22 +1502,39 @@ impl<C: CongestionControl> Sender<C> {
         let mut fallback = None;
         // The used slots from `rr` on, wrapping: bit k of the rotated mask
         // is slot `rr + k`.
-        let from_rr = Slots(self.used.rotate_right(self.rr as u32));
-        for slot in from_rr.map(|k| (self.rr + k) % MAX_PATHS) {
-            let Some(p) = self.paths.get(slot) else {
-                continue;
-            };
-            if !self.path_open(p, plane) {
+        let rr = self.rr;
+        let from_rr = Slots(self.used.rotate_right(rr as u32));
+        // A path whose ring the heap refused is passed over like a full one.
+        let mut starved = false;
+        for slot in from_rr.map(|k| (rr + k) % MAX_PATHS) {
+            if !open(&self.paths, slot).is_some_and(|p| self.path_open(p, plane)) {
                 continue;
             }
             if slot == avoid {
                 fallback = Some(slot);
                 continue;
             }
+            if !self.has_ring(slot, now) {
+                starved = true;
+                continue;
+            }
             chosen = Some(slot);
             break;
         }
-        let Some(slot) = chosen.or(fallback) else {
+        if chosen.is_none() {
+            if let Some(slot) = fallback {
+                if self.has_ring(slot, now) {
+                    chosen = Some(slot);
+                } else {
+                    starved = true;
+                }
+            }
+        }
+        let Some(slot) = chosen else {
+            if starved {
+                // Not the windows: memory (tried again at `alloc_retry`).
+                return None;
+            }
             // Window-limited only if there were usable paths, all full (a
             // plane without active paths says nothing about the windows).
             let any_active = self
@@ -1407,14 +1580,14 @@ impl<C: CongestionControl> Sender<C> {
         }
         let (opcode, msg_len, remote_va, rkey, imm, rsn) =
             (m.opcode, m.len, m.remote_va, m.rkey, m.imm, m.rsn);
-        let rto = self
-            .paths
-            .get(slot)
+        let rto = open(&self.paths, slot)
             .map(|p| self.rto_of(p))
             .unwrap_or(self.cfg.max_rto_ns);
-        let p = self.paths.get_mut(slot)?;
+        let p = open_mut(&mut self.paths, slot)?;
         let psn = p.next_psn;
-        if let Some(e) = p.entry_mut(psn) {
+        if let Some(e) =
+            open_mut(&mut self.rings, slot).and_then(|r| r.get_mut(psn as usize % PATH_RING))
+        {
             *e = InflightEntry {
                 msn,
                 pkt: pkt as u16,
@@ -1764,7 +1937,7 @@ mod tests {
 
     #[test]
     fn empty_then_reset_in_place() {
-        let mut tx = Sender::empty(Aimd);
+        let mut tx: Sender = Sender::empty(Aimd);
         assert_eq!(tx.path_count(), 0);
         assert!(tx.next_packet(0).is_none());
         tx.reset(cfg(3, 1), 0).unwrap();
@@ -1779,7 +1952,7 @@ mod tests {
             ),
             Err(ConfigError::BadMtu)
         );
-        let mut rx = Receiver::EMPTY;
+        let mut rx: Receiver = Receiver::EMPTY;
         rx.reset(ReceiverConfig {
             peer_qpn: 1,
             mtu: MTU,
@@ -2569,7 +2742,7 @@ mod tests {
         // Growth (the conditions of `maybe_grow`, set by hand): 3 active
         // paths at their cap open 3 / 2 + 1 = 2 more, in the lowest free
         // slots.
-        for p in tx.paths.iter_mut().take(3) {
+        for p in tx.paths.iter_mut().take(3).flatten() {
             p.cc.cwnd = tx.cfg.pwnd_max * super::super::cc::CWND_ONE;
         }
         tx.window_limited = true;

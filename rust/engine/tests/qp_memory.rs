@@ -1,0 +1,114 @@
+//! What a QP's engine state costs (issue 11: 4,000 QPs on one device, at
+//! most 16 KiB per idle connected QP). Counted as a kernel's `kmalloc`
+//! counts it (`footprint`): the sender and receiver themselves and what
+//! they took from their heap. Run with `--nocapture` to see the numbers.
+
+use metaroce_engine::config::{ReceiverConfig, SenderConfig};
+use metaroce_engine::receiver::{Receiver, RxVerdict};
+use metaroce_engine::sender::{Message, Sender, TxKind};
+use metaroce_engine::wire::Opcode;
+
+/// What the reference driver's connect does (rust/driver/transport.rs):
+/// the default configuration, `paths` paths.
+fn connected(paths: u16) -> (Sender, Receiver) {
+    let cfg = SenderConfig {
+        dst_qpn: 7,
+        mtu: 1024,
+        initial_paths: paths,
+        max_paths: paths,
+        ..SenderConfig::DEFAULT
+    };
+    let mut tx = Sender::new(cfg, 0).unwrap();
+    tx.start_at(1000, false);
+    let mut rx = Receiver::new(ReceiverConfig {
+        peer_qpn: 7,
+        mtu: 1024,
+    })
+    .unwrap();
+    rx.start_at(1000);
+    (tx, rx)
+}
+
+/// Sends `msgs` messages of `len` bytes from `tx` to `rx`, everything
+/// delivered and acknowledged; returns the footprints in the middle of
+/// the transfer (all messages outstanding) and after it.
+fn transfer(tx: &mut Sender, rx: &mut Receiver, msgs: u32, len: u32) -> (usize, usize) {
+    let mut busy = 0;
+    for _ in 0..msgs {
+        tx.post(&Message {
+            opcode: Opcode::Write,
+            len,
+            remote_va: 0x1000,
+            rkey: 1,
+            imm: 0,
+            rsn: 0,
+        })
+        .unwrap();
+    }
+    let mut now = 1;
+    while tx.outstanding() > 0 {
+        let mut sent = Vec::new();
+        while let Some(p) = tx.next_packet(now) {
+            if let TxKind::Data { header, .. } = p.kind {
+                sent.push(header);
+            }
+        }
+        busy = busy.max(tx.footprint() + rx.footprint());
+        for h in &sent {
+            assert!(!matches!(rx.on_data(h, false, now), RxVerdict::Drop(_)));
+            if let Some(a) = rx.ack_for(h.path_id) {
+                tx.on_ack(&a, now + 1);
+            }
+        }
+        while rx.pop_completion().is_some() {}
+        while tx.pop_completion().is_some() {}
+        now += 10;
+        assert!(now < 1_000_000, "transfer stalled");
+    }
+    (busy, tx.footprint() + rx.footprint())
+}
+
+const KIB: usize = 1024;
+
+#[test]
+fn an_idle_connected_qp_stays_within_16_kib() {
+    let (tx, rx) = connected(SenderConfig::DEFAULT.initial_paths);
+    let idle = tx.footprint() + rx.footprint();
+    println!(
+        "idle connected QP ({} paths): sender {} B, receiver {} B, total {} B",
+        SenderConfig::DEFAULT.initial_paths,
+        tx.footprint(),
+        rx.footprint(),
+        idle
+    );
+    assert!(
+        idle <= 16 * KIB,
+        "{idle} B per idle QP: over issue 11's 16 KiB"
+    );
+}
+
+#[test]
+fn a_qp_grows_with_the_paths_it_uses_and_gives_long_messages_back() {
+    let mut report = Vec::new();
+    for paths in [4u16, 12, 64] {
+        let (mut tx, mut rx) = connected(paths);
+        let idle = tx.footprint() + rx.footprint();
+        // Short messages over every path, then long ones (bitmaps from the
+        // heap while they are in progress).
+        let (_, after_short) = transfer(&mut tx, &mut rx, 64, 16 * 1024);
+        let (busy_long, after_long) = transfer(&mut tx, &mut rx, 64, 1024 * 1024);
+        assert_eq!(tx.path_count(), usize::from(paths));
+        assert_eq!(after_long, after_short, "long messages' bitmaps given back");
+        report.push((paths, idle, after_short, busy_long));
+    }
+    for (paths, idle, used, busy) in &report {
+        println!(
+            "{paths:2} paths: idle {idle} B, after carrying data {used} B, \
+             64 x 1 MiB in progress {busy} B"
+        );
+    }
+    // Memory follows the paths: 64 used paths cost more than 12, which
+    // cost more than 4; and no more than the old fixed layout's ~185 KiB.
+    assert!(report[0].2 < report[1].2 && report[1].2 < report[2].2);
+    assert!(report[2].3 <= 200 * KIB);
+}
