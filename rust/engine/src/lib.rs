@@ -16,6 +16,7 @@ pub mod cc;
 pub mod completion;
 pub mod config;
 pub mod crc;
+pub mod knobs;
 pub mod path;
 pub mod ratelimit;
 pub mod receiver;
