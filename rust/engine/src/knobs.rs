@@ -108,6 +108,11 @@ impl Knob {
         }
     }
 
+    /// The knob's place in [`Knob::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
     /// The knob called `name`.
     pub fn from_name(name: &str) -> Option<Knob> {
         Knob::ALL.into_iter().find(|k| k.name() == name)
@@ -243,6 +248,7 @@ mod tests {
     #[test]
     fn names_are_unique_and_found() {
         for (i, k) in Knob::ALL.into_iter().enumerate() {
+            assert_eq!(k.index(), i);
             assert_eq!(Knob::from_name(k.name()), Some(k));
             for other in &Knob::ALL[i + 1..] {
                 assert_ne!(k.name(), other.name());
@@ -270,7 +276,11 @@ mod tests {
             }
             assert_eq!(k.set(&mut cfg, max + 1), err, "{k:?}");
             assert_eq!(k.set(&mut cfg, u64::MAX), err, "{k:?}");
-            assert_eq!(cfg, SenderConfig::DEFAULT, "{k:?}: a refused value changed the set");
+            assert_eq!(
+                cfg,
+                SenderConfig::DEFAULT,
+                "{k:?}: a refused value changed the set"
+            );
         }
     }
 
@@ -302,14 +312,29 @@ mod tests {
         let mut cfg = SenderConfig::DEFAULT;
         let order = |low, high| Err(KnobError::Order { low, high });
         // initial_paths <= max_paths.
-        assert_eq!(Knob::MaxPaths.set(&mut cfg, 3), order(Knob::InitialPaths, Knob::MaxPaths));
+        assert_eq!(
+            Knob::MaxPaths.set(&mut cfg, 3),
+            order(Knob::InitialPaths, Knob::MaxPaths)
+        );
         Knob::InitialPaths.set(&mut cfg, 2).unwrap();
         Knob::MaxPaths.set(&mut cfg, 2).unwrap();
-        assert_eq!(Knob::InitialPaths.set(&mut cfg, 3), order(Knob::InitialPaths, Knob::MaxPaths));
+        assert_eq!(
+            Knob::InitialPaths.set(&mut cfg, 3),
+            order(Knob::InitialPaths, Knob::MaxPaths)
+        );
         // pwnd_min <= pwnd_init <= pwnd_max.
-        assert_eq!(Knob::PwndMin.set(&mut cfg, 9), order(Knob::PwndMin, Knob::PwndInit));
-        assert_eq!(Knob::PwndMax.set(&mut cfg, 7), order(Knob::PwndInit, Knob::PwndMax));
-        assert_eq!(Knob::PwndInit.set(&mut cfg, 1), order(Knob::PwndMin, Knob::PwndInit));
+        assert_eq!(
+            Knob::PwndMin.set(&mut cfg, 9),
+            order(Knob::PwndMin, Knob::PwndInit)
+        );
+        assert_eq!(
+            Knob::PwndMax.set(&mut cfg, 7),
+            order(Knob::PwndInit, Knob::PwndMax)
+        );
+        assert_eq!(
+            Knob::PwndInit.set(&mut cfg, 1),
+            order(Knob::PwndMin, Knob::PwndInit)
+        );
         // Raising the middle first makes room for the lower bound.
         Knob::PwndInit.set(&mut cfg, 32).unwrap();
         Knob::PwndMin.set(&mut cfg, 16).unwrap();
@@ -339,9 +364,15 @@ mod tests {
             })
         );
         v[2] = 32; // pwnd_init: now in order
-        assert_eq!(with_values(v).map(|c| (c.pwnd_min, c.pwnd_init)), Ok((16, 32)));
+        assert_eq!(
+            with_values(v).map(|c| (c.pwnd_min, c.pwnd_init)),
+            Ok((16, 32))
+        );
         v[0] = 0; // initial_paths
-        assert_eq!(with_values(v), Err(KnobError::OutOfRange { min: 1, max: 64 }));
+        assert_eq!(
+            with_values(v),
+            Err(KnobError::OutOfRange { min: 1, max: 64 })
+        );
     }
 
     #[test]
