@@ -28,6 +28,7 @@ pub mod engine {
     pub mod config;
     pub mod crc;
     pub mod heap;
+    pub mod knobs;
     pub mod path;
     pub mod ratelimit;
     pub mod receiver;
@@ -86,6 +87,9 @@ struct MetaRoceModule {
 
 impl kernel::Module for MetaRoceModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
+        // The module parameters were all set by now (the loader parses
+        // them before `init`); their pairs are checked together here.
+        driver::knobs::check_defaults()?;
         ib::udp::init()?;
         let events = NetdevNotifier::register()?;
         let link = LinkRegistration::register()?;

@@ -23,6 +23,7 @@ use super::srq::SrqNumbers;
 use super::stats::Counters;
 use super::transport::{Transport, TxCtx};
 use super::tx_pending::TxPending;
+use crate::engine::config::SenderConfig;
 use crate::engine::ratelimit::TokenBucket;
 use crate::ib::device::{device_by_netdev, Device, DeviceRef};
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
@@ -89,6 +90,10 @@ pub(crate) struct DeviceState {
     pub(crate) uds: SpinLockBh<DatagramTable>,
     /// Where each address handle sends to.
     pub(crate) ahs: AhTable,
+    /// The knobs: the sender configuration QPs start from when they
+    /// connect (its per-connection fields are theirs; `knobs.rs`).
+    #[pin]
+    pub(crate) qp_config: SpinLockBh<SenderConfig>,
 }
 
 /// Period of the engine tick, in jiffies (1 ms at HZ=1000): the granularity
@@ -158,7 +163,11 @@ impl DeviceState {
     /// The initialiser for a new device's state, whose share of the UDP
     /// tunnel hands received packets to `R` (the receive dispatch,
     /// `net::NetRx`). Process context (it may open the UDP socket).
-    pub(crate) fn new<R: RxHandler>(first_plane: &NetDevice) -> impl PinInit<Self, Error> {
+    /// Its QPs start from `qp_config` (the module's knob defaults).
+    pub(crate) fn new<R: RxHandler>(
+        first_plane: &NetDevice,
+        qp_config: SenderConfig,
+    ) -> impl PinInit<Self, Error> {
         let planes = PlaneTable::new(first_plane);
         try_pin_init!(Self {
             ticker <- Ticker::new(TICK_JIFFIES),
@@ -178,6 +187,7 @@ impl DeviceState {
             planes <- new_spinlock_bh!(planes, "metaroce_planes"),
             uds <- new_spinlock_bh!(DatagramTable::new()?, "metaroce_uds"),
             ahs: AhTable::new()?,
+            qp_config <- new_spinlock_bh!(qp_config, "metaroce_qp_config"),
         })
     }
 

@@ -17,6 +17,7 @@ use kernel::prelude::*;
 use super::device::{
     device_of_plane, DeviceState, MetaRoceDevice, MetaRoceIbDevice, UVERBS_ABI_VERSION,
 };
+use super::knobs;
 use super::net::NetRx;
 use super::port::{node_guid_from_mac, FIRST_PORT};
 use crate::ib::device::{device_by_name, name_in_use, DeviceConfig, NewDevice};
@@ -68,7 +69,7 @@ impl LinkType for MetaRoceLink {
         let mut dev = NewDevice::<MetaRoceDevice>::new(
             &crate::THIS_MODULE,
             &cfg,
-            DeviceState::new::<NetRx>(ndev),
+            DeviceState::new::<NetRx>(ndev, knobs::defaults()),
         )?;
         dev.set_netdev(ndev, FIRST_PORT)?;
         dev.register(name).inspect_err(|e| {

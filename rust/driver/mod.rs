@@ -15,6 +15,7 @@ pub(crate) mod events;
 pub(crate) mod fastreg;
 pub(crate) mod gid;
 pub(crate) mod ids;
+pub(crate) mod knobs;
 pub(crate) mod limits;
 pub(crate) mod link;
 pub(crate) mod mr;

@@ -410,7 +410,11 @@ impl QpState {
             };
             let mtu = n.path_mtu.unwrap_or(Mtu::Bytes256).bytes();
             let planes = dev.data().planes.lock().count();
+            // The device's knobs as they are now: later changes are for
+            // QPs that connect after them.
+            let knobs = *dev.data().qp_config.lock();
             t.connect(
+                &knobs,
                 Peer {
                     local,
                     remote,

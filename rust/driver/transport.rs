@@ -614,7 +614,9 @@ impl Transport {
     }
 
     /// RTR/RTS: the peer is known and the path MTU agreed; the engine starts
-    /// with its paths spread over the device's `planes` planes. Only plane 0
+    /// from the device's knobs `base` (the paths it opens, windows, RTO
+    /// floor, ...), with its paths spread over the device's `planes`
+    /// planes. Only plane 0
     /// carries packets until the peer's PLANES packet names its address on
     /// the others.
     ///
@@ -623,7 +625,14 @@ impl Transport {
     /// once we reach RTS ([`Transport::start_sending`]); a responder that
     /// answers in RTR numbers its responses from `rq_psn` instead and
     /// flags them, since the peer knows that number too.
-    pub(crate) fn connect(&self, peer: Peer, mtu: u32, planes: u8, rq_psn: u32) -> Result {
+    pub(crate) fn connect(
+        &self,
+        base: &SenderConfig,
+        peer: Peer,
+        mtu: u32,
+        planes: u8,
+        rq_psn: u32,
+    ) -> Result {
         let now = now_ns();
         let mut i = self.inner.lock();
         let cfg = SenderConfig {
@@ -632,7 +641,7 @@ impl Transport {
             planes,
             entropy_seed: self.qpn ^ 0x5eed,
             give_up_ns: i.give_up_ns,
-            ..SenderConfig::DEFAULT
+            ..*base
         };
         i.send.sender.reset(cfg, now).map_err(|e| match e {
             ConfigError::NoMemory => ENOMEM,

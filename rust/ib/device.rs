@@ -553,6 +553,9 @@ impl<T: IbDriver> NewDevice<T> {
                 .then_some(super::stats::counter_alloc_stats::<T>),
             counter_update_stats: (T::QP_STATS > 0)
                 .then_some(super::stats::counter_update_stats::<T>),
+            // The knob files, whose callbacks take every device of our
+            // driver id for the module's one driver, as the lookups here do.
+            device_group: super::knobs::device_group(),
             ..Default::default()
         };
         let mut ops = ops;

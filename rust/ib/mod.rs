@@ -13,6 +13,7 @@ mod sys;
 pub(crate) mod device;
 pub(crate) mod heap;
 pub(crate) mod kdma;
+pub(crate) mod knobs;
 pub(crate) mod link;
 pub(crate) mod lock;
 pub(crate) mod log;

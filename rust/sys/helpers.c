@@ -277,3 +277,9 @@ void metaroce_helper_nlmsg_trim(struct sk_buff *skb, const void *mark)
 {
 	nlmsg_trim(skb, mark);
 }
+
+/* A static inline (container_of the core's ib_core_device). */
+struct ib_device *metaroce_helper_rdma_device_to_ibdev(struct device *dev)
+{
+	return rdma_device_to_ibdev(dev);
+}

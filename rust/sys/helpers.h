@@ -15,6 +15,8 @@
 #include <linux/spinlock.h>
 #include <net/route.h>
 #include <net/netlink.h>
+#include <linux/device.h>
+#include <linux/moduleparam.h>
 
 void metaroce_helper_dev_put(struct net_device *ndev);
 void metaroce_helper_dev_hold(struct net_device *ndev);
@@ -80,5 +82,16 @@ void metaroce_helper_nla_nest_end(struct sk_buff *msg, struct nlattr *nest);
 void metaroce_helper_nla_nest_cancel(struct sk_buff *msg, struct nlattr *nest);
 unsigned char *metaroce_helper_skb_tail(struct sk_buff *skb);
 void metaroce_helper_nlmsg_trim(struct sk_buff *skb, const void *mark);
+
+/* The knobs (knobs.c): the device files' group, and the ib_device whose
+ * struct device sysfs hands a file's callbacks. */
+const struct attribute_group *metaroce_helper_knob_group(void);
+struct ib_device *metaroce_helper_rdma_device_to_ibdev(struct device *dev);
+/* Defined in Rust (rust/ib/knobs.rs): the callbacks knobs.c installs. */
+int metaroce_knob_param_set(const char *val, const struct kernel_param *kp);
+int metaroce_knob_param_get(char *buf, const struct kernel_param *kp);
+ssize_t metaroce_knob_show(struct device *dev, struct device_attribute *attr, char *buf);
+ssize_t metaroce_knob_store(struct device *dev, struct device_attribute *attr,
+			    const char *buf, size_t count);
 
 #endif

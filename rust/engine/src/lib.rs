@@ -32,6 +32,7 @@ pub mod completion;
 pub mod config;
 pub mod crc;
 pub mod heap;
+pub mod knobs;
 pub mod path;
 pub mod ratelimit;
 pub mod receiver;
