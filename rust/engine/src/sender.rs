@@ -1012,15 +1012,23 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 self.cfg.max_rto_ns,
             );
             let srtt = if p.rtt.sampled { p.rtt.srtt } else { rto_now };
+            // Queueing is measured from the QP's base RTT, the least any of
+            // its paths saw, not from the path's own: a path whose first
+            // sample came under load (a plane that joined after the others
+            // had filled the queue: its first RTT is its probe's) would
+            // latch that as its base, never see the queue, and grow while
+            // the others are cut for it (protocol.md 6.3).
+            let base = if self.qp_rtt.sampled {
+                p.rtt.min_rtt.min(self.qp_rtt.min_rtt)
+            } else {
+                p.rtt.min_rtt
+            };
             // Twice the base RTT at least: jitter of the hosts themselves
             // (scheduling, a VM's vCPU) must not read as a queue.
-            let target = self
-                .cfg
-                .delay_target_ns
-                .max(p.rtt.min_rtt.saturating_mul(2));
+            let target = self.cfg.delay_target_ns.max(base.saturating_mul(2));
             let delayed = self.cfg.delay_target_ns != 0
                 && p.rtt.sampled
-                && p.rtt.srtt.saturating_sub(p.rtt.min_rtt) > target;
+                && p.rtt.srtt.saturating_sub(base) > target;
             let sig = AckSignal {
                 now,
                 newly_acked: newly,
