@@ -204,7 +204,7 @@ struct TakenRecv {
 }
 
 /// The sender engine and the READ and atomic tables beside it, in one
-/// allocation: the `Sender` (7,024 B) takes an 8 KiB kmalloc object
+/// allocation: the `Sender` (7,040 B) takes an 8 KiB kmalloc object
 /// whatever it is boxed with, and these tables fill its rest
 /// (design.md, "Per-QP memory"; asserted below).
 struct SendSide {
