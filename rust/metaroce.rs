@@ -27,6 +27,7 @@ pub mod engine {
     pub mod completion;
     pub mod config;
     pub mod crc;
+    pub mod events;
     pub mod heap;
     pub mod knobs;
     pub mod path;

@@ -169,6 +169,7 @@ impl DeviceState {
         qp_config: SenderConfig,
     ) -> impl PinInit<Self, Error> {
         let planes = PlaneTable::new(first_plane);
+        let first = first_plane.ifindex();
         try_pin_init!(Self {
             ticker <- Ticker::new(TICK_JIFFIES),
             tx_worker <- Worker::new(),
@@ -178,7 +179,7 @@ impl DeviceState {
             srq_nums <- new_spinlock!(IdPool::new(MAX_SRQ)?),
             ah_nums <- new_spinlock!(IdPool::new(MAX_AH)?),
             probe_budget <- new_spinlock_bh!(TokenBucket::new(PROBE_BURST, PROBE_RATE), "metaroce_probe_budget"),
-            counters: Counters::new(),
+            counters: Counters::new(first),
             qp_counters: CounterTable::new()?,
             last_drop <- new_spinlock_bh!(None, "metaroce_last_drop"),
             tunnel: TunnelRef::get::<R>()?,

@@ -30,6 +30,7 @@ impl NetdevHandler for NetdevEvents {
             }
             NetdevEvent::Unregister => {
                 st.planes.lock().remove(plane);
+                st.counters.set_plane(plane, 0);
                 pr_info!(
                     "{}: plane {} ({}) removed with its netdev\n",
                     dev.name(),

@@ -113,6 +113,7 @@ fn add_plane(dev: &MetaRoceIbDevice, ndev: &NetDevice) -> Result {
             }
         );
     })?;
+    dev.data().counters.set_plane(k, ndev.ifindex());
     pr_info!("{}: plane {} on {}\n", name, k, ndev.name());
     // The port is active while any plane is.
     dev.dispatch_port_event(FIRST_PORT, dev.data().planes.lock().any_carrier());

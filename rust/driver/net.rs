@@ -42,9 +42,10 @@ fn receive_on(
     skb: &mut SkBuff,
 ) -> RxFate {
     let st = dev.data();
+    let len = skb.len().saturating_sub(8) as u64;
     st.counters.inc(Counter::RxPackets);
-    st.counters
-        .add(Counter::RxBytes, skb.len().saturating_sub(8) as u64);
+    st.counters.add(Counter::RxBytes, len);
+    st.counters.on_plane_packet(ndev.ifindex(), false, len);
 
     let to_host = skb.is_to_host();
     let (Some(ip), Some(src_port)) = (skb.ipv4(), skb.udp_src_port()) else {

@@ -26,6 +26,7 @@ use crate::ib::eopnotsupp;
 use crate::ib::lock::{irqs_disabled, new_spinlock_irq, SpinLockIrq};
 use crate::ib::restrack::Details;
 use crate::ib::ring::{MmapInfo, SharedRing};
+use crate::ib::trace::DevName;
 use crate::ib::types::{AccessFlags, Mtu, QpState as Qps, QpType, WrOpcode};
 use crate::ib::udata::{CreateQpResp, Udata};
 use crate::ib::verbs::{
@@ -207,6 +208,7 @@ impl QpState {
             init.srq,
             (init.send_cq, init.recv_cq),
             sq_sig_all,
+            DevName::new(dev.name()),
         )?;
         if qp_type == QpType::Uc {
             transport.set_unreliable()?;

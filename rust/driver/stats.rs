@@ -3,11 +3,18 @@
 //! Per-device packet counters, shown by `rdma statistic show link DEV/1`.
 //! Atomic (relaxed) so that softirq and process context update them without
 //! a lock.
+//!
+//! After the device-wide counters come the same few per plane
+//! (`plane<k>_tx_packets` ...): which plane carried what, so that an uneven
+//! spread shows. Each plane's set is found by the ifindex of its netdev,
+//! mirrored here in atomics (`set_plane`) so that transmit and receive
+//! count it without taking the plane table's lock.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use kernel::c_str;
 
+use super::plane::MAX_PLANES;
 use crate::ib::stats::StatDesc;
 
 /// A counter; its value is the index into [`NAMES`]. The first
@@ -73,51 +80,141 @@ pub(crate) enum Counter {
     RtoSpurious,
 }
 
+/// A counter kept per plane; its value is the index in a plane's set.
+#[derive(Clone, Copy)]
+pub(crate) enum PlaneCounter {
+    /// MetaRoCE packets sent out of the plane's netdev.
+    TxPackets,
+    /// Their UDP payload bytes.
+    TxBytes,
+    /// MetaRoCE packets received on it (any validity).
+    RxPackets,
+    /// Their UDP payload bytes.
+    RxBytes,
+    /// Data packets resent on the plane (wherever they were lost).
+    Retransmissions,
+}
+
 /// How many of the first counters are also counted per QP.
 pub(crate) const QP_COUNTERS: usize = 8;
 
-/// Number of counters.
-const COUNT: usize = 23;
+/// Device-wide counters (before the per-plane ones).
+const DEVICE_COUNT: usize = 23;
 
-/// The counter names, in [`Counter`] order.
-pub(crate) static NAMES: [StatDesc; COUNT] = [
-    StatDesc::new(c_str!("rx_packets")),
-    StatDesc::new(c_str!("rx_bytes")),
-    StatDesc::new(c_str!("tx_packets")),
-    StatDesc::new(c_str!("tx_bytes")),
-    StatDesc::new(c_str!("ecn_marks")),
-    StatDesc::new(c_str!("retransmissions")),
-    StatDesc::new(c_str!("sack_losses")),
-    StatDesc::new(c_str!("path_failures")),
-    StatDesc::new(c_str!("rx_malformed")),
-    StatDesc::new(c_str!("rx_no_qp")),
-    StatDesc::new(c_str!("probes_answered")),
-    StatDesc::new(c_str!("tx_errors")),
-    StatDesc::new(c_str!("ud_tx_packets")),
-    StatDesc::new(c_str!("ud_rx_packets")),
-    StatDesc::new(c_str!("ud_rx_dropped")),
-    StatDesc::new(c_str!("rx_qp_in_error")),
-    StatDesc::new(c_str!("rx_not_peer")),
-    StatDesc::new(c_str!("rx_stale_acks")),
-    StatDesc::new(c_str!("rx_stale_naks")),
-    StatDesc::new(c_str!("rx_data_dropped")),
-    StatDesc::new(c_str!("rx_probes_limited")),
-    StatDesc::new(c_str!("rto_timeouts")),
-    StatDesc::new(c_str!("rto_spurious")),
-];
+/// Counters of each plane.
+const PER_PLANE: usize = 5;
+
+/// Number of counters.
+const COUNT: usize = DEVICE_COUNT + MAX_PLANES * PER_PLANE;
+
+/// Counter descriptors: the device's names, then for each plane number
+/// `plane<k>_` and its counters' names, in [`PlaneCounter`] order.
+macro_rules! counter_names {
+    ([$($name:literal),* $(,)?], [$($k:literal)*]) => {
+        [
+            $(StatDesc::new(c_str!($name)),)*
+            $(
+                StatDesc::new(c_str!(concat!("plane", $k, "_tx_packets"))),
+                StatDesc::new(c_str!(concat!("plane", $k, "_tx_bytes"))),
+                StatDesc::new(c_str!(concat!("plane", $k, "_rx_packets"))),
+                StatDesc::new(c_str!(concat!("plane", $k, "_rx_bytes"))),
+                StatDesc::new(c_str!(concat!("plane", $k, "_retransmissions"))),
+            )*
+        ]
+    };
+}
+
+/// The counter names: [`Counter`] order, then each plane's.
+pub(crate) static NAMES: [StatDesc; COUNT] = counter_names!(
+    [
+        "rx_packets",
+        "rx_bytes",
+        "tx_packets",
+        "tx_bytes",
+        "ecn_marks",
+        "retransmissions",
+        "sack_losses",
+        "path_failures",
+        "rx_malformed",
+        "rx_no_qp",
+        "probes_answered",
+        "tx_errors",
+        "ud_tx_packets",
+        "ud_rx_packets",
+        "ud_rx_dropped",
+        "rx_qp_in_error",
+        "rx_not_peer",
+        "rx_stale_acks",
+        "rx_stale_naks",
+        "rx_data_dropped",
+        "rx_probes_limited",
+        "rto_timeouts",
+        "rto_spurious",
+    ],
+    [0 1 2 3 4 5 6 7]
+);
 
 /// The counters of one device.
-pub(crate) struct Counters([AtomicU64; COUNT]);
+pub(crate) struct Counters {
+    values: [AtomicU64; COUNT],
+    /// The ifindex of each plane's netdev, 0 for none.
+    planes: [AtomicI32; MAX_PLANES],
+}
 
 impl Counters {
-    /// All zero.
-    pub(crate) const fn new() -> Self {
-        Self([const { AtomicU64::new(0) }; COUNT])
+    /// All zero; plane 0 is the netdev `first` (an ifindex).
+    pub(crate) fn new(first: i32) -> Self {
+        let c = Self {
+            values: [const { AtomicU64::new(0) }; COUNT],
+            planes: [const { AtomicI32::new(0) }; MAX_PLANES],
+        };
+        c.set_plane(0, first);
+        c
+    }
+
+    /// Plane `k` is now the netdev with `ifindex` (0: none).
+    pub(crate) fn set_plane(&self, k: u8, ifindex: i32) {
+        if let Some(p) = self.planes.get(usize::from(k)) {
+            p.store(ifindex, Ordering::Relaxed);
+        }
+    }
+
+    /// The plane whose netdev has `ifindex`.
+    fn plane_of(&self, ifindex: i32) -> Option<u8> {
+        self.planes
+            .iter()
+            .position(|p| ifindex != 0 && p.load(Ordering::Relaxed) == ifindex)
+            .map(|k| k as u8)
+    }
+
+    /// Adds `n` to plane `k`'s counter `c`.
+    pub(crate) fn add_plane(&self, k: u8, c: PlaneCounter, n: u64) {
+        let i = DEVICE_COUNT + usize::from(k) * PER_PLANE + c as usize;
+        if usize::from(k) < MAX_PLANES {
+            if let Some(v) = self.values.get(i) {
+                v.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// One packet of `len` bytes went out of (`tx`) or came in on the
+    /// netdev with `ifindex`: counted on its plane.
+    pub(crate) fn on_plane_packet(&self, ifindex: i32, tx: bool, len: u64) {
+        let Some(k) = self.plane_of(ifindex) else {
+            return;
+        };
+        let (packets, bytes) = if tx {
+            (PlaneCounter::TxPackets, PlaneCounter::TxBytes)
+        } else {
+            (PlaneCounter::RxPackets, PlaneCounter::RxBytes)
+        };
+        self.add_plane(k, packets, 1);
+        self.add_plane(k, bytes, len);
     }
 
     /// Adds `n` to `c`.
     pub(crate) fn add(&self, c: Counter, n: u64) {
-        if let Some(v) = self.0.get(c as usize) {
+        if let Some(v) = self.values.get(c as usize) {
             v.fetch_add(n, Ordering::Relaxed);
         }
     }
@@ -129,12 +226,13 @@ impl Counters {
 
     /// Copies the values into `out` (in [`NAMES`] order).
     pub(crate) fn read(&self, out: &mut [u64]) {
-        for (o, v) in out.iter_mut().zip(self.0.iter()) {
+        for (o, v) in out.iter_mut().zip(self.values.iter()) {
             *o = v.load(Ordering::Relaxed);
         }
     }
 }
 
 // Every counter has a name; the per-QP ones come first.
-const _: () = assert!(Counter::RtoSpurious as usize + 1 == COUNT);
+const _: () = assert!(Counter::RtoSpurious as usize + 1 == DEVICE_COUNT);
+const _: () = assert!(PlaneCounter::Retransmissions as usize + 1 == PER_PLANE);
 const _: () = assert!(Counter::PathFailures as usize + 1 == QP_COUNTERS);

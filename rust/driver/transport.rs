@@ -52,6 +52,7 @@ use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
 use crate::ib::skb::{Ipv4Addr, TxTail};
+use crate::ib::trace::DevName;
 use crate::ib::types::{AccessFlags, WcOpcode, WcStatus};
 use crate::ib::udp::{TunnelSock, TxV4};
 use crate::ib::verbs::{CqRef, SrqRef};
@@ -61,6 +62,7 @@ mod completer;
 mod planes;
 mod requester;
 mod responder;
+mod tracing;
 
 pub(super) use requester::{gather_sges, put_data_packet};
 pub(super) use responder::scatter;
@@ -202,7 +204,7 @@ struct TakenRecv {
 }
 
 /// The sender engine and the READ and atomic tables beside it, in one
-/// allocation: the `Sender` (7,024 B) takes an 8 KiB kmalloc object
+/// allocation: the `Sender` (7,040 B) takes an 8 KiB kmalloc object
 /// whatever it is boxed with, and these tables fill its rest
 /// (design.md, "Per-QP memory"; asserted below).
 struct SendSide {
@@ -212,6 +214,10 @@ struct SendSide {
     reads: [Option<PendingRead>; MAX_RD_ATOMIC as usize],
     /// The peer's READs and executed atomics to answer, oldest first.
     answers: [Option<ToAnswer>; MAX_RD_ATOMIC as usize],
+    /// The device's name, for the QP's tracepoints (`tracing.rs`): here,
+    /// in the 8 KiB object's room, rather than in the `Transport`'s full
+    /// 512 B one.
+    dev_name: DevName,
 }
 
 /// The receiver engine and where its held ACKs go, in one allocation (a
@@ -230,6 +236,7 @@ const EMPTY_SEND: SendSide = SendSide {
     sender: Sender::empty(Aimd),
     reads: [None; MAX_RD_ATOMIC as usize],
     answers: [None; MAX_RD_ATOMIC as usize],
+    dev_name: DevName::NONE,
 };
 const EMPTY_RECV: RecvSide = RecvSide {
     receiver: Receiver::EMPTY,
@@ -516,8 +523,10 @@ impl Transport {
         srq: Option<SrqRef<SrqState>>,
         cqs: (CqRef<CqState>, CqRef<CqState>),
         sq_sig_all: bool,
+        dev_name: DevName,
     ) -> Result<Arc<Self>> {
-        let send = KVBox::new(EMPTY_SEND, GFP_KERNEL)?;
+        let mut send = KVBox::new(EMPTY_SEND, GFP_KERNEL)?;
+        send.dev_name = dev_name;
         let recv = KVBox::new(EMPTY_RECV, GFP_KERNEL)?;
         let mut out = KVVec::with_capacity(MSG_WINDOW, GFP_KERNEL)?;
         for _ in 0..MSG_WINDOW {
@@ -650,6 +659,10 @@ impl Transport {
         for k in 1..planes {
             i.send.sender.plane_down(k);
         }
+        // Planes other than 0 wait for the PLANES exchange: not a failure
+        // (and the events' queue goes back to the heap, design.md
+        // "Per-QP memory").
+        i.send.sender.clear_events();
         i.recv
             .receiver
             .reset(ReceiverConfig {
@@ -898,6 +911,7 @@ impl Transport {
                 && i.send.sender.next_deadline().is_some_and(|d| d <= now)
             {
                 i.send.sender.on_timer(now);
+                self.trace_events(&mut i);
             }
         }
         if kick {

@@ -14,7 +14,7 @@ use crate::ib::udp::{TunnelSock, TxSkb, TxV4};
 
 /// Sends one MetaRoCE packet of at most `len` bytes on plane `ndev` to `to`:
 /// `fill` encodes it into the buffer and returns the length used. Counts
-/// `tx_packets`/`tx_bytes` or `tx_errors`. Any context (softirq included).
+/// `tx_packets`/`tx_bytes` (and the plane's) or `tx_errors`. Any context (softirq included).
 pub(crate) fn send(
     counters: &Counters,
     sock: &TunnelSock,
@@ -32,7 +32,7 @@ pub(crate) fn send(
         sock.xmit_v4(ndev, skb, to)?;
         Ok(n)
     })();
-    count_tx(counters, res)
+    count_tx(counters, ndev, res)
 }
 
 /// Sends one data packet of exactly `len` bytes on plane `ndev` to `to`:
@@ -52,14 +52,15 @@ pub(crate) fn send_data(
         skb.put_with(len, fill)?;
         sock.xmit_v4(ndev, skb, to)
     })();
-    count_tx(counters, res.map(|()| len))
+    count_tx(counters, ndev, res.map(|()| len))
 }
 
-fn count_tx(counters: &Counters, res: Result<usize>) -> Result {
+fn count_tx(counters: &Counters, ndev: &NetDevice, res: Result<usize>) -> Result {
     match res {
         Ok(n) => {
             counters.inc(Counter::TxPackets);
             counters.add(Counter::TxBytes, n as u64);
+            counters.on_plane_packet(ndev.ifindex(), true, n as u64);
             Ok(())
         }
         Err(e) => {

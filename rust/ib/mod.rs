@@ -24,6 +24,7 @@ pub(crate) mod ring;
 pub(crate) mod skb;
 pub(crate) mod stats;
 pub(crate) mod timer;
+pub(crate) mod trace;
 pub(crate) mod types;
 pub(crate) mod udata;
 pub(crate) mod udp;

@@ -19,3 +19,4 @@
 #include <net/route.h>
 #include <net/udp_tunnel.h>
 #include "helpers.h"
+#include "trace.h"

@@ -14,6 +14,7 @@ use crate::driver::wqe::{self, Completion};
 use crate::engine::completion::CompletionStatus;
 use crate::engine::config::MSG_WINDOW;
 use crate::engine::wire::{Ack, Nak, Syndrome};
+use crate::ib::trace;
 use crate::ib::types::{WcOpcode, WcStatus, WrOpcode};
 
 /// The completion opcode of any send work request (flushes included).
@@ -46,11 +47,13 @@ impl Transport {
 
     /// The peer's NAK: the message it names fails.
     pub(super) fn receive_nak(&self, i: &mut Inner, tx: &TxCtx<'_>, nak: &Nak) {
-        let stale = i.send.sender.stats().stale_naks;
+        let before = i.send.sender.stats().stale_naks;
         i.send.sender.on_nak(nak);
-        if i.send.sender.stats().stale_naks != stale {
+        let stale = i.send.sender.stats().stale_naks != before;
+        if stale {
             tx.counters.inc(Counter::RxStaleNaks);
         }
+        trace::nak(&i.send.dev_name, self.qpn, nak, stale);
         self.complete_sends(i);
     }
 

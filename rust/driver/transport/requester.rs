@@ -13,7 +13,7 @@ use super::{
 use crate::abi::opcode::SendFlags;
 use crate::driver::limits::MAX_MSG_SIZE;
 use crate::driver::mr::{MrTable, Requester};
-use crate::driver::stats::Counter;
+use crate::driver::stats::{Counter, PlaneCounter};
 use crate::driver::wqe::{self, SendReq, Sge};
 use crate::engine::config::MSG_WINDOW;
 use crate::engine::crc::crc32;
@@ -21,6 +21,7 @@ use crate::engine::sender::{Message, PostError, TxKind};
 use crate::engine::wire::{self, DataHeader, Opcode};
 use crate::ib::lock::SpinLockBh;
 use crate::ib::skb::{Ecn, Ipv4Addr, TxTail};
+use crate::ib::trace::{self, Resent};
 use crate::ib::types::{WcOpcode, WcStatus, WrOpcode};
 use crate::ib::udp::TxV4;
 
@@ -350,6 +351,7 @@ impl Transport {
         }
         self.counters
             .sync_engine(i.send.sender.stats(), tx.qp_counters, tx.counters);
+        self.trace_events(i);
         self.complete_sends(i);
     }
 
@@ -390,10 +392,21 @@ impl Transport {
             };
             match pkt.kind {
                 TxKind::Data { header, retransmit } => {
-                    if retransmit {
+                    if let Some(cause) = retransmit {
                         tx.counters.inc(Counter::Retransmissions);
+                        tx.counters
+                            .add_plane(pkt.plane, PlaneCounter::Retransmissions, 1);
                         self.counters
                             .add(tx.qp_counters, Counter::Retransmissions, 1);
+                        let resent = Resent {
+                            path: header.path_id,
+                            plane: pkt.plane,
+                            psn: header.psn,
+                            msn: header.msn,
+                            offset: header.offset,
+                            cause,
+                        };
+                        trace::retransmit(&i.send.dev_name, self.qpn, &resent);
                     }
                     let n = header.payload_len as usize;
                     let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;

@@ -31,6 +31,7 @@ pub mod cc;
 pub mod completion;
 pub mod config;
 pub mod crc;
+pub mod events;
 pub mod heap;
 pub mod knobs;
 pub mod path;

@@ -4,6 +4,7 @@
 
 use super::cc::PathCc;
 use super::config::{PATH_GENERATIONS, PATH_SLOT_BITS, PATH_SLOT_MASK};
+use super::events::PathTag;
 use super::wire::SACK_BITS;
 
 /// In-flight ring size: PSNs in `[una, next_psn)` never exceed the SACK width.
@@ -241,6 +242,15 @@ impl TxPath {
     /// Generation part of the id.
     pub fn generation(&self) -> u16 {
         self.id >> PATH_SLOT_BITS
+    }
+
+    /// How events name this path.
+    pub fn tag(&self) -> PathTag {
+        PathTag {
+            id: self.id,
+            plane: self.plane,
+            src_port: self.src_port,
+        }
     }
 
     /// PSNs between the floor and the next PSN.

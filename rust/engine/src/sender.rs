@@ -9,6 +9,7 @@ use super::bitmap::{MsgBits, PktBitmap, INLINE_PKTS, MAX_MSG_PKTS};
 use super::cc::{AckSignal, Aimd, CcParams, CongestionControl};
 use super::completion::{CompletionStatus, TxCompletion};
 use super::config::{ConfigError, SenderConfig, MAX_PATHS, MSG_WINDOW, PATH_GENERATIONS};
+use super::events::{CutCause, Events, FailCause, LossCause, RecoverCause, SenderEvent};
 use super::heap::{kmalloc_size, Global, Heap};
 use super::path::{
     EntryState, InflightEntry, PathRing, PathState, RtoUndo, RttEstimator, TxPath, EMPTY_RING,
@@ -68,8 +69,9 @@ pub enum TxKind {
     Data {
         /// Ready-to-encode header (timestamp = now).
         header: DataHeader,
-        /// This packet was sent before and declared lost.
-        retransmit: bool,
+        /// This packet was sent before and declared lost: why (the cause
+        /// of the latest loss declared in its message).
+        retransmit: Option<LossCause>,
     },
     /// A path probe.
     Probe(Probe),
@@ -178,6 +180,8 @@ struct TxMsg<H: Heap> {
     /// The QP's retry budget passed without progress (`give_up`).
     retry_exceeded: bool,
     last_loss_slot: usize,
+    /// Why the latest of its packets was declared lost.
+    last_loss_cause: LossCause,
 }
 
 impl<H: Heap> TxMsg<H> {
@@ -200,6 +204,7 @@ impl<H: Heap> TxMsg<H> {
         confirmed: false,
         retry_exceeded: false,
         last_loss_slot: usize::MAX,
+        last_loss_cause: LossCause::Sack,
     };
 
     /// Success needs the receiver's word (`cum_msn`), not only path ACKs of
@@ -359,6 +364,10 @@ pub struct Sender<C: CongestionControl = Aimd, H: Heap = Global> {
     /// again (a timer, so the caller comes back to send).
     alloc_retry: Option<u64>,
     stats: SenderStats,
+    /// Path failures, recoveries, window cuts and give-ups not yet taken
+    /// by the caller (`pop_event`); the queue is taken from the heap at the
+    /// first event.
+    events: Events<H>,
 }
 
 impl Sender<Aimd> {
@@ -412,6 +421,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             peer_psn: false,
             alloc_retry: None,
             stats: SenderStats::ZERO,
+            events: Events::EMPTY,
         }
     }
 
@@ -470,6 +480,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.progress_at = None;
         self.alloc_retry = None;
         self.stats = SenderStats::ZERO;
+        self.events.clear();
         for slot in 0..usize::from(cfg.initial_paths) {
             self.open_path(slot, 0, PathState::Active, now);
         }
@@ -498,8 +509,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     }
 
     /// Bytes this sender holds, as a kernel's `kmalloc` would count them
-    /// ([`kmalloc_size`]): the sender itself, its open paths, their rings
-    /// and the bitmaps of its long messages in progress.
+    /// ([`kmalloc_size`]): the sender itself, its open paths, their rings,
+    /// the bitmaps of its long messages in progress and its event queue
+    /// (from its first event until the events are cleared).
     pub fn footprint(&self) -> usize {
         use core::mem::size_of;
         let paths = self.paths.iter().flatten().count();
@@ -513,6 +525,23 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             + paths * kmalloc_size(size_of::<TxPath>())
             + rings * kmalloc_size(size_of::<PathRing>())
             + bitmaps * kmalloc_size(size_of::<PktBitmap>())
+            + self.events.footprint()
+    }
+
+    /// The oldest path event not yet taken (see [`super::events`]).
+    pub fn pop_event(&mut self) -> Option<SenderEvent> {
+        self.events.pop()
+    }
+
+    /// Events lost because the caller did not take them in time.
+    pub fn events_dropped(&self) -> u64 {
+        self.events.dropped()
+    }
+
+    /// Forgets the events not yet taken (a caller that reports none of
+    /// those of a step, e.g. the plane setup of a new connection).
+    pub fn clear_events(&mut self) {
+        self.events.clear();
     }
 
     /// Paths in use (any state but unused).
@@ -740,7 +769,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     }
 
     /// Queue packet `pkt` of `msn` for retransmission.
-    fn mark_lost(&mut self, msn: u32, pkt: u32, slot: usize) {
+    fn mark_lost(&mut self, msn: u32, pkt: u32, slot: usize, cause: LossCause) {
         let Some(i) = self.msg_index(msn) else { return };
         let Some(m) = self.msgs.get_mut(i) else {
             return;
@@ -748,6 +777,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         if m.failed.is_none() && !m.acked.get(pkt) && m.lost.set(pkt) {
             m.lost_count += 1;
             m.last_loss_slot = slot;
+            m.last_loss_cause = cause;
             self.lost_total += 1;
         }
     }
@@ -775,7 +805,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     /// Declare everything in flight on a path lost and empty it. The ring
     /// entries stay (in flight ones as `Drained`) behind the floor, for
     /// late ACKs to be matched (`on_late_ack`) until new PSNs reuse them.
-    fn drain_path(&mut self, slot: usize) {
+    fn drain_path(&mut self, slot: usize, cause: LossCause) {
         let Some(p) = open(&self.paths, slot).map(PathView::of) else {
             return;
         };
@@ -787,7 +817,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             let was = *e;
             if was.state == EntryState::InFlight {
                 e.state = EntryState::Drained;
-                self.mark_lost(was.msn, u32::from(was.pkt), slot);
+                self.mark_lost(was.msn, u32::from(was.pkt), slot, cause);
             }
             psn = psn.wrapping_add(1);
         }
@@ -851,6 +881,10 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 p.probe_due = false;
                 p.probe_deadline = None;
                 p.probes_failed = 0;
+                self.events.push(SenderEvent::PathRecovered {
+                    path: p.tag(),
+                    cause: RecoverCause::SpuriousTimeout,
+                });
             }
             p.undo = Some(RtoUndo { undone: true, ..u });
         }
@@ -932,7 +966,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                         if e.state == EntryState::InFlight
                             && above >= self.cfg.reorder_threshold =>
                     {
-                        self.mark_lost(e.msn, u32::from(e.pkt), slot);
+                        self.mark_lost(e.msn, u32::from(e.pkt), slot, LossCause::Sack);
                         if let Some(en) = self.entry_mut(slot, psn) {
                             en.state = EntryState::Lost;
                         }
@@ -966,6 +1000,10 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                     p.probe_due = false;
                     p.probe_deadline = None;
                     p.probes_failed = 0;
+                    self.events.push(SenderEvent::PathRecovered {
+                        path: p.tag(),
+                        cause: RecoverCause::Ack,
+                    });
                 }
             }
             rto_now = p.rtt.rto(
@@ -974,15 +1012,23 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 self.cfg.max_rto_ns,
             );
             let srtt = if p.rtt.sampled { p.rtt.srtt } else { rto_now };
+            // Queueing is measured from the QP's base RTT, the least any of
+            // its paths saw, not from the path's own: a path whose first
+            // sample came under load (a plane that joined after the others
+            // had filled the queue: its first RTT is its probe's) would
+            // latch that as its base, never see the queue, and grow while
+            // the others are cut for it (protocol.md 6.3).
+            let base = if self.qp_rtt.sampled {
+                p.rtt.min_rtt.min(self.qp_rtt.min_rtt)
+            } else {
+                p.rtt.min_rtt
+            };
             // Twice the base RTT at least: jitter of the hosts themselves
             // (scheduling, a VM's vCPU) must not read as a queue.
-            let target = self
-                .cfg
-                .delay_target_ns
-                .max(p.rtt.min_rtt.saturating_mul(2));
+            let target = self.cfg.delay_target_ns.max(base.saturating_mul(2));
             let delayed = self.cfg.delay_target_ns != 0
                 && p.rtt.sampled
-                && p.rtt.srtt.saturating_sub(p.rtt.min_rtt) > target;
+                && p.rtt.srtt.saturating_sub(base) > target;
             let sig = AckSignal {
                 now,
                 newly_acked: newly,
@@ -991,9 +1037,34 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 delayed,
             };
             delayed_seen = delayed;
+            // A cut on an ACK answers the epoch's signals: CE marks if
+            // there were any (they take precedence), else delay.
+            let ce_seen = ack.ce || p.cc.ce_in_epoch > 0;
+            let before = p.cc.cwnd;
             self.cc.on_ack(&mut p.cc, &self.ccp, &sig);
+            if p.cc.cwnd < before {
+                self.events.push(SenderEvent::WindowDecrease {
+                    path: p.tag(),
+                    old: before,
+                    new: p.cc.cwnd,
+                    cause: if ce_seen {
+                        CutCause::Ecn
+                    } else {
+                        CutCause::Delay
+                    },
+                });
+            }
             if lost > 0 {
+                let before = p.cc.cwnd;
                 self.cc.on_loss(&mut p.cc, &self.ccp, lost, now, srtt);
+                if p.cc.cwnd < before {
+                    self.events.push(SenderEvent::WindowDecrease {
+                        path: p.tag(),
+                        old: before,
+                        new: p.cc.cwnd,
+                        cause: CutCause::Loss,
+                    });
+                }
             }
             if p.inflight == 0 {
                 p.timer = None;
@@ -1049,6 +1120,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                     if m.lost.set(pkt) {
                         m.lost_count += 1;
                         m.last_loss_slot = usize::MAX;
+                        m.last_loss_cause = LossCause::Verdict;
                         self.lost_total += 1;
                         self.stats.verdict_probes += 1;
                     }
@@ -1167,6 +1239,10 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         p.probes_failed = 0;
         p.timeouts = 0;
         p.backoff = 0;
+        self.events.push(SenderEvent::PathRecovered {
+            path: p.tag(),
+            cause: RecoverCause::ProbeReply,
+        });
     }
 
     /// The caller learned that `plane` is down: drain its paths now.
@@ -1178,8 +1254,15 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             if p.plane != plane {
                 continue;
             }
-            self.drain_path(slot);
+            let was = p.state;
+            self.drain_path(slot, LossCause::PlaneDown);
             if let Some(p) = open_mut(&mut self.paths, slot) {
+                if was != PathState::Suspended {
+                    self.events.push(SenderEvent::PathFailed {
+                        path: p.tag(),
+                        cause: FailCause::PlaneDown,
+                    });
+                }
                 p.state = PathState::Suspended;
                 p.probe_due = false;
                 p.probe_deadline = None;
@@ -1213,10 +1296,12 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     /// nothing more is sent for them, the paths are emptied.
     fn give_up(&mut self) {
         self.stats.give_ups += 1;
+        let mut failed = 0u32;
         let mut msn = self.head;
         while msn != self.tail {
             if let Some(m) = self.msgs.get_mut(msn as usize % MSG_WINDOW) {
                 if m.live && m.msn == msn && !m.done() {
+                    failed += 1;
                     m.retry_exceeded = true;
                     m.next_pkt = m.npkts;
                     m.lost.clear_all();
@@ -1225,6 +1310,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             }
             msn = msn.wrapping_add(1);
         }
+        self.events.push(SenderEvent::GiveUp {
+            outstanding: failed,
+        });
         self.lost_total = 0;
         self.cursor = self.tail;
         self.verdict_deadline = None;
@@ -1288,15 +1376,28 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                         backoff: p.backoff,
                         timeouts: p.timeouts,
                     });
-                    self.drain_path(slot);
+                    self.drain_path(slot, LossCause::Timeout);
                     if let Some(p) = open_mut(&mut self.paths, slot) {
                         p.undo = undo;
                         p.timeouts = p.timeouts.saturating_add(1);
                         p.backoff = (p.backoff + 1).min(8);
+                        let old = p.cc.cwnd;
                         self.cc.on_timeout(&mut p.cc, &self.ccp, now);
+                        if p.cc.cwnd < old {
+                            self.events.push(SenderEvent::WindowDecrease {
+                                path: p.tag(),
+                                old,
+                                new: p.cc.cwnd,
+                                cause: CutCause::Timeout,
+                            });
+                        }
                         if p.state == PathState::Active {
                             p.state = PathState::Probing;
                             p.probe_due = true;
+                            self.events.push(SenderEvent::PathFailed {
+                                path: p.tag(),
+                                cause: FailCause::Timeout,
+                            });
                         }
                     }
                 }
@@ -1322,7 +1423,13 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                     if failed >= self.cfg.path_fail_probes {
                         self.stats.paths_replaced += 1;
                         let gen = ((p.id >> super::config::PATH_SLOT_BITS) + 1) % PATH_GENERATIONS;
+                        let old = open(&self.paths, slot).map(TxPath::tag);
                         self.open_path(slot, gen, PathState::Probing, now);
+                        if let (Some(old), Some(new)) =
+                            (old, open(&self.paths, slot).map(TxPath::tag))
+                        {
+                            self.events.push(SenderEvent::PathReplaced { old, new });
+                        }
                     } else if let Some(p) = open_mut(&mut self.paths, slot) {
                         p.probes_failed = failed;
                         p.probe_deadline = None;
@@ -1580,6 +1687,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         let (opcode, msg_len, remote_va, rkey, imm, rsn) =
             (m.opcode, m.len, m.remote_va, m.rkey, m.imm, m.rsn);
+        let loss_cause = m.last_loss_cause;
         let rto = open(&self.paths, slot)
             .map(|p| self.rto_of(p))
             .unwrap_or(self.cfg.max_rto_ns);
@@ -1639,7 +1747,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                     },
                     timestamp: now,
                 },
-                retransmit: is_retx,
+                retransmit: is_retx.then_some(loss_cause),
             },
             src_port: p.src_port,
             plane: p.plane,
@@ -2084,7 +2192,7 @@ mod tests {
             assert!(matches!(
                 p.kind,
                 TxKind::Data {
-                    retransmit: true,
+                    retransmit: Some(LossCause::PlaneDown),
                     ..
                 }
             ));

@@ -9,6 +9,7 @@ use std::mem::size_of;
 use metaroce_engine::bitmap::PktBitmap;
 use metaroce_engine::cc::Aimd;
 use metaroce_engine::config::{ConfigError, ReceiverConfig, SenderConfig};
+use metaroce_engine::events::{EventQueue, FailCause, SenderEvent};
 use metaroce_engine::heap::Heap;
 use metaroce_engine::path::{PathRing, TxPath};
 use metaroce_engine::receiver::{DropReason, Receiver, RxVerdict};
@@ -181,6 +182,40 @@ fn a_receiver_without_memory_drops_without_a_trace() {
     }
     assert_eq!(rx.pop_completion().map(|c| c.len), Some(100 * MTU));
     assert!(rx.footprint() < before, "the bitmap went back to the heap");
+}
+
+#[test]
+fn events_without_their_queue_are_counted_dropped() {
+    allow_all();
+    let mut tx: Sender<Aimd, Tight> = Sender::with_cc(
+        SenderConfig {
+            mtu: MTU,
+            planes: 2,
+            ..SenderConfig::DEFAULT
+        },
+        Aimd,
+        0,
+    )
+    .unwrap();
+    let idle = tx.footprint();
+    refuse([size_of::<EventQueue>(), usize::MAX, usize::MAX]);
+    tx.plane_down(1);
+    assert_eq!(tx.pop_event(), None);
+    assert_eq!(tx.events_dropped(), 2, "plane 1's 2 paths' failures");
+    assert_eq!(tx.footprint(), idle);
+    // Memory back: the next events are kept.
+    allow_all();
+    tx.plane_down(0);
+    assert!(matches!(
+        tx.pop_event(),
+        Some(SenderEvent::PathFailed {
+            cause: FailCause::PlaneDown,
+            ..
+        })
+    ));
+    assert!(tx.footprint() > idle);
+    tx.clear_events();
+    assert_eq!(tx.footprint(), idle);
 }
 
 #[test]

@@ -88,6 +88,30 @@ fn an_idle_connected_qp_stays_within_16_kib() {
 }
 
 #[test]
+fn the_connects_plane_setup_events_leave_no_memory_behind() {
+    // The driver's connect with 2 planes: plane 1's paths wait for the
+    // PLANES exchange (`plane_down`), which the engine reports as path
+    // failures; the driver clears those events, giving the queue back.
+    let (idle_tx, _) = connected(SenderConfig::DEFAULT.initial_paths);
+    let mut tx = Sender::new(
+        SenderConfig {
+            dst_qpn: 7,
+            mtu: 1024,
+            planes: 2,
+            ..SenderConfig::DEFAULT
+        },
+        0,
+    )
+    .unwrap();
+    tx.plane_down(1);
+    assert!(tx.footprint() > idle_tx.footprint(), "events were queued");
+    tx.clear_events();
+    tx.start_at(1000, false);
+    assert_eq!(tx.footprint(), idle_tx.footprint());
+    assert_eq!(tx.pop_event(), None);
+}
+
+#[test]
 fn a_qp_grows_with_the_paths_it_uses_and_gives_long_messages_back() {
     let mut report = Vec::new();
     for paths in [4u16, 12, 64] {
