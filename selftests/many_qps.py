@@ -116,11 +116,13 @@ class Side:
 
 def server(dev, gid_index, port, n):
     s = Side(dev, gid_index, n)
-    for i, q in enumerate(s.qps):
-        q.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(s.mr.buf + i * SLOT, SLOT, s.mr.lkey)]))
     link = Link.accept(port, timeout=300)
     link.send(s.info())
     s.connect(link.recv())
+    # Receives are posted once the QPs are past RESET (a RESET QP refuses
+    # them with EINVAL, as in rxe), before the client is told to send.
+    for i, q in enumerate(s.qps):
+        q.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(s.mr.buf + i * SLOT, SLOT, s.mr.lkey)]))
     link.send({"connected": True})
     link.recv()  # the client is connected too
     s.measure("B")
