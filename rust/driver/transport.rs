@@ -972,16 +972,17 @@ impl Transport {
     /// and send what the windows allow. In the error state they are
     /// flushed.
     pub(crate) fn kick(&self, tx: &TxCtx<'_>) {
-        {
-            let mut i = self.lock();
-            if i.failed {
-                self.flush_locked(&mut i);
-            } else if i.peer.is_some() {
-                self.take_requests(&mut i, tx);
-                self.pump(&mut i, tx);
-            }
-        }
+        self.kick_locked(&mut self.lock(), tx);
         self.deliver_cq_events();
+    }
+
+    fn kick_locked(&self, i: &mut Inner, tx: &TxCtx<'_>) {
+        if i.failed {
+            self.flush_locked(i);
+        } else if i.peer.is_some() {
+            self.take_requests(i, tx);
+            self.pump(i, tx);
+        }
     }
 
     /// Leaves the next [`Transport::kick`] to the transmit worker.
@@ -997,35 +998,36 @@ impl Transport {
         tx.defer(self.qpn);
     }
 
-    /// The transmit worker's turn (`tx`: with a budget): takes what was
-    /// posted and sends what is ready, as far as the budget goes (the
-    /// rest is deferred again).
+    /// The transmit worker's turn (`tx`: with a budget): fires the
+    /// engine's timers the tick found due, takes what was posted and
+    /// sends what is ready, as far as the budget goes (the rest is
+    /// deferred again). One hold of the QP's lock: what the timers
+    /// release (resends, probes) is sent in the same hold.
     pub(crate) fn run_deferred(&self, tx: &TxCtx<'_>) {
         let kick = self.kick_deferred.swap(false, Ordering::AcqRel);
         let timers = self.timers_deferred.swap(false, Ordering::AcqRel);
         let send = self.tx_deferred.swap(false, Ordering::AcqRel);
-        if timers {
+        if !(kick || timers || send) {
+            return;
+        }
+        {
             let mut i = self.lock();
             let now = now_ns();
-            if i.peer.is_some()
+            if timers
+                && i.peer.is_some()
                 && !i.failed
                 && i.send.sender.next_deadline().is_some_and(|d| d <= now)
             {
                 i.send.sender.on_timer(now);
                 self.trace_events(&mut i);
             }
-        }
-        if kick {
-            self.kick(tx);
-        } else if send || timers {
-            {
-                let mut i = self.lock();
-                if !i.failed {
-                    self.pump(&mut i, tx);
-                }
+            if kick {
+                self.kick_locked(&mut i, tx);
+            } else if (send || timers) && !i.failed {
+                self.pump(&mut i, tx);
             }
-            self.deliver_cq_events();
         }
+        self.deliver_cq_events();
     }
 
     /// The largest engine message at the QP's MTU.
