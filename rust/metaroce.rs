@@ -30,6 +30,7 @@ pub mod engine {
     pub mod events;
     pub mod heap;
     pub mod knobs;
+    pub mod marks;
     pub mod path;
     pub mod ratelimit;
     pub mod receiver;

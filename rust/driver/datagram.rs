@@ -23,6 +23,7 @@ use kernel::sync::Arc;
 use super::gid::gid_ipv4;
 use super::limits::{MAX_AH, MAX_QP};
 use super::mr::MrTable;
+use super::qpn;
 use super::stats::Counter;
 use super::transport::{gather_sges, now_ns, put_data_packet, scatter, Transport, TxCtx};
 use super::tx::send_data;
@@ -134,17 +135,10 @@ pub(crate) struct Datagram {
     inner: Pin<KBox<SpinLockBh<Inner>>>,
 }
 
-/// The datagram QPs that receive, by QP number (QP1 and the numbers from
-/// `FIRST_QPN` on).
+/// The datagram QPs that receive, by QP slot (`qpn::slot`: the numbers
+/// from `FIRST_QPN` on, then QP1).
 pub(crate) struct DatagramTable {
     slots: KVec<Option<Arc<Datagram>>>,
-}
-
-fn slot_of(qpn: u32) -> Option<usize> {
-    if qpn == 1 {
-        return Some(0);
-    }
-    Some(super::qpn::index(qpn)? + 1)
 }
 
 impl DatagramTable {
@@ -159,7 +153,7 @@ impl DatagramTable {
 
     /// QP `qpn` receives datagrams from now on.
     pub(crate) fn insert(&mut self, qpn: u32, d: Arc<Datagram>) {
-        if let Some(slot) = slot_of(qpn).and_then(|i| self.slots.get_mut(i)) {
+        if let Some(slot) = qpn::slot(qpn).and_then(|i| self.slots.get_mut(i)) {
             *slot = Some(d);
         }
     }
@@ -167,14 +161,14 @@ impl DatagramTable {
     /// QP `qpn` no longer receives or sends.
     pub(crate) fn remove(&mut self, qpn: u32) -> Option<Arc<Datagram>> {
         self.slots
-            .get_mut(slot_of(qpn)?)?
+            .get_mut(qpn::slot(qpn)?)?
             .take_if(|d| d.t.qpn == qpn)
     }
 
     /// The datagram QP `qpn` (the whole number must match, `qpn.rs`).
     fn get(&self, qpn: u32) -> Option<&Arc<Datagram>> {
         self.slots
-            .get(slot_of(qpn)?)?
+            .get(qpn::slot(qpn)?)?
             .as_ref()
             .filter(|d| d.t.qpn == qpn)
     }
@@ -526,14 +520,15 @@ pub(crate) fn receive(
     delivered
 }
 
-/// The device tick: sends what the kernel datagram QPs of `uds` posted
-/// since.
-pub(crate) fn tick(uds: &SpinLockBh<DatagramTable>, tx: &TxCtx<'_>, ahs: &AhTable) {
+/// The device tick's visit of QP slot `slot` (`qpn::slot`), marked by a
+/// kernel datagram QP that posted: sends what it posted since.
+pub(crate) fn tick(uds: &SpinLockBh<DatagramTable>, slot: usize, tx: &TxCtx<'_>, ahs: &AhTable) {
     let uds = uds.lock();
-    for d in uds.slots.iter().flatten() {
-        if d.is_kernel() && d.t.sq.producer() != d.t.sq.consumer() {
-            // A failure was logged and put the QP in error; nobody to tell.
-            d.send_queued(tx, ahs).ok();
-        }
+    let Some(d) = uds.slots.get(slot).and_then(Option::as_ref) else {
+        return;
+    };
+    if d.is_kernel() && d.t.sq.producer() != d.t.sq.consumer() {
+        // A failure was logged and put the QP in error; nobody to tell.
+        d.send_queued(tx, ahs).ok();
     }
 }

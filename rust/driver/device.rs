@@ -17,12 +17,12 @@ use super::limits::*;
 use super::mr::{MrKeys, MrTable};
 use super::plane::{owner_of, PlaneTable};
 use super::qp_counters::CounterTable;
+use super::qp_marks::QpMarks;
 use super::qpn::{self, QpnPool};
 use super::rx::DropRecord;
 use super::srq::SrqNumbers;
 use super::stats::Counters;
 use super::transport::{Transport, TxCtx};
-use super::tx_pending::TxPending;
 use crate::engine::config::SenderConfig;
 use crate::engine::ratelimit::TokenBucket;
 use crate::ib::device::{device_by_netdev, Device, DeviceRef};
@@ -53,7 +53,11 @@ pub(crate) struct DeviceState {
     #[pin]
     pub(crate) tx_worker: Worker<DeviceState>,
     /// The QPs with work for `tx_worker`.
-    pub(crate) tx_pending: TxPending,
+    pub(crate) tx_pending: QpMarks,
+    /// The QPs with work for the tick: connected QPs mark themselves
+    /// (each `Transport` holds a reference), kernel datagram QPs as they
+    /// post.
+    pub(crate) tick_due: Arc<QpMarks>,
     #[pin]
     qpns: SpinLock<QpnPool>,
     #[pin]
@@ -101,14 +105,24 @@ pub(crate) struct DeviceState {
 const TICK_JIFFIES: u64 = 1;
 
 impl Tick for DeviceState {
+    /// Visits the QPs marked as having work for the tick, not every slot
+    /// (design.md, "The tick and many QPs"): a connected QP marks itself
+    /// whenever its lock is let go with work for the tick left, the tick
+    /// included; a kernel datagram QP when it posts.
     fn tick(&self) {
         let tx = self.tx(&self.tunnel, 0);
-        let qps = self.qps.lock();
-        for t in qps.iter() {
-            t.tick(&tx);
+        for slot in self.tick_due.take() {
+            // The table's lock is held through the QP's tick: a QP taken
+            // out of it (destroyed, reset) is not touched. A slot whose QP
+            // is gone, or another QP now, costs a look.
+            let qps = self.qps.lock();
+            if let Some(t) = qps.at(slot) {
+                t.tick(&tx);
+                continue;
+            }
+            drop(qps);
+            datagram::tick(&self.uds, slot, &tx, &self.ahs);
         }
-        drop(qps);
-        datagram::tick(&self.uds, &tx, &self.ahs);
     }
 }
 
@@ -173,7 +187,8 @@ impl DeviceState {
         try_pin_init!(Self {
             ticker <- Ticker::new(TICK_JIFFIES),
             tx_worker <- Worker::new(),
-            tx_pending: TxPending::new(),
+            tx_pending: QpMarks::new(),
+            tick_due: Arc::new(QpMarks::new(), GFP_KERNEL)?,
             qpns <- new_spinlock!(QpnPool::new()?),
             mr_keys <- new_spinlock!(IdPool::new(MAX_MR)?),
             srq_nums <- new_spinlock!(IdPool::new(MAX_SRQ)?),

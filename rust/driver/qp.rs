@@ -209,6 +209,7 @@ impl QpState {
             (init.send_cq, init.recv_cq),
             sq_sig_all,
             DevName::new(dev.name()),
+            dev.data().tick_due.clone(),
         )?;
         if qp_type == QpType::Uc {
             transport.set_unreliable()?;
@@ -427,6 +428,10 @@ impl QpState {
                 n.rq_psn,
             )?;
             dev.data().qps.lock().insert(self.qpn, t.clone());
+            // The QP marked what `connect` left for the tick (our PLANES)
+            // before it was in the table, where a tick may have taken the
+            // mark and passed it over: marked again now that it is there.
+            dev.data().tick_due.mark(self.qpn);
             dev.data().start_data_path();
         }
         if next == Qps::Rtr && prev != Qps::Rtr {
@@ -434,6 +439,9 @@ impl QpState {
                 let ndev = dev.netdev(FIRST_PORT).ok_or(ENODEV)?;
                 d.attach(ndev, active_mtu(dev).bytes());
                 dev.data().uds.lock().insert(self.qpn, d.clone());
+                // As for a connected QP: a kernel request marked before
+                // the QP was in the table is not passed over.
+                dev.data().tick_due.mark(self.qpn);
                 dev.data().start_data_path();
             }
         }
@@ -597,17 +605,21 @@ impl QpState {
 
     fn kick(&self, dev: &MetaRoceIbDevice) -> Result {
         let st = dev.data();
+        if self.datagram.is_some() && !self.user {
+            // Kernel consumers may post with interrupts disabled: the
+            // device tick sends their datagrams, marked for it once the
+            // request is in the ring.
+            st.tick_due.mark(self.qpn);
+        }
         if irqs_disabled() || !in_task() {
             // A kernel consumer posting from an interrupt or a softirq (a
             // completion handler), or with interrupts off (the data path's
             // locks are bh-safe, not irq-safe), is served by the transmit
-            // worker (datagrams by the device tick, below).
+            // worker (datagrams by the device tick, above).
             self.transport.defer_kick(&st.tx(&st.tunnel, 0));
             return Ok(());
         }
         if let Some(d) = &self.datagram {
-            // Kernel consumers may post with interrupts disabled: the device
-            // tick sends their datagrams.
             if self.user {
                 d.send_queued(&st.tx(&st.tunnel, 0), &st.ahs)?;
             }

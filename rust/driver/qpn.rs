@@ -27,6 +27,16 @@ pub(crate) fn index(qpn: u32) -> Option<usize> {
     (qpn < 1 << 24 && i < MAX_QP).then_some(i as usize)
 }
 
+/// The slot of `qpn` in the device's QP tables and marks: its index, or
+/// the one after the last index for QP1 (the GSI QP, in the datagram
+/// table only).
+pub(crate) fn slot(qpn: u32) -> Option<usize> {
+    if qpn == 1 {
+        return Some(MAX_QP as usize);
+    }
+    index(qpn)
+}
+
 /// The QPNs a device hands out: free indices, and the tag each index had
 /// last (never given again right after).
 pub(crate) struct QpnPool {

@@ -21,6 +21,7 @@
 
 use core::cell::Cell;
 use core::mem::size_of;
+use core::ops::{Deref, DerefMut};
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::prelude::*;
@@ -33,11 +34,11 @@ use super::limits::{MAX_INLINE, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::{MrTable, Requester};
 use super::plane::{PeerPlanes, PlaneTable};
 use super::qp_counters::{CounterTable, QpCounters};
+use super::qp_marks::QpMarks;
 use super::rx::{RxFate, RxMeta};
 use super::srq::SrqState;
 use super::stats::{Counter, Counters};
 use super::tx::{send, send_data};
-use super::tx_pending::TxPending;
 use super::uc::UcDrops;
 use super::wqe::{RecvWqe, Sge};
 use crate::engine::bitmap::MAX_MSG_PKTS;
@@ -48,7 +49,7 @@ use crate::engine::path::TxPath;
 use crate::engine::receiver::Receiver;
 use crate::engine::sender::Sender;
 use crate::engine::wire::{self, Opcode, Packet};
-use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
+use crate::ib::lock::{new_spinlock_bh, SpinLockBh, SpinLockBhGuard};
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
 use crate::ib::skb::{Ipv4Addr, TxTail};
@@ -435,9 +436,79 @@ pub(crate) struct Transport {
     /// An engine timer is due: the transmit worker fires it (see
     /// `tick_locked`).
     timers_deferred: AtomicBool,
+    /// The device's marks of the QPs with work for its tick: every hold
+    /// of this QP's lock ends by marking it if it has some (`Locked`).
+    tick_due: Arc<QpMarks>,
     pub(super) sq_sig_all: bool,
     /// Per-QP counting (`rdma statistic qp`).
     pub(crate) counters: QpCounters,
+}
+
+/// A QP's transport state, locked ([`Transport::lock`]). Letting it go
+/// marks the QP for the device's tick if it has work for the tick
+/// ([`TickWork`]): the tick visits only marked QPs, and takes a QP's mark
+/// before it locks the QP, so whatever left work behind, under this lock,
+/// also left the mark that brings the tick (design.md, "The tick and
+/// many QPs"). A QP already marked is not judged again: the cost of a
+/// busy QP's hold is one read of its mark's word.
+struct Locked<'a> {
+    t: &'a Transport,
+    i: SpinLockBhGuard<'a, Inner>,
+}
+
+impl Deref for Locked<'_> {
+    type Target = Inner;
+
+    fn deref(&self) -> &Inner {
+        &self.i
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.i
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        // Still under the lock: the guard is dropped after this.
+        let (t, i) = (self.t, &*self.i);
+        t.tick_due.mark_if(t.qpn, || t.tick_work(i).any());
+    }
+}
+
+/// What the device tick has to do for a QP: [`Transport::tick_work`]
+/// says, [`Transport::tick`] does. A QP with none is not visited (its
+/// lock's holder marks it when it has some, `Locked`), so every piece of
+/// work the tick does must be here.
+#[derive(Default)]
+struct TickWork {
+    /// In error with a receive ring of its own: receives a process posts
+    /// there (no system call) complete flushed within a tick.
+    flush_receives: bool,
+    /// The receiver engine holds ACKs (protocol.md 3.4): they go at the
+    /// next tick at the latest.
+    held_acks: bool,
+    /// Our PLANES is repeated until the peer confirms it (protocol.md
+    /// 1.8).
+    planes: bool,
+    /// The request window could not grow (no memory): the transmit worker
+    /// tries again.
+    wrs_wanted: bool,
+    /// The sender engine's next timer (retransmission timeouts, probes,
+    /// the verdict probe, the retry budget, a refused allocation's retry).
+    deadline: Option<u64>,
+}
+
+impl TickWork {
+    fn any(&self) -> bool {
+        self.flush_receives
+            || self.held_acks
+            || self.planes
+            || self.wrs_wanted
+            || self.deadline.is_some()
+    }
 }
 
 /// The device pieces a packet is sent with: what the data path reaches of
@@ -455,7 +526,7 @@ pub(crate) struct TxCtx<'a> {
     /// The tunnel socket packets go out through.
     pub(crate) sock: &'a TunnelSock,
     /// The QPs with work for the device's transmit worker.
-    pub(crate) pending: &'a TxPending,
+    pub(crate) pending: &'a QpMarks,
     /// The transmit worker (`tx_worker.rs`).
     pub(crate) worker: &'a WorkItem,
     /// Data and probe packets this caller may still send; what is left
@@ -524,6 +595,7 @@ impl Transport {
         cqs: (CqRef<CqState>, CqRef<CqState>),
         sq_sig_all: bool,
         dev_name: DevName,
+        tick_due: Arc<QpMarks>,
     ) -> Result<Arc<Self>> {
         let mut send = KVBox::new(EMPTY_SEND, GFP_KERNEL)?;
         send.dev_name = dev_name;
@@ -576,6 +648,7 @@ impl Transport {
                 kick_deferred: AtomicBool::new(false),
                 tx_deferred: AtomicBool::new(false),
                 timers_deferred: AtomicBool::new(false),
+                tick_due,
                 sq_sig_all,
                 counters: QpCounters::new(),
             }),
@@ -643,7 +716,7 @@ impl Transport {
         rq_psn: u32,
     ) -> Result {
         let now = now_ns();
-        let mut i = self.inner.lock();
+        let mut i = self.lock();
         let cfg = SenderConfig {
             dst_qpn: peer.qpn,
             mtu,
@@ -695,7 +768,7 @@ impl Transport {
     /// unless we already answered from the peer's (in RTR), and the peer's
     /// responses numbered from it are accepted.
     pub(crate) fn start_sending(&self, sq_psn: u32) {
-        let mut i = self.inner.lock();
+        let mut i = self.lock();
         if i.peer.is_some() {
             i.send.sender.start_at(sq_psn, false);
             i.recv.receiver.own_start(sq_psn);
@@ -706,7 +779,7 @@ impl Transport {
     /// drops what it cannot place instead of failing both QPs.
     pub(crate) fn set_unreliable(&self) -> Result {
         let uc = KBox::new(UcDrops::NONE, GFP_KERNEL)?;
-        self.inner.lock().uc = Some(uc);
+        self.lock().uc = Some(uc);
         Ok(())
     }
 
@@ -717,12 +790,10 @@ impl Transport {
     /// such QPs: design.md, "Per-QP memory").
     pub(crate) fn set_limits(&self, access: AccessFlags, max_rd_atomic: u8) -> Result {
         let mut operands = None;
-        if access.intersects(AccessFlags::REMOTE_ATOMIC)
-            && self.inner.lock().atomic_operands.is_none()
-        {
+        if access.intersects(AccessFlags::REMOTE_ATOMIC) && self.lock().atomic_operands.is_none() {
             operands = Some(KVBox::new(NO_OPERANDS, GFP_KERNEL)?);
         }
-        let mut i = self.inner.lock();
+        let mut i = self.lock();
         i.access = access;
         i.max_rd_atomic = usize::from(max_rd_atomic).clamp(1, MAX_RD_ATOMIC as usize);
         if i.atomic_operands.is_none() {
@@ -740,7 +811,7 @@ impl Transport {
     /// allocation. A failure leaves that to the data path.
     pub(crate) fn reserve_requests(&self) {
         let (have, want) = {
-            let i = self.inner.lock();
+            let i = self.lock();
             let posted = self.sq.pending_from(i.sq_head).unwrap_or(0) as usize;
             (i.wrs.len(), wr_window_for(posted, i.wr_cap))
         };
@@ -751,7 +822,7 @@ impl Transport {
             return;
         };
         let old = {
-            let mut i = self.inner.lock();
+            let mut i = self.lock();
             if want <= i.wrs.len() {
                 return;
             }
@@ -764,7 +835,7 @@ impl Transport {
     /// retry budget (protocol.md 4.3).
     pub(crate) fn set_retry(&self, timeout: u8, retry_cnt: u8) {
         let ns = retry_budget_ns(timeout, retry_cnt);
-        let mut i = self.inner.lock();
+        let mut i = self.lock();
         i.give_up_ns = ns;
         i.send.sender.set_give_up_ns(ns);
     }
@@ -777,7 +848,7 @@ impl Transport {
     /// complete flushed here rather than being lost to the consumer.
     pub(crate) fn reset(&self) {
         {
-            let mut i = self.inner.lock();
+            let mut i = self.lock();
             i.failed = false;
             self.error.store(false, Ordering::Release);
             i.peer = None;
@@ -798,7 +869,7 @@ impl Transport {
     /// Runs `f` on the QP's sender engine (its paths and counters) under
     /// the transport's lock: for reports (`qp_details`), not the data path.
     pub(crate) fn with_sender<R>(&self, f: impl FnOnce(&Sender) -> R) -> R {
-        let i = self.inner.lock();
+        let i = self.lock();
         f(&i.send.sender)
     }
 
@@ -808,55 +879,85 @@ impl Transport {
         self.error.load(Ordering::Acquire)
     }
 
-    /// The periodic tick: fires the engine's timers (retransmission
-    /// timeouts, probes) that are due, and sends what they release.
+    /// The state, locked; letting it go marks the QP for the tick if it
+    /// has work for it (`Locked`).
+    fn lock(&self) -> Locked<'_> {
+        Locked {
+            t: self,
+            i: self.inner.lock(),
+        }
+    }
+
+    /// What the tick has to do for the QP in state `i`.
+    fn tick_work(&self, i: &Inner) -> TickWork {
+        if i.peer.is_none() {
+            return TickWork::default();
+        }
+        if i.failed {
+            return TickWork {
+                flush_receives: self.rq.is_some(),
+                ..TickWork::default()
+            };
+        }
+        TickWork {
+            flush_receives: false,
+            held_acks: i.recv.receiver.ack_deadline().is_some(),
+            planes: i.send.sender.config().planes > 1 && !i.peer_planes.acked,
+            wrs_wanted: i.wrs_wanted,
+            deadline: i.send.sender.next_deadline(),
+        }
+    }
+
+    /// The device tick's visit (the QP was marked): flushes receives
+    /// posted in error, sends the ACKs the receiver held and our PLANES
+    /// when due, and has the transmit worker fire the engine's timers that
+    /// are due and retry a request window. Marked again if work is left.
     pub(crate) fn tick(&self, tx: &TxCtx<'_>) {
-        self.tick_locked(&mut self.inner.lock(), tx);
+        self.tick_locked(&mut self.lock(), tx);
         self.deliver_cq_events();
     }
 
     fn tick_locked(&self, i: &mut Inner, tx: &TxCtx<'_>) {
         let now = now_ns();
+        let work = self.tick_work(i);
         let Some(peer) = i.peer else { return };
-        if i.failed {
-            // Receives a process posts in error (no system call) complete
-            // flushed within a tick.
-            if self
+        if work.flush_receives
+            && self
                 .rq
                 .as_ref()
                 .is_some_and(|rq| rq.producer() != rq.consumer())
-            {
-                self.flush_locked(i);
-            }
-            return;
+        {
+            self.flush_locked(i);
         }
-        // Every ACK the receiver engine held goes now: the next tick would
-        // be later than protocol.md 3.4 lets a packet wait.
-        while let Some(ack) = i.recv.receiver.flush(u64::MAX) {
-            let planes = tx.planes.lock();
-            if let Some((ndev, to)) = i
-                .recv
-                .ack_routes
-                .of(ack.path_id)
-                .and_then(|(k, to)| Some((planes.get(k)?, to)))
-            {
-                let _ = self.send(tx, ndev, &to, wire::ACK_LEN + wire::ICRC_LEN, |buf| {
-                    ack.encode(buf).map_err(|_| EINVAL)
-                });
+        if work.held_acks {
+            // Every ACK the receiver engine held goes now: the next tick
+            // would be later than protocol.md 3.4 lets a packet wait.
+            while let Some(ack) = i.recv.receiver.flush(u64::MAX) {
+                let planes = tx.planes.lock();
+                if let Some((ndev, to)) = i
+                    .recv
+                    .ack_routes
+                    .of(ack.path_id)
+                    .and_then(|(k, to)| Some((planes.get(k)?, to)))
+                {
+                    let _ = self.send(tx, ndev, &to, wire::ACK_LEN + wire::ICRC_LEN, |buf| {
+                        ack.encode(buf).map_err(|_| EINVAL)
+                    });
+                }
             }
         }
         // Our plane list goes out until the peer confirms it (only needed
         // when we have planes besides plane 0; we answer the peer's anyway).
-        if i.send.sender.config().planes > 1 && i.peer_planes.due(now) {
+        if work.planes && i.peer_planes.due(now) {
             self.send_planes(tx, peer, &i.peer_planes);
         }
-        if i.wrs_wanted {
+        if work.wrs_wanted {
             // The request window could not grow (no memory): the
             // transmit worker takes the requests again.
             self.kick_deferred.store(true, Ordering::Release);
             tx.defer(self.qpn);
         }
-        if i.send.sender.next_deadline().is_some_and(|d| d <= now) {
+        if work.deadline.is_some_and(|d| d <= now) {
             // The engine's timers are judged by the transmit worker: this
             // timer softirq runs before the receive softirq, so ACKs that
             // a stalled host has not read yet (a TCG vCPU descheduled for
@@ -871,16 +972,17 @@ impl Transport {
     /// and send what the windows allow. In the error state they are
     /// flushed.
     pub(crate) fn kick(&self, tx: &TxCtx<'_>) {
-        {
-            let mut i = self.inner.lock();
-            if i.failed {
-                self.flush_locked(&mut i);
-            } else if i.peer.is_some() {
-                self.take_requests(&mut i, tx);
-                self.pump(&mut i, tx);
-            }
-        }
+        self.kick_locked(&mut self.lock(), tx);
         self.deliver_cq_events();
+    }
+
+    fn kick_locked(&self, i: &mut Inner, tx: &TxCtx<'_>) {
+        if i.failed {
+            self.flush_locked(i);
+        } else if i.peer.is_some() {
+            self.take_requests(i, tx);
+            self.pump(i, tx);
+        }
     }
 
     /// Leaves the next [`Transport::kick`] to the transmit worker.
@@ -896,35 +998,36 @@ impl Transport {
         tx.defer(self.qpn);
     }
 
-    /// The transmit worker's turn (`tx`: with a budget): takes what was
-    /// posted and sends what is ready, as far as the budget goes (the
-    /// rest is deferred again).
+    /// The transmit worker's turn (`tx`: with a budget): fires the
+    /// engine's timers the tick found due, takes what was posted and
+    /// sends what is ready, as far as the budget goes (the rest is
+    /// deferred again). One hold of the QP's lock: what the timers
+    /// release (resends, probes) is sent in the same hold.
     pub(crate) fn run_deferred(&self, tx: &TxCtx<'_>) {
         let kick = self.kick_deferred.swap(false, Ordering::AcqRel);
         let timers = self.timers_deferred.swap(false, Ordering::AcqRel);
         let send = self.tx_deferred.swap(false, Ordering::AcqRel);
-        if timers {
-            let mut i = self.inner.lock();
+        if !(kick || timers || send) {
+            return;
+        }
+        {
+            let mut i = self.lock();
             let now = now_ns();
-            if i.peer.is_some()
+            if timers
+                && i.peer.is_some()
                 && !i.failed
                 && i.send.sender.next_deadline().is_some_and(|d| d <= now)
             {
                 i.send.sender.on_timer(now);
                 self.trace_events(&mut i);
             }
-        }
-        if kick {
-            self.kick(tx);
-        } else if send || timers {
-            {
-                let mut i = self.inner.lock();
-                if !i.failed {
-                    self.pump(&mut i, tx);
-                }
+            if kick {
+                self.kick_locked(&mut i, tx);
+            } else if (send || timers) && !i.failed {
+                self.pump(&mut i, tx);
             }
-            self.deliver_cq_events();
         }
+        self.deliver_cq_events();
     }
 
     /// The largest engine message at the QP's MTU.
@@ -944,7 +1047,7 @@ impl Transport {
         pkt: &Packet<'_>,
         meta: &RxMeta,
     ) -> RxFate {
-        let fate = self.receive_locked(&mut self.inner.lock(), tx, ndev, pkt, meta);
+        let fate = self.receive_locked(&mut self.lock(), tx, ndev, pkt, meta);
         self.deliver_cq_events();
         fate
     }

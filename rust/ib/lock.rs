@@ -10,7 +10,7 @@
 //! reports an inconsistent lock state). [`SpinLockBh`] takes `spin_lock_bh`.
 //! Do not take it in hard-irq context or with interrupts disabled.
 
-use kernel::sync::lock::{Backend, Lock};
+use kernel::sync::lock::{Backend, Guard, Lock};
 
 use super::sys::bindings;
 
@@ -49,6 +49,9 @@ unsafe fn init_spinlock(
 
 /// A `spinlock_t` taken with `spin_lock_bh`; see the module documentation.
 pub(crate) type SpinLockBh<T> = Lock<T, SpinLockBhBackend>;
+
+/// A held [`SpinLockBh`]: unlocked when dropped.
+pub(crate) type SpinLockBhGuard<'a, T> = Guard<'a, T, SpinLockBhBackend>;
 
 /// The [`Backend`] of [`SpinLockBh`]: `spin_lock_bh`/`spin_unlock_bh`.
 pub(crate) struct SpinLockBhBackend;

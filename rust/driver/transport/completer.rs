@@ -150,7 +150,7 @@ impl Transport {
     /// callers holding a lock of their own (the datagram path), which call
     /// [`Transport::deliver_cq_events`] once they dropped it.
     pub(crate) fn flush_quietly(&self) {
-        let mut i = self.inner.lock();
+        let mut i = self.lock();
         i.failed = true;
         self.flush_locked(&mut i);
     }

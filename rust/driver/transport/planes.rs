@@ -57,7 +57,7 @@ impl Transport {
     /// its paths return (after a probe) or are drained onto the others.
     pub(crate) fn plane_event(&self, tx: &TxCtx<'_>, plane: u8, up: bool) {
         {
-            let mut i = self.inner.lock();
+            let mut i = self.lock();
             if i.peer.is_some() && !i.failed && plane < i.send.sender.config().planes {
                 if !up {
                     i.send.sender.plane_down(plane);
@@ -103,7 +103,7 @@ impl Transport {
         ndev: &NetDevice,
         src: Ipv4Addr,
     ) -> Option<u32> {
-        let i = self.inner.lock();
+        let i = self.lock();
         let peer = i.peer?;
         let plane = planes.lock().index_of(ndev)?;
         (i.peer_planes.addr(plane) == Some(src)).then_some(peer.qpn)

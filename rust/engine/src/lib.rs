@@ -34,6 +34,7 @@ pub mod crc;
 pub mod events;
 pub mod heap;
 pub mod knobs;
+pub mod marks;
 pub mod path;
 pub mod ratelimit;
 pub mod receiver;
