@@ -22,11 +22,15 @@ of rust/engine (so a selftest that uses it cross-checks spec and code).
       its sender with bogus plane addresses. From a third address every one
       must be dropped as not from the peer; from the peer's address each
       must be dropped by its window check. Prints what it sent
-  metaroce_pkt.py capture --dev DEV --seconds S --out FILE [--pcap]
-      record the MetaRoCE packets (UDP payloads to port 4792) this host
-      sends on DEV for S seconds (AF_PACKET), as length-prefixed records,
-      or with --pcap as a pcap file of the IPv4 packets (for
-      tools/wireshark/summary.sh)
+  metaroce_pkt.py capture --dev DEV [--dev DEV]... [--both] --seconds S
+                          [--until FILE] [--ready FILE] --out FILE [--pcap]
+      record the MetaRoCE packets (IPv4 UDP to port 4792) this host sends
+      on the netdevs DEV (with --both also those it receives) for S
+      seconds or until FILE exists (AF_PACKET), as length-prefixed
+      payloads, or with --pcap as a pcap file of the IPv4 packets with
+      kernel timestamps (for tools/wireshark/summary.sh). Prints how many,
+      and the socket's drops: packets the kernel could not queue for the
+      capture (0: the capture holds every packet DEV carried)
   metaroce_pkt.py replay --file FILE --dst IP [--src IP] [--qpn QPN]
       send the recorded payloads again, in order, to IP:4792 (with --qpn
       aimed at QP QPN: dst_qpn rewritten, ICRC resealed); prints how many
@@ -47,6 +51,8 @@ of rust/engine (so a selftest that uses it cross-checks spec and code).
       right (mode good) or if no reply came (other modes).
 """
 import argparse
+import ctypes
+import os
 import select
 import socket
 import struct
@@ -386,43 +392,115 @@ def forge(a):
     return 0
 
 
-def capture(a):
-    eth_p_all, eth_p_ip = 0x0003, 0x0800
-    packet_outgoing = 4
+# Classic BPF (linux/filter.h) run on each frame before it is queued to
+# the capture socket: a SOCK_DGRAM packet socket's filter sees the frame
+# from its network header, so this keeps IPv4 UDP to port 4792 (not a
+# later fragment) and nothing else. The kernel then counts only MetaRoCE
+# packets in the socket's drops, and a busy host wakes the capture only
+# for them.
+BPF_METAROCE = [
+    (0x30, 0, 0, 0),           # ldb [0]              version and IHL
+    (0x54, 0, 0, 0xF0),        # and #0xf0
+    (0x15, 0, 8, 0x40),        # jeq #0x40 (IPv4)     else drop
+    (0x30, 0, 0, 9),           # ldb [9]              protocol
+    (0x15, 0, 6, 17),          # jeq #17 (UDP)        else drop
+    (0x28, 0, 0, 6),           # ldh [6]              flags, fragment offset
+    (0x45, 4, 0, 0x1FFF),      # jset #0x1fff         a later fragment: drop
+    (0xB1, 0, 0, 0),           # ldxb 4*([0]&0xf)     IP header length
+    (0x48, 0, 0, 2),           # ldh [x+2]            UDP destination port
+    (0x15, 0, 1, UDP_PORT),    # jeq #4792            else drop
+    (0x06, 0, 0, 0x40000),     # ret #262144          keep the frame
+    (0x06, 0, 0, 0),           # ret #0               drop it
+]
+SO_ATTACH_FILTER, SO_RCVBUFFORCE, SO_TIMESTAMPNS = 26, 33, 35
+SOL_PACKET, PACKET_STATISTICS = 263, 6
+PACKET_HOST, PACKET_OUTGOING = 0, 4
+CAPTURE_RCVBUF = 64 << 20
+
+
+def capture_socket(devs):
+    """A packet socket that sees the MetaRoCE packets of every netdev (bound
+    to `devs[0]` when there is one), with a large receive buffer and
+    kernel timestamps."""
+    eth_p_all = 0x0003
     # Bound to ETH_P_ALL: the kernel hands a host's own transmitted frames
     # only to ETH_P_ALL taps (dev_queue_xmit_nit walks ptype_all); a socket
     # bound to ETH_P_IP sees received frames only.
     s = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(eth_p_all))
-    s.bind((a.dev, eth_p_all))
+    code = b"".join(struct.pack("HBBI", *ins) for ins in BPF_METAROCE)
+    buf = ctypes.create_string_buffer(code)
+    prog = struct.pack("HL", len(BPF_METAROCE), ctypes.addressof(buf))
+    s.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, prog)
+    # A TCG guest's one vCPU runs the traffic and this loop in turn: a deep
+    # queue rides out the bursts (as root, past net.core.rmem_max).
+    try:
+        s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, CAPTURE_RCVBUF)
+    except OSError:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, CAPTURE_RCVBUF)
+    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    if len(devs) == 1:
+        s.bind((devs[0], eth_p_all))
+    return s
+
+
+def capture(a):
+    devs = [d for arg in a.dev for d in arg.split(",") if d]
+    kinds = (PACKET_OUTGOING, PACKET_HOST) if a.both else (PACKET_OUTGOING,)
+    s = capture_socket(devs)
     s.settimeout(0.2)
     if a.ready:
         # The socket sees packets from here on: a caller may start traffic.
         with open(a.ready, "w") as r:
             r.write("capturing\n")
-    n = 0
-    end = time.time() + a.seconds
+    n = {PACKET_OUTGOING: 0, PACKET_HOST: 0}
+    end = time.monotonic() + a.seconds
+    draining, next_look = False, 0.0
+
+    def stop_now():
+        """Whether to stop (looked at twice a second at most): then what the
+        socket already queued is still read, without waiting for more."""
+        nonlocal next_look
+        now = time.monotonic()
+        if now < next_look:
+            return False
+        next_look = now + 0.5
+        return now >= end or bool(a.until and os.path.exists(a.until))
+
     with open(a.out, "wb") as f:
         if a.pcap:
             f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, LINKTYPE_IPV4))
-        while time.time() < end:
+        while True:
+            if not draining and stop_now():
+                draining = True
+                s.setblocking(False)
             try:
-                pkt, addr = s.recvfrom(65535)
-            except socket.timeout:
+                pkt, anc, _, addr = s.recvmsg(65535, 64)
+            except (socket.timeout, BlockingIOError):
+                if draining:
+                    break
                 continue
-            if addr[1] != eth_p_ip or addr[2] != packet_outgoing or len(pkt) < 28 or pkt[9] != 17:
+            if addr[0] not in devs or addr[2] not in kinds or len(pkt) < 28:
                 continue
             ihl = (pkt[0] & 0x0F) * 4
-            dport = struct.unpack(">H", pkt[ihl + 2:ihl + 4])[0]
-            if dport != UDP_PORT:
+            if pkt[0] >> 4 != 4 or pkt[9] != 17 or struct.unpack(">H", pkt[ihl + 2:ihl + 4])[0] != UDP_PORT:
                 continue
+            # The IP packet: a short frame's Ethernet padding is not part of it.
+            pkt = pkt[:struct.unpack(">H", pkt[2:4])[0]]
             if a.pcap:
-                t = time.time()
-                f.write(struct.pack("<IIII", int(t), int((t % 1) * 1e6), len(pkt), len(pkt)) + pkt)
+                t = next((struct.unpack("qq", data[:16]) for level, kind, data in anc
+                          if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS), None)
+                sec, usec = (t[0], t[1] // 1000) if t else divmod(int(time.time() * 1e6), 1000000)
+                f.write(struct.pack("<IIII", sec, usec, len(pkt), len(pkt)) + pkt)
             else:
                 payload = pkt[ihl + 8:]
                 f.write(struct.pack(">I", len(payload)) + payload)
-            n += 1
-    print(f"captured {n} packets on {a.dev}")
+            n[addr[2]] += 1
+    # Frames the kernel dropped because this socket's queue was full (the
+    # counters reset as they are read): a capture with none is complete.
+    _, drops = struct.unpack("II", s.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+    where = ",".join(devs)
+    detail = f" ({n[PACKET_OUTGOING]} sent, {n[PACKET_HOST]} received)" if a.both else ""
+    print(f"captured {sum(n.values())} packets on {where}{detail}, socket drops {drops}")
     return 0
 
 
@@ -545,9 +623,12 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-planes", action="store_true")
     p = sub.add_parser("capture")
-    p.add_argument("--dev", required=True)
+    p.add_argument("--dev", required=True, action="append",
+                   help="a netdev; repeat it (or DEV,DEV) for several")
+    p.add_argument("--both", action="store_true", help="also the packets the host receives")
     p.add_argument("--ready", help="file written once the capture socket is bound")
     p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--until", help="stop once this file exists (or after --seconds)")
     p.add_argument("--out", required=True)
     p.add_argument("--pcap", action="store_true")
     p = sub.add_parser("replay")

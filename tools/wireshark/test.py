@@ -13,6 +13,10 @@ from the dissector), dissects them with tshark and checks:
                a correct ICRC unless the ICRC is the point: the expected
                drop reason and expert item, and no other
   learn.pcap   the payload MTU learnt from a QP's traffic (preference 0)
+  rig.pcap     two devices on two planes as selftests/dissect.sh captures
+               them: summary.sh --device's totals per counter, and
+               counters.py's verdicts against snapshots that agree and
+               snapshots that are wrong by one packet
   golden       the golden captures of the simulator (tools/golden/*/*.pcap,
                written by the engine), end to end in one pcap: every frame
                MetaRoCE, valid, ICRC good, no expert error
@@ -26,6 +30,7 @@ and that vectors.txt, the same packets with the engine's expected verdicts
 Prints one line per check and "N passed, N failed"; exit 1 on a failure.
 """
 import argparse
+import json
 import os
 import struct
 import subprocess
@@ -284,6 +289,54 @@ VECTORS = os.path.join(HERE, "vectors.txt")
 GOLDEN = os.path.join(HERE, "..", "golden")
 
 
+# The counters a device would show for rig_capture(): (device, counter) ->
+# packets, frame names listed where the count is not obvious.
+RIG_DEVICES = {"A": f"{A0},{A1}", "B": f"{B0},{B1}"}
+RIG_WANT = {
+    "A": {"tx_packets": 9, "rx_packets": 6, "retransmissions": 2, "path_failures": 1,
+          "ecn_marks": 1, "rx_malformed": 1, "ud_tx_packets": 1, "ud_rx_packets+ud_rx_dropped": 1,
+          "probes_answered": 1, "probes_answered+rx_probes_limited": 1,
+          "plane0_tx_packets": 4, "plane1_tx_packets": 5, "plane0_rx_packets": 4,
+          "plane1_rx_packets": 2, "plane0_retransmissions": 1, "plane1_retransmissions": 1},
+    "B": {"tx_packets": 6, "rx_packets": 9, "retransmissions": 0, "path_failures": 0,
+          "ecn_marks": 0, "rx_malformed": 0, "ud_tx_packets": 1, "ud_rx_packets+ud_rx_dropped": 1,
+          "probes_answered": 1, "probes_answered+rx_probes_limited": 2,
+          "plane0_tx_packets": 4, "plane1_tx_packets": 2, "plane0_rx_packets": 4,
+          "plane1_rx_packets": 5, "plane0_retransmissions": 0, "plane1_retransmissions": 0},
+}
+
+
+def rig_capture():
+    """Hosts A and B with one device each on planes 0 and 1, as
+    selftests/dissect.sh records them on A (both directions): a
+    retransmission on each plane, a path of A replaced (shown only by its
+    PROBE's new generation), probes answered both ways, datagrams, an
+    ECN-CE mark, a malformed packet and a frame that is not MetaRoCE."""
+    c = Capture()
+    w = dict(remote_va=0x1000, rkey=9)
+    c.add("planes_a", A0, B0, 50000, P.planes(QB, QA, False, [A0, A1], confirm=True))
+    c.add("planes_b", B0, A0, 50001, P.planes(QA, QB, True, [B0, B1]))
+    c.add("w0", A0, B0, 50010, data(P.OP_WRITE, pid(0, 0), 0, 0, 0, 2 * M, **w))
+    c.add("w1", A1, B1, 50011, data(P.OP_WRITE, pid(0, 1), 0, 0, M, 2 * M, **w))
+    c.add("ack_ce", B0, A0, 50010, P.ack(QA, pid(0, 0), False, 1, [], 1_000_000, 0, 0), ecn=3)
+    c.add("w1_again", A0, B0, 50010, data(P.OP_WRITE, pid(0, 0), 1, 0, M, 2 * M,
+                                          flags=P.FLAG_RETRANSMIT, **w))
+    c.add("probe", A1, B1, 50011, P.probe(P.OP_PROBE, QB, pid(0, 1), 1, 5))
+    c.add("probe_new", A1, B1, 50012, P.probe(P.OP_PROBE, QB, pid(1, 1), 2, 6))
+    c.add("reply_b", B1, A1, 50012, P.probe(P.OP_PROBE_REPLY, QA, pid(1, 1), 2, 6))
+    c.add("probe_b", B1, A1, 50020, P.probe(P.OP_PROBE, QA, pid(0, 3), 7, 8))
+    c.add("reply_a", A1, B1, 50020, P.probe(P.OP_PROBE_REPLY, QB, pid(0, 3), 7, 8))
+    c.add("w2", A1, B1, 50012, data(P.OP_WRITE, pid(1, 1), 0, 1, 0, 8, flags=P.FLAG_RETRANSMIT,
+                                    **w))
+    c.add("ud_a", A0, B0, 50030, data(P.OP_UD_SEND, 0, 1, 1, 0, 32, dst_qpn=1, remote_va=0x21,
+                                      rkey=P.GSI_QKEY))
+    c.add("ud_b", B0, A0, 50031, data(P.OP_UD_SEND, 0, 1, 1, 0, 32, dst_qpn=1, remote_va=0x21,
+                                      rkey=P.GSI_QKEY))
+    c.add("bad_version", B0, A0, 50040, patch(P.probe(P.OP_PROBE, QA, 0, 1, 1), 0, b"\x02"))
+    c.add("not_metaroce", A0, B0, 50050, b"\x01\x00" * 20, dport=53)
+    return c
+
+
 def vectors():
     """The test packets as the engine must judge them, for
     rust/engine/tests/wire_vectors.rs: `name parse receiver hex` per line,
@@ -376,6 +429,9 @@ def run(tshark, lua, verbose=False, silent=False):
         learn = learn_capture()
         lpath = os.path.join(tmp, "learn.pcap")
         learn.write(lpath)
+        rig = rig_capture()
+        rpath = os.path.join(tmp, "rig.pcap")
+        rig.write(rpath)
         try:
             vrows = dissect(tshark, lua, vpath)
             vrows_mtu = dissect(tshark, lua, vpath, [f"metaroce.mtu:{M}"], two_pass=True)
@@ -391,6 +447,7 @@ def run(tshark, lua, verbose=False, silent=False):
         check_broken(ck, broken.names, want, brows)
         check_learn(ck, learn.names, lrows)
         check_summary(ck, valid, vpath, want, bpath)
+        check_rig_counters(ck, rig, rpath, tmp)
         check_golden(ck, tshark, lua, tmp)
     check_documented(ck, tshark, lua)
     check_vectors(ck)
@@ -603,6 +660,90 @@ def check_summary(ck, valid, vpath, want, bpath):
     ck.check(f"summary.sh --icrc: {parse} malformed, 4 receiver drops in the broken capture",
              rc == 0 and rows.get("malformed") == parse
              and rows.get("dropped by receiver rules") == 4, text)
+
+
+def rig_bytes(cap, names):
+    return sum(len(cap.payloads[n]) for n in names)
+
+
+def check_rig_counters(ck, rig, rpath, tmp):
+    """summary.sh --device on rig.pcap, then counters.py against snapshots."""
+    args = [os.path.join(HERE, "summary.sh"), "--icrc"]
+    for d in RIG_DEVICES.values():
+        args += ["--device", d]
+    out = subprocess.run(args + [rpath], capture_output=True, text=True)
+    spath = os.path.join(tmp, "rig.summary")
+    with open(spath, "w") as f:
+        f.write(out.stdout)
+    sys.path.insert(0, HERE)
+    import counters as C  # noqa: E402
+    a_tx = ["planes_a", "w0", "w1", "w1_again", "probe", "probe_new", "reply_a", "w2", "ud_a"]
+    a_rx = ["planes_b", "ack_ce", "reply_b", "probe_b", "ud_b", "bad_version"]
+    want = {d: dict(w) for d, w in RIG_WANT.items()}
+    for d, tx, rx in (("A", a_tx, a_rx), ("B", a_rx, a_tx)):
+        want[d]["tx_bytes"], want[d]["rx_bytes"] = rig_bytes(rig, tx), rig_bytes(rig, rx)
+    planes = {"A": (["planes_a", "w0", "w1_again", "ud_a"], ["w1", "probe", "probe_new", "reply_a", "w2"],
+                    ["planes_b", "ack_ce", "ud_b", "bad_version"], ["reply_b", "probe_b"])}
+    planes["B"] = planes["A"][2:] + planes["A"][:2]
+    for d, (tx0, tx1, rx0, rx1) in planes.items():
+        for name, frames in (("plane0_tx_bytes", tx0), ("plane1_tx_bytes", tx1),
+                             ("plane0_rx_bytes", rx0), ("plane1_rx_bytes", rx1)):
+            want[d][name] = rig_bytes(rig, frames)
+    for d in want:
+        got = C.capture_totals(out.stdout, RIG_DEVICES[d])
+        diff = {k: (got.get(k), v) for k, v in want[d].items() if got.get(k) != v}
+        ck.check(f"summary.sh --device: host {d}'s counters in the rig capture",
+                 out.returncode == 0 and not diff, f"(got, want) {diff}\n{out.stdout}")
+    rows = {}
+    for line in out.stdout.splitlines():
+        label, rest = line[:28].strip(), line[28:].split()
+        if rest and rest[0].isdigit():
+            rows[label] = int(rest[0])
+    ck.check("summary.sh: 1 frame not MetaRoCE, no dissector error, 1 path replacement (a PROBE's)",
+             rows.get("not MetaRoCE") == 1 and rows.get("dissector errors") == 0
+             and rows.get("path replacements") == 1, out.stdout)
+
+    # counters.py: snapshots whose deltas are exactly the capture's pass;
+    # each one packet off fails, unless within the slack on its side.
+    names = {c for k in want["A"] for c in k.split("+")} | {"ud_rx_dropped", "rx_probes_limited"}
+    before = {n: 1000 + i for i, n in enumerate(sorted(names))}
+    exact = {n: before[n] + want["A"].get(n, 0) for n in names}
+    exact["ud_rx_packets"] = before["ud_rx_packets"] + want["A"]["ud_rx_packets+ud_rx_dropped"]
+    exact["probes_answered"] = before["probes_answered"] + want["A"]["probes_answered"]
+    exact["rx_probes_limited"] = (before["rx_probes_limited"]
+                                  + want["A"]["probes_answered+rx_probes_limited"]
+                                  - want["A"]["probes_answered"])
+
+    def verdict(after, *opts):
+        paths = []
+        for name, snap in (("before", before), ("after", after)):
+            paths.append(os.path.join(tmp, f"{name}.json"))
+            with open(paths[-1], "w") as f:
+                json.dump([dict(ifname="mr0", port=1, **snap)], f)
+        r = subprocess.run([sys.executable, os.path.join(HERE, "counters.py"), "--summary", spath,
+                            "--device", RIG_DEVICES["A"], "--before", paths[0], "--after",
+                            paths[1], *opts], capture_output=True, text=True)
+        return r.returncode, r.stdout
+
+    def off(name, by):
+        return dict(exact, **{name: exact[name] + by})
+
+    cases = [
+        ("counters that match", exact, [], 0),
+        ("one more packet sent than captured", off("tx_packets", 1), [], 1),
+        ("... within --tx-slack 1", off("tx_packets", 1), ["--tx-slack", "1"], 0),
+        ("... but --rx-slack does not cover tx", off("tx_packets", 1), ["--rx-slack", "5"], 1),
+        ("one retransmission fewer than flagged", off("retransmissions", -1), ["--tx-slack", "5"], 1),
+        ("one path failure more than replacements shown", off("path_failures", 1), [], 1),
+        ("one datagram dropped more than received", off("ud_rx_dropped", 1), [], 1),
+        ("plane 1 off by one", off("plane1_rx_packets", -1), [], 1),
+        ("... outside --only ^plane0_", off("plane1_rx_packets", -1), ["--only", "^plane0_"], 0),
+        ("a byte counter off by one", off("rx_bytes", 1), [], 1),
+        ("a counter missing", {k: v for k, v in exact.items() if k != "ecn_marks"}, [], 2),
+    ]
+    for what, after, opts, want_rc in cases:
+        rc, text = verdict(after, *opts)
+        ck.check(f"counters.py: {what}: exit {want_rc}", rc == want_rc, f"exit {rc}\n{text}")
 
 
 def golden_capture(path):
