@@ -6,6 +6,7 @@
 //! [`Receiver::flush`]; the policy is in [`ack_policy`](super::ack_policy)).
 
 use super::ack_policy::{AckPending, DEFAULT_ACK_DELAY_NS};
+use super::rcn::{self, Shares};
 use super::bitmap::{MsgBits, PktBitmap, INLINE_PKTS, MAX_MSG_PKTS};
 use super::completion::{CompletionStatus, RxCompletion};
 use super::config::{
@@ -182,6 +183,11 @@ pub struct Receiver<H: Heap = Global> {
     head: u32,
     cum_msn: u32,
     rate_hint_mbps: u32,
+    /// When the last data packet was accepted (placed, duplicate or
+    /// discarded), for the device's count of receiving QPs (RCN).
+    last_data_ns: Option<u64>,
+    /// This QP was one of the receiving QPs at the device's last count.
+    rcn_counted: bool,
     pending_nak: Option<Nak>,
     /// The last message failed here and its syndrome, kept after its
     /// completion is released: a QP in error still answers that
@@ -218,6 +224,8 @@ impl<H: Heap> Receiver<H> {
         head: 0,
         cum_msn: 0,
         rate_hint_mbps: 0,
+        last_data_ns: None,
+        rcn_counted: false,
         pending_nak: None,
         last_failure: None,
         ack_delay_ns: DEFAULT_ACK_DELAY_NS,
@@ -243,6 +251,8 @@ impl<H: Heap> Receiver<H> {
         self.head = 0;
         self.cum_msn = 0;
         self.rate_hint_mbps = 0;
+        self.last_data_ns = None;
+        self.rcn_counted = false;
         self.pending_nak = None;
         self.last_failure = None;
         self.stats = ReceiverStats::default();
@@ -318,9 +328,32 @@ impl<H: Heap> Receiver<H> {
     }
 
     /// Set the rate hint (RCN, Mbit/s, 0 = none) advertised in ACKs; the
-    /// device computes it from its line rate and the QPs receiving at once.
+    /// device computes it from its line rate and the QPs receiving at once
+    /// ([`Receiver::rcn_count`] does both for a device's count).
     pub fn set_rate_hint(&mut self, mbps: u32) {
         self.rate_hint_mbps = mbps;
+    }
+
+    /// The rate hint advertised in ACKs (Mbit/s, 0 = none).
+    pub fn rate_hint_mbps(&self) -> u32 {
+        self.rate_hint_mbps
+    }
+
+    /// Whether a data packet was accepted within `window_ns` before `now`.
+    pub fn receiving(&self, now: u64, window_ns: u64) -> bool {
+        self.last_data_ns
+            .is_some_and(|t| now.saturating_sub(t) < window_ns)
+    }
+
+    /// The device's count of its receiving QPs (protocol.md 6.5), at
+    /// `now`: takes this QP's hint from the previous count's `shares`
+    /// (as one of the QPs it counted, or not), and returns whether this QP
+    /// counts as receiving now ([`rcn::RECEIVING_WINDOW_NS`]), which the
+    /// caller adds up into the next count's shares.
+    pub fn rcn_count(&mut self, shares: &Shares, now: u64) -> bool {
+        self.rate_hint_mbps = shares.hint(self.rcn_counted);
+        self.rcn_counted = self.receiving(now, rcn::RECEIVING_WINDOW_NS);
+        self.rcn_counted
     }
 
     /// Check a header against the MTU segmentation; returns (packet index,
@@ -440,6 +473,7 @@ impl<H: Heap> Receiver<H> {
             RxVerdict::Drop(_) => return v,
             RxVerdict::Duplicate | RxVerdict::Discard => true,
         };
+        self.last_data_ns = Some(now);
         if let (Some(urgent), Some(rp)) = (
             tracked,
             self.paths.get_mut(pslot).and_then(|p| p.as_deref_mut()),
