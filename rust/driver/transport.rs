@@ -45,6 +45,7 @@ use crate::engine::bitmap::MAX_MSG_PKTS;
 use crate::engine::cc::Aimd;
 use crate::engine::config::{ConfigError, ReceiverConfig, SenderConfig, MSG_WINDOW};
 use crate::engine::heap::kmalloc_size;
+use crate::engine::rcn::Shares;
 use crate::engine::path::TxPath;
 use crate::engine::receiver::Receiver;
 use crate::engine::sender::Sender;
@@ -866,11 +867,12 @@ impl Transport {
         self.deliver_cq_events();
     }
 
-    /// Runs `f` on the QP's sender engine (its paths and counters) under
-    /// the transport's lock: for reports (`qp_details`), not the data path.
-    pub(crate) fn with_sender<R>(&self, f: impl FnOnce(&Sender) -> R) -> R {
+    /// Runs `f` on the QP's engines (the sender's paths and counters, the
+    /// receiver's rate hint) under the transport's lock: for reports
+    /// (`qp_details`), not the data path.
+    pub(crate) fn with_engines<R>(&self, f: impl FnOnce(&Sender, &Receiver) -> R) -> R {
         let i = self.lock();
-        f(&i.send.sender)
+        f(&i.send.sender, &i.recv.receiver)
     }
 
     /// The data path failed (a work request completed in error): the QP
@@ -908,13 +910,21 @@ impl Transport {
         }
     }
 
-    /// The device tick's visit (the QP was marked): flushes receives
-    /// posted in error, sends the ACKs the receiver held and our PLANES
-    /// when due, and has the transmit worker fire the engine's timers that
-    /// are due and retry a request window. Marked again if work is left.
-    pub(crate) fn tick(&self, tx: &TxCtx<'_>) {
-        self.tick_locked(&mut self.lock(), tx);
+    /// The device tick's visit (the QP was marked): gives the receiver
+    /// its rate hint from the device's last count of receiving QPs
+    /// (`shares`), flushes receives posted in error, sends the ACKs the
+    /// receiver held and our PLANES when due, and has the transmit worker
+    /// fire the engine's timers that are due and retry a request window.
+    /// Marked again if work is left. Returns whether the QP counts as
+    /// receiving now (protocol.md 6.5).
+    pub(crate) fn tick(&self, tx: &TxCtx<'_>, shares: &Shares) -> bool {
+        let mut i = self.lock();
+        // Before the held ACKs go: they carry the new hint.
+        let receiving = i.recv.receiver.rcn_count(shares, now_ns());
+        self.tick_locked(&mut i, tx);
+        drop(i);
         self.deliver_cq_events();
+        receiving
     }
 
     fn tick_locked(&self, i: &mut Inner, tx: &TxCtx<'_>) {
