@@ -385,7 +385,14 @@ mod tests {
         // Raising the middle first makes room for the lower bound.
         Knob::PwndInit.set(&mut cfg, 32).unwrap();
         Knob::PwndMin.set(&mut cfg, 16).unwrap();
-        assert_eq!((cfg.sender.pwnd_min, cfg.sender.pwnd_init, cfg.sender.pwnd_max), (16, 32, 256));
+        assert_eq!(
+            (
+                cfg.sender.pwnd_min,
+                cfg.sender.pwnd_init,
+                cfg.sender.pwnd_max
+            ),
+            (16, 32, 256)
+        );
     }
 
     #[test]
@@ -393,7 +400,10 @@ mod tests {
         let mut cfg = Settings::DEFAULT;
         Knob::MinRtoUs.set(&mut cfg, 250).unwrap();
         Knob::DelayTargetUs.set(&mut cfg, 0).unwrap();
-        assert_eq!((cfg.sender.min_rto_ns, cfg.sender.delay_target_ns), (250_000, 0));
+        assert_eq!(
+            (cfg.sender.min_rto_ns, cfg.sender.delay_target_ns),
+            (250_000, 0)
+        );
         // The floor may reach the fixed ceiling, not pass it.
         Knob::MinRtoUs.set(&mut cfg, MAX_RTO_US).unwrap();
         assert_eq!(cfg.sender.min_rto_ns, cfg.sender.max_rto_ns);
@@ -412,7 +422,10 @@ mod tests {
             }
         );
         assert_eq!(cfg.sender, SenderConfig::DEFAULT);
-        assert_eq!((Knob::Rcn.get(&cfg), Knob::RcnCapacityMbps.get(&cfg)), (0, 400));
+        assert_eq!(
+            (Knob::Rcn.get(&cfg), Knob::RcnCapacityMbps.get(&cfg)),
+            (0, 400)
+        );
         assert_eq!(
             Knob::Rcn.set(&mut cfg, 2),
             Err(KnobError::OutOfRange { min: 0, max: 1 })

@@ -6,7 +6,6 @@
 //! [`Receiver::flush`]; the policy is in [`ack_policy`](super::ack_policy)).
 
 use super::ack_policy::{AckPending, DEFAULT_ACK_DELAY_NS};
-use super::rcn::{self, Shares};
 use super::bitmap::{MsgBits, PktBitmap, INLINE_PKTS, MAX_MSG_PKTS};
 use super::completion::{CompletionStatus, RxCompletion};
 use super::config::{
@@ -14,6 +13,7 @@ use super::config::{
     PATH_SLOT_BITS, PATH_SLOT_MASK,
 };
 use super::heap::{kmalloc_size, Global, Heap};
+use super::rcn::{self, Shares};
 use super::sack::{PsnVerdict, SackTracker};
 use super::sender::packets_for;
 use super::seq::seq_diff;

@@ -57,7 +57,11 @@ fn one_packet() -> DataHeader {
 /// A device's tick: each QP takes its hint from the last count and is
 /// counted again; returns the new count's shares.
 fn count(qps: &mut [Receiver], capacity: u32, last: Shares, now: u64) -> Shares {
-    let n = qps.iter_mut().map(|r| r.rcn_count(&last, now)).filter(|&c| c).count();
+    let n = qps
+        .iter_mut()
+        .map(|r| r.rcn_count(&last, now))
+        .filter(|&c| c)
+        .count();
     Shares::new(capacity, n as u32)
 }
 
@@ -165,7 +169,7 @@ fn run(hint: u32, rtt: u64) -> (u32, u64) {
 #[test]
 fn the_sender_caps_packets_in_flight_at_the_hint_over_its_base_rtt() {
     let rtt = 100_000; // 100 us
-    // No hint: the windows alone (4 paths of 16 and growing).
+                       // No hint: the windows alone (4 paths of 16 and growing).
     let (free, free_rate) = run(0, rtt);
     assert!(free > 64, "no cap: {free} in flight");
     for hint in [2_000, 5_000, 10_000] {
@@ -173,7 +177,10 @@ fn the_sender_caps_packets_in_flight_at_the_hint_over_its_base_rtt() {
         let cap = ((u64::from(hint) * rtt / 8000) * 5 / 4 / u64::from(MTU)).max(2) as u32;
         let (most, rate) = run(hint, rtt);
         assert!(most <= cap, "hint {hint}: {most} in flight, cap {cap}");
-        assert!(most + 2 >= cap, "hint {hint}: {most} in flight, cap {cap} not used");
+        assert!(
+            most + 2 >= cap,
+            "hint {hint}: {most} in flight, cap {cap} not used"
+        );
         // The rate follows the hint: within its 25% headroom, and not
         // below what the window of `cap` packets per RTT gives.
         assert!(
@@ -184,6 +191,9 @@ fn the_sender_caps_packets_in_flight_at_the_hint_over_its_base_rtt() {
             rate * 10 >= u64::from(hint) * 8,
             "hint {hint}: only {rate} Mbit/s"
         );
-        assert!(rate < free_rate, "hint {hint}: {rate} vs {free_rate} uncapped");
+        assert!(
+            rate < free_rate,
+            "hint {hint}: {rate} vs {free_rate} uncapped"
+        );
     }
 }

@@ -832,9 +832,9 @@ pub fn run(sc: &Scenario) -> Outcome {
     }
     out.max_down_queue = down.iter().map(|l| l.max_backlog).max().unwrap_or(0);
     out.max_down_queue_steady = down.iter().map(|l| l.max_backlog_steady).max().unwrap_or(0);
-    let (sum, n) = down
-        .iter()
-        .fold((0u128, 0u64), |(s, n), l| (s + l.backlog_sum, n + l.arrivals));
+    let (sum, n) = down.iter().fold((0u128, 0u64), |(s, n), l| {
+        (s + l.backlog_sum, n + l.arrivals)
+    });
     out.mean_down_queue = (sum / u128::from(n.max(1))) as u64;
     if let Some(h) = hosts.first() {
         out.planes_usable_at_end = (0..sc.planes).map(|p| h.tx.plane_usable(p as u8)).collect();

@@ -71,7 +71,11 @@ fn hints_keep_the_standing_queue_small() {
         let driver = measure(&incast(seed, DRIVER_TICK, None));
         // Without hints ECN holds the queue above its threshold (120 KB);
         // with them it is the hints' headroom, a quarter of the BDP.
-        assert!(off.queue_steady > 120_000, "seed {seed}: {}", off.queue_steady);
+        assert!(
+            off.queue_steady > 120_000,
+            "seed {seed}: {}",
+            off.queue_steady
+        );
         assert!(on.queue_steady * 4 <= off.queue_steady, "seed {seed}");
         assert!(on.queue_mean * 4 <= off.queue_mean, "seed {seed}");
         // The driver's count comes a millisecond late: the queue stands
