@@ -45,12 +45,13 @@ mr0_on_both_hosts
 log "B's plane 0 link speed: $(peer "ethtool \$PLANE0_DEV 2>&1 | grep -i speed" 2>&1)"
 
 # bottleneck: tbf at $RATE on A's plane 0, RED child marking CE (ecn)
-# between 15 and 45 KB of average queue, 120 KB hard limit.
+# between 15 and 45 KB of average queue, 160 KB hard limit: the first
+# RTT's burst (4 QPs x 4 paths x 8 packets, before any ACK or hint) fits.
 bottleneck() {
 	tc qdisc del dev "$PLANE0_DEV" root 2> /dev/null
 	tc qdisc add dev "$PLANE0_DEV" root handle 1: tbf rate "${RATE}mbit" burst 16kb latency 200ms ||
 		skip "tc cannot add tbf (CONFIG_NET_SCH_TBF)"
-	tc qdisc add dev "$PLANE0_DEV" parent 1:1 handle 10: red limit 120000 min 15000 max 45000 \
+	tc qdisc add dev "$PLANE0_DEV" parent 1:1 handle 10: red limit 160000 min 15000 max 45000 \
 		avpkt 1100 burst 23 probability 0.2 bandwidth "${RATE}mbit" ecn ||
 		skip "tc cannot add red ecn (CONFIG_NET_SCH_RED)"
 }
