@@ -84,12 +84,13 @@ impl Rcn {
 }
 
 /// `ndev`'s speed as a plane of [`Rcn`]: [`NONE`] without carrier, else
-/// its link speed or [`UNKNOWN`].
+/// its link speed or [`UNKNOWN`] (never a speed: `link_speed_mbps`
+/// reads `SPEED_UNKNOWN`, `u32::MAX`, as none).
 pub(crate) fn plane_speed(ndev: &NetDevice, rtnl: &Rtnl) -> u32 {
     if !ndev.is_running_with_carrier() {
         return NONE;
     }
-    ndev.link_speed_mbps(rtnl).unwrap_or(UNKNOWN).min(UNKNOWN)
+    ndev.link_speed_mbps(rtnl).unwrap_or(UNKNOWN)
 }
 
 /// Reads the speed of every plane of `planes` into `rcn` again. Process
