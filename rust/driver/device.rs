@@ -131,7 +131,7 @@ impl Tick for DeviceState {
             drop(qps);
             datagram::tick(&self.uds, slot, &tx, &self.ahs);
         }
-        self.rcn.counted(receiving);
+        self.rcn.counted(&shares, receiving);
     }
 }
 
@@ -239,6 +239,7 @@ impl DeviceState {
             planes: &self.planes,
             sock,
             pending: &self.tx_pending,
+            rcn: &self.rcn,
             worker: self.tx_worker.item(),
             budget: Cell::new(budget),
         }

@@ -8,8 +8,9 @@
 //!
 //! Names: `paths`, `active_paths`, `qwnd` (packets), `inflight`,
 //! `outstanding` (messages), `rate_hint_mbps` (the peer's hint this QP's
-//! sender obeys), `rx_rate_hint_mbps` (the hint this QP's ACKs carry,
-//! protocol.md 6.5), then for each path in use,
+//! sender obeys), `rx_rate_hint_mbps` (the hint this QP's ACKs carry
+//! while it receives, protocol.md 6.5; a QP that stopped keeps its last,
+//! its next ACK takes the newcomer's share, `rcn.rs`), then for each path in use,
 //! by slot `K`: `pK_plane`, `pK_sport`, `pK_state`, `pK_cwnd` (packets),
 //! `pK_srtt_us`, `pK_min_rtt_us`, `pK_inflight`, and since the path opened
 //! `pK_sent` (data packets, retransmissions included), `pK_retx` (of them

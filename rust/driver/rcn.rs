@@ -13,9 +13,17 @@
 //! unless given one) makes the whole capacity unknown, and then no hints
 //! are sent unless the knob gives one: a guess would cap every sender.
 //!
-//! The count is the tick's (`device.rs`): each tick visits every connected
-//! QP for its timers anyway, hands it its hint from the last count and
-//! counts it again (`Receiver::rcn_count`). No scan on the data path.
+//! The count is the tick's (`device.rs`), which visits only the QPs
+//! marked as having work for it (design.md, "The tick and many QPs"): a
+//! QP that accepted data is such a QP (`TickWork::rcn_count`) until the
+//! tick finds its 4 ms window passed, and that visit, which no longer
+//! counts it, lets it go idle. Each visit hands the QP its hint from the
+//! last count and counts it again (`Receiver::rcn_count`). A QP the last
+//! count did not find receiving is not visited, so its first ACKs take a
+//! newcomer's hint from here (`Rcn::newcomer_hint`, set in
+//! `responder.rs`). The data path stores a timestamp per packet, and
+//! reads a flag, and for a newcomer one atomic; idle QPs cost the tick
+//! nothing.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -35,6 +43,10 @@ pub(crate) struct Rcn {
     plane_mbps: [AtomicU32; MAX_PLANES],
     /// QPs counted as receiving at the last tick.
     receiving: AtomicU32,
+    /// The hint of a QP that the last tick did not count (its share were
+    /// it to start receiving), which the data path gives such a QP before
+    /// its ACKs go: the tick visits only receiving QPs.
+    newcomer_mbps: AtomicU32,
 }
 
 impl Rcn {
@@ -44,6 +56,7 @@ impl Rcn {
         let r = Self {
             plane_mbps: [const { AtomicU32::new(NONE) }; MAX_PLANES],
             receiving: AtomicU32::new(0),
+            newcomer_mbps: AtomicU32::new(0),
         };
         r.plane_mbps[0].store(first_mbps, Ordering::Relaxed);
         r
@@ -77,9 +90,18 @@ impl Rcn {
         )
     }
 
-    /// Records the tick's count of receiving QPs.
-    pub(crate) fn counted(&self, receiving: u32) {
+    /// Records the tick's count: its shares (`last`, the previous
+    /// count's capacity) among the `receiving` QPs it counted.
+    pub(crate) fn counted(&self, last: &Shares, receiving: u32) {
         self.receiving.store(receiving, Ordering::Relaxed);
+        let hint = last.recount(receiving).hint(false);
+        self.newcomer_mbps.store(hint, Ordering::Relaxed);
+    }
+
+    /// The hint of a QP the last count did not find receiving
+    /// (protocol.md 6.5: `C / (N + 1)`).
+    pub(crate) fn newcomer_hint(&self) -> u32 {
+        self.newcomer_mbps.load(Ordering::Relaxed)
     }
 }
 

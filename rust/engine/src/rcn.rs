@@ -14,8 +14,14 @@
 //!
 //! The cost on the data path is one store per accepted packet
 //! ([`Receiver::on_data`](super::receiver::Receiver::on_data) notes its
-//! time); the count and the hints are the tick's, one visit per QP, which
-//! the tick makes for its timers anyway.
+//! time); the count and the hints are the device's. A count need not
+//! visit every QP: only those
+//! [`Receiver::rcn_due`](super::receiver::Receiver::rcn_due), which
+//! accepted data since a count last found them idle, can be receiving;
+//! the visit that finds such a QP's window passed ends that. A QP no count
+//! visits keeps no current hint: before its ACKs go, the device gives a QP
+//! not [`counted`](super::receiver::Receiver::rcn_counted) a newcomer's
+//! share, [`Shares::hint`]`(false)` of its last count.
 
 /// How long after its last accepted data packet a QP still counts as
 /// receiving (ns). Several RTTs of a host stack and several ticks of the
@@ -89,6 +95,11 @@ impl Shares {
     /// QPs counted as receiving.
     pub const fn receiving(&self) -> u32 {
         self.receiving
+    }
+
+    /// The same capacity's shares among `receiving` QPs: the next count's.
+    pub const fn recount(&self, receiving: u32) -> Self {
+        Self::new(self.capacity_mbps, receiving)
     }
 
     /// The hint (Mbit/s, 0 = none) of a QP that was one of the receiving

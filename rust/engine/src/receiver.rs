@@ -184,9 +184,11 @@ pub struct Receiver<H: Heap = Global> {
     cum_msn: u32,
     rate_hint_mbps: u32,
     /// When the last data packet was accepted (placed, duplicate or
-    /// discarded), for the device's count of receiving QPs (RCN).
+    /// discarded), for the device's count of receiving QPs (RCN); `None`
+    /// once a count found that time out of the window (or none came).
     last_data_ns: Option<u64>,
-    /// This QP was one of the receiving QPs at the device's last count.
+    /// This QP was one of the receiving QPs at the last count that
+    /// visited it, which a receiving QP's count always does.
     rcn_counted: bool,
     pending_nak: Option<Nak>,
     /// The last message failed here and its syndrome, kept after its
@@ -345,14 +347,42 @@ impl<H: Heap> Receiver<H> {
             .is_some_and(|t| now.saturating_sub(t) < window_ns)
     }
 
+    /// Whether the device's count must visit this QP (protocol.md 6.5):
+    /// it accepted data since a count last found it idle, so it may be
+    /// receiving. A device whose count visits only the QPs with work for
+    /// it (the driver's tick) keeps such a QP marked until the count
+    /// that finds its window passed, which lets it go
+    /// ([`Receiver::rcn_count`]). No clock read: the data path pays one
+    /// store per packet, and a QP's idleness is judged by the count.
+    pub fn rcn_due(&self) -> bool {
+        self.last_data_ns.is_some()
+    }
+
+    /// Whether this QP was one of the receiving QPs at the device's last
+    /// count (a receiving QP is visited by every count, [`rcn_due`]). A
+    /// QP that was not advertises the share a newcomer gets from the
+    /// device's last count, `Shares::hint(false)`, which the device sets
+    /// before an ACK goes ([`Receiver::set_rate_hint`]): no count visits
+    /// an idle QP to keep it current.
+    ///
+    /// [`rcn_due`]: Receiver::rcn_due
+    pub fn rcn_counted(&self) -> bool {
+        self.rcn_counted
+    }
+
     /// The device's count of its receiving QPs (protocol.md 6.5), at
-    /// `now`: takes this QP's hint from the previous count's `shares`
-    /// (as one of the QPs it counted, or not), and returns whether this QP
-    /// counts as receiving now ([`rcn::RECEIVING_WINDOW_NS`]), which the
-    /// caller adds up into the next count's shares.
+    /// `now`, visiting this QP: takes its hint from the previous count's
+    /// `shares` (as one of the QPs it counted, or not), and returns
+    /// whether this QP counts as receiving now
+    /// ([`rcn::RECEIVING_WINDOW_NS`]), which the caller adds up into the
+    /// next count's shares. A QP not receiving is no longer
+    /// [`due`](Receiver::rcn_due) for counts until its next data packet.
     pub fn rcn_count(&mut self, shares: &Shares, now: u64) -> bool {
         self.rate_hint_mbps = shares.hint(self.rcn_counted);
         self.rcn_counted = self.receiving(now, rcn::RECEIVING_WINDOW_NS);
+        if !self.rcn_counted {
+            self.last_data_ns = None;
+        }
         self.rcn_counted
     }
 
