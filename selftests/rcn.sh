@@ -31,7 +31,9 @@ SECS=${METAROCE_RCN_SECS:-15}     # ib_write_bw -D
 SIZE=65536
 PORT0=18830
 knobs=/sys/class/infiniband/mr0/metaroce
+sampler=""
 cleanup() {
+	[ -n "$sampler" ] && kill "$sampler" 2> /dev/null
 	tc qdisc del dev "$PLANE0_DEV" root 2> /dev/null
 	two_host_cleanup -k ib_write_bw -q
 }
@@ -68,11 +70,29 @@ marked = red.get("marked", red.get("options", {}).get("marked", 0))
 print(root.get("drops", 0), marked)' || echo "? ?"
 }
 
-# backlog: the root qdisc's backlog in bytes now.
-backlog() {
-	tc -s -j qdisc show dev "$PLANE0_DEV" | /usr/bin/python3 -c '
+# backlog_sampler FILE: the root qdisc's statistics every 0.5 s, one JSON
+# line each, into FILE until killed (tc alone in the loop: a Python start
+# per sample takes about a second in a TCG guest).
+backlog_sampler() {
+	while :; do
+		tc -s -j qdisc show dev "$PLANE0_DEV"
+		echo
+		sleep 0.5
+	done > "$1" 2> /dev/null
+}
+
+# backlogs FILE: the tbf backlogs (bytes) in a sampler's FILE, one a line.
+backlogs() {
+	/usr/bin/python3 -c '
 import json, sys
-print(next((q.get("backlog", 0) for q in json.load(sys.stdin) if q.get("kind") == "tbf"), ""))'
+for line in open(sys.argv[1]):
+    try:
+        qs = json.loads(line)
+    except ValueError:
+        continue
+    b = next((q.get("backlog") for q in qs if q.get("kind") == "tbf"), None)
+    if b is not None:
+        print(b)' "$1"
 }
 
 # hints WHO: the hints of the ib_write_bw RC QPs on host WHO (A: the
@@ -99,7 +119,7 @@ print(" ".join(str(q.get("drv_" + field, q.get(field, "?"))) for q in qps
 # seconds through a fresh bottleneck; logs and sets $goodputs (MB/s per
 # sender), $jain, $total, $drops, $marked, $bmax, $bmean, $hints_a, $hints_b.
 incast() {
-	local label=$1 k j g jobs=() pids=() outs=() samples=() s n=0 sum=0
+	local label=$1 k j g jobs=() pids=() outs=() samples=() s n=0 sum=0 sampler_out start
 	bottleneck
 	for ((k = 0; k < N; k++)); do
 		j=$(peer_spawn "timeout $((SECS + 60)) ib_write_bw -d mr0 -x $pgid -p $((PORT0 + k)) -s $SIZE -D $SECS") ||
@@ -113,21 +133,30 @@ incast() {
 			"$METAROCE_PEER_ADDR" > "${outs[k]}" 2>&1 &
 		pids+=($!)
 	done
-	# The backlog every 0.5 s while the clients run; the hints halfway.
-	for ((k = 0; k < 2 * SECS + 8; k++)); do
-		s=$(backlog)
-		[ -n "$s" ] && samples+=("$s")
-		if [ "$k" = "$SECS" ]; then
-			hints_a=$(hints A)
-			hints_b=$(hints B)
-		fi
-		kill -0 "${pids[@]}" 2> /dev/null || break
+	# The backlog every 0.5 s while the clients run; the hints halfway
+	# through their SECS (by the clock: sampling takes time of its own).
+	sampler_out=$(mktemp)
+	backlog_sampler "$sampler_out" &
+	sampler=$!
+	start=$SECONDS
+	while [ $((SECONDS - start)) -lt $((SECS / 2 + 2)) ]; do
 		sleep 0.5
 	done
+	for ((k = 0; k < N; k++)); do
+		kill -0 "${pids[k]}" 2> /dev/null ||
+			fail "$label: client $k ended within $((SECONDS - start)) s of a ${SECS} s run: $(tail -5 "${outs[k]}")"
+	done
+	hints_a=$(hints A)
+	hints_b=$(hints B)
 	for ((k = 0; k < N; k++)); do
 		wait "${pids[k]}" || fail "$label: client $k failed: $(tail -5 "${outs[k]}")"
 		peer_wait "${jobs[k]}" 90 > /dev/null || fail "$label: server $k failed on B"
 	done
+	kill "$sampler" 2> /dev/null
+	wait "$sampler" 2> /dev/null
+	sampler=""
+	mapfile -t samples < <(backlogs "$sampler_out")
+	rm -f "$sampler_out"
 	read -r drops marked <<< "$(qdisc_stat)"
 	log "$label: bottleneck: $(tc -s qdisc show dev "$PLANE0_DEV" | tr '\n' ' ')"
 	goodputs=""
