@@ -33,6 +33,7 @@ pub mod engine {
     pub mod marks;
     pub mod path;
     pub mod ratelimit;
+    pub mod rcn;
     pub mod receiver;
     pub mod sack;
     pub mod sender;

@@ -19,15 +19,16 @@ use super::plane::{owner_of, PlaneTable};
 use super::qp_counters::CounterTable;
 use super::qp_marks::QpMarks;
 use super::qpn::{self, QpnPool};
+use super::rcn::{self, Rcn};
 use super::rx::DropRecord;
 use super::srq::SrqNumbers;
 use super::stats::Counters;
 use super::transport::{Transport, TxCtx};
-use crate::engine::config::SenderConfig;
+use crate::engine::knobs::Settings;
 use crate::engine::ratelimit::TokenBucket;
 use crate::ib::device::{device_by_netdev, Device, DeviceRef};
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
-use crate::ib::netdev::{netdev_by_index, NetDevice};
+use crate::ib::netdev::{netdev_by_index, NetDevice, Rtnl};
 use crate::ib::random::random_u32;
 use crate::ib::timer::{Tick, Ticker};
 use crate::ib::udp::{RxHandler, TunnelRef, TunnelSock};
@@ -95,9 +96,12 @@ pub(crate) struct DeviceState {
     /// Where each address handle sends to.
     pub(crate) ahs: AhTable,
     /// The knobs: the sender configuration QPs start from when they
-    /// connect (its per-connection fields are theirs; `knobs.rs`).
+    /// connect (its per-connection fields are theirs) and the receiver
+    /// rate hints' settings (`knobs.rs`).
     #[pin]
-    pub(crate) qp_config: SpinLockBh<SenderConfig>,
+    pub(crate) knobs: SpinLockBh<Settings>,
+    /// The receiver rate hints' capacity and count (`rcn.rs`).
+    pub(crate) rcn: Rcn,
 }
 
 /// Period of the engine tick, in jiffies (1 ms at HZ=1000): the granularity
@@ -111,18 +115,23 @@ impl Tick for DeviceState {
     /// included; a kernel datagram QP when it posts.
     fn tick(&self) {
         let tx = self.tx(&self.tunnel, 0);
+        // Each QP visited takes its rate hint from the last count and is
+        // counted again (protocol.md 6.5, `rcn.rs`).
+        let shares = self.rcn.shares(&self.knobs.lock().rcn);
+        let mut receiving = 0u32;
         for slot in self.tick_due.take() {
             // The table's lock is held through the QP's tick: a QP taken
             // out of it (destroyed, reset) is not touched. A slot whose QP
             // is gone, or another QP now, costs a look.
             let qps = self.qps.lock();
             if let Some(t) = qps.at(slot) {
-                t.tick(&tx);
+                receiving += u32::from(t.tick(&tx, &shares));
                 continue;
             }
             drop(qps);
             datagram::tick(&self.uds, slot, &tx, &self.ahs);
         }
+        self.rcn.counted(&shares, receiving);
     }
 }
 
@@ -177,12 +186,14 @@ impl DeviceState {
     /// The initialiser for a new device's state, whose share of the UDP
     /// tunnel hands received packets to `R` (the receive dispatch,
     /// `net::NetRx`). Process context (it may open the UDP socket).
-    /// Its QPs start from `qp_config` (the module's knob defaults).
+    /// Its knobs start as `knobs` (the module parameters' values). Not
+    /// under the RTNL (it reads the plane's link speed).
     pub(crate) fn new<R: RxHandler>(
         first_plane: &NetDevice,
-        qp_config: SenderConfig,
+        knobs: Settings,
     ) -> impl PinInit<Self, Error> {
         let planes = PlaneTable::new(first_plane);
+        let first_mbps = Rtnl::with(|rtnl| rcn::plane_speed(first_plane, rtnl));
         let first = first_plane.ifindex();
         try_pin_init!(Self {
             ticker <- Ticker::new(TICK_JIFFIES),
@@ -203,7 +214,8 @@ impl DeviceState {
             planes <- new_spinlock_bh!(planes, "metaroce_planes"),
             uds <- new_spinlock_bh!(DatagramTable::new()?, "metaroce_uds"),
             ahs: AhTable::new()?,
-            qp_config <- new_spinlock_bh!(qp_config, "metaroce_qp_config"),
+            knobs <- new_spinlock_bh!(knobs, "metaroce_knobs"),
+            rcn: Rcn::new(first_mbps),
         })
     }
 
@@ -227,6 +239,7 @@ impl DeviceState {
             planes: &self.planes,
             sock,
             pending: &self.tx_pending,
+            rcn: &self.rcn,
             worker: self.tx_worker.item(),
             budget: Cell::new(budget),
         }

@@ -4,18 +4,21 @@
 //! while any plane has it), a QP's paths leave a plane whose carrier goes
 //! and return when it comes back, a plane goes away with its netdev, and
 //! the device goes with its first plane's netdev (its port and GID table).
+//! The receiver rate hints' capacity follows the planes' link speeds
+//! (`rcn.rs`).
 
 use kernel::prelude::*;
 
 use super::device::device_of_plane;
 use super::port::FIRST_PORT;
-use crate::ib::netdev::{NetDevice, NetdevEvent, NetdevHandler};
+use super::rcn;
+use crate::ib::netdev::{NetDevice, NetdevEvent, NetdevHandler, Rtnl};
 
 /// The driver's netdevice notifier handler.
 pub(crate) struct NetdevEvents;
 
 impl NetdevHandler for NetdevEvents {
-    fn event(event: NetdevEvent, ndev: &NetDevice) {
+    fn event(event: NetdevEvent, ndev: &NetDevice, rtnl: &Rtnl) {
         let Some(dev) = device_of_plane(ndev) else {
             return;
         };
@@ -31,6 +34,7 @@ impl NetdevHandler for NetdevEvents {
             NetdevEvent::Unregister => {
                 st.planes.lock().remove(plane);
                 st.counters.set_plane(plane, 0);
+                st.rcn.set_plane(plane, 0);
                 pr_info!(
                     "{}: plane {} ({}) removed with its netdev\n",
                     dev.name(),
@@ -40,6 +44,7 @@ impl NetdevHandler for NetdevEvents {
                 false
             }
             NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => {
+                st.rcn.set_plane(plane, rcn::plane_speed(ndev, rtnl));
                 ndev.is_running_with_carrier()
             }
             // The active MTU is derived from the netdev MTU at query time.

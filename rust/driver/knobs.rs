@@ -2,10 +2,11 @@
 
 //! The knobs (`rust/engine/src/knobs.rs`; Documentation/user-guide.md,
 //! "Knobs"): the defaults the module parameters set, and each device's
-//! values, the sender configuration its QPs start from when they connect
-//! (a connected QP keeps the one it connected with).
+//! values: the sender configuration its QPs start from when they connect
+//! (a connected QP keeps the one it connected with), and the receiver
+//! rate hints' settings, which its tick uses (`rcn.rs`).
 //!
-//! A device's set is one `SenderConfig` under a lock: a write checks the
+//! A device's set is one `Settings` under a lock: a write checks the
 //! value against the others and stores it in one step, and a connecting QP
 //! copies the whole set, so it never sees half of two writes (each knob
 //! in its own atomic would let it read a new `pwnd_min` beside an old
@@ -17,8 +18,8 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
 use super::device::{DeviceState, MetaRoceDevice};
-use crate::engine::config::SenderConfig;
-use crate::engine::knobs::{self, Knob, KnobError, KNOB_COUNT};
+use super::rcn;
+use crate::engine::knobs::{self, Knob, KnobError, Settings, KNOB_COUNT};
 use crate::ib::device::Device;
 use crate::ib::knobs::KnobDriver;
 
@@ -41,8 +42,8 @@ fn default_values() -> [u64; KNOB_COUNT] {
 
 /// The knobs of a new device: the module parameters' values, which
 /// [`check_defaults`] found a valid set when the module loaded.
-pub(crate) fn defaults() -> SenderConfig {
-    knobs::with_values(default_values()).unwrap_or(SenderConfig::DEFAULT)
+pub(crate) fn defaults() -> Settings {
+    knobs::with_values(default_values()).unwrap_or(Settings::DEFAULT)
 }
 
 /// At module load, after the parameters were set one by one (each in its
@@ -145,13 +146,20 @@ impl KnobDriver for MetaRoceDevice {
     }
 
     fn value(dev: &Device<DeviceState>, knob: Knob) -> u64 {
-        knob.get(&dev.data().qp_config.lock())
+        knob.get(&dev.data().knobs.lock())
     }
 
     fn set_value(dev: &Device<DeviceState>, knob: Knob, text: &[u8]) -> Result {
-        let mut cfg = dev.data().qp_config.lock();
+        let st = dev.data();
+        let mut cfg = st.knobs.lock();
         let value = knobs::parse_value(text);
         let Err(err) = value.and_then(|v| knob.set(&mut cfg, v)) else {
+            drop(cfg);
+            if matches!(knob, Knob::Rcn | Knob::RcnCapacityMbps) {
+                // The links' speeds again: a speed set with ethtool
+                // (virtio-net) raises no netdev event (`rcn.rs`).
+                rcn::read_planes(&st.rcn, &st.planes);
+            }
             return Ok(());
         };
         // The set as the write would have made it, for the log line.

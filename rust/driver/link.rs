@@ -20,6 +20,7 @@ use super::device::{
 use super::knobs;
 use super::net::NetRx;
 use super::port::{node_guid_from_mac, FIRST_PORT};
+use super::rcn;
 use crate::ib::device::{device_by_name, name_in_use, DeviceConfig, NewDevice};
 use crate::ib::link::LinkType;
 use crate::ib::netdev::NetDevice;
@@ -114,6 +115,8 @@ fn add_plane(dev: &MetaRoceIbDevice, ndev: &NetDevice) -> Result {
         );
     })?;
     dev.data().counters.set_plane(k, ndev.ifindex());
+    // The receive capacity the rate hints share grows with it.
+    rcn::read_planes(&dev.data().rcn, &dev.data().planes);
     pr_info!("{}: plane {} on {}\n", name, k, ndev.name());
     // The port is active while any plane is.
     dev.dispatch_port_event(FIRST_PORT, dev.data().planes.lock().any_carrier());

@@ -28,6 +28,7 @@ pub(crate) mod qp_counters;
 pub(crate) mod qp_details;
 pub(crate) mod qp_marks;
 pub(crate) mod qpn;
+pub(crate) mod rcn;
 pub(crate) mod refusal;
 pub(crate) mod rx;
 pub(crate) mod srq;

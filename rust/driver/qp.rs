@@ -121,7 +121,7 @@ impl QpState {
             return Ok(());
         }
         self.transport
-            .with_sender(|sender| super::qp_details::write(sender, out))
+            .with_engines(|sender, receiver| super::qp_details::write(sender, receiver, out))
     }
 
     /// Creates a QP; returns its number and state.
@@ -415,7 +415,7 @@ impl QpState {
             let planes = dev.data().planes.lock().count();
             // The device's knobs as they are now: later changes are for
             // QPs that connect after them.
-            let knobs = *dev.data().qp_config.lock();
+            let knobs = dev.data().knobs.lock().sender;
             t.connect(
                 &knobs,
                 Peer {

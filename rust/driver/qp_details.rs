@@ -7,7 +7,10 @@
 //! be read off a running QP.
 //!
 //! Names: `paths`, `active_paths`, `qwnd` (packets), `inflight`,
-//! `outstanding` (messages), `rate_hint_mbps`, then for each path in use,
+//! `outstanding` (messages), `rate_hint_mbps` (the peer's hint this QP's
+//! sender obeys), `rx_rate_hint_mbps` (the hint this QP's ACKs carry
+//! while it receives, protocol.md 6.5; a QP that stopped keeps its last,
+//! its next ACK takes the newcomer's share, `rcn.rs`), then for each path in use,
 //! by slot `K`: `pK_plane`, `pK_sport`, `pK_state`, `pK_cwnd` (packets),
 //! `pK_srtt_us`, `pK_min_rtt_us`, `pK_inflight`, and since the path opened
 //! `pK_sent` (data packets, retransmissions included), `pK_retx` (of them
@@ -20,17 +23,19 @@ use kernel::c_str;
 use kernel::prelude::*;
 
 use crate::engine::path::{PathState, TxPath};
+use crate::engine::receiver::Receiver;
 use crate::engine::sender::Sender;
 use crate::ib::restrack::Details;
 
-/// Writes the details of a QP whose sender engine is `sender`.
-pub(crate) fn write(sender: &Sender, out: &mut Details<'_>) -> Result {
+/// Writes the details of a QP whose engines are `sender` and `receiver`.
+pub(crate) fn write(sender: &Sender, receiver: &Receiver, out: &mut Details<'_>) -> Result {
     out.u32(format_args!("paths"), count(sender.path_count()))?;
     out.u32(format_args!("active_paths"), count(sender.active_paths()))?;
     out.u32(format_args!("qwnd"), sender.qwnd())?;
     out.u32(format_args!("inflight"), sender.inflight())?;
     out.u32(format_args!("outstanding"), sender.outstanding())?;
     out.u32(format_args!("rate_hint_mbps"), sender.rate_hint_mbps())?;
+    out.u32(format_args!("rx_rate_hint_mbps"), receiver.rate_hint_mbps())?;
     for p in sender.used_paths() {
         if out.group(|g| write_path(g, p)).is_err() {
             // No room for this path: it and the rest are left out.

@@ -35,6 +35,7 @@ use super::mr::{MrTable, Requester};
 use super::plane::{PeerPlanes, PlaneTable};
 use super::qp_counters::{CounterTable, QpCounters};
 use super::qp_marks::QpMarks;
+use super::rcn::Rcn;
 use super::rx::{RxFate, RxMeta};
 use super::srq::SrqState;
 use super::stats::{Counter, Counters};
@@ -46,6 +47,7 @@ use crate::engine::cc::Aimd;
 use crate::engine::config::{ConfigError, ReceiverConfig, SenderConfig, MSG_WINDOW};
 use crate::engine::heap::kmalloc_size;
 use crate::engine::path::TxPath;
+use crate::engine::rcn::Shares;
 use crate::engine::receiver::Receiver;
 use crate::engine::sender::Sender;
 use crate::engine::wire::{self, Opcode, Packet};
@@ -499,6 +501,11 @@ struct TickWork {
     /// The sender engine's next timer (retransmission timeouts, probes,
     /// the verdict probe, the retry budget, a refused allocation's retry).
     deadline: Option<u64>,
+    /// The receiver accepted data since the device's count of receiving
+    /// QPs last found it idle (`Receiver::rcn_due`): every tick counts it
+    /// until its window has passed, and that tick lets it go (protocol.md
+    /// 6.5, `rcn.rs`).
+    rcn_count: bool,
 }
 
 impl TickWork {
@@ -508,6 +515,7 @@ impl TickWork {
             || self.planes
             || self.wrs_wanted
             || self.deadline.is_some()
+            || self.rcn_count
     }
 }
 
@@ -527,6 +535,9 @@ pub(crate) struct TxCtx<'a> {
     pub(crate) sock: &'a TunnelSock,
     /// The QPs with work for the device's transmit worker.
     pub(crate) pending: &'a QpMarks,
+    /// The device's receiver rate hints: a QP not counted as receiving
+    /// takes its hint from here before its ACKs go.
+    pub(crate) rcn: &'a Rcn,
     /// The transmit worker (`tx_worker.rs`).
     pub(crate) worker: &'a WorkItem,
     /// Data and probe packets this caller may still send; what is left
@@ -866,11 +877,12 @@ impl Transport {
         self.deliver_cq_events();
     }
 
-    /// Runs `f` on the QP's sender engine (its paths and counters) under
-    /// the transport's lock: for reports (`qp_details`), not the data path.
-    pub(crate) fn with_sender<R>(&self, f: impl FnOnce(&Sender) -> R) -> R {
+    /// Runs `f` on the QP's engines (the sender's paths and counters, the
+    /// receiver's rate hint) under the transport's lock: for reports
+    /// (`qp_details`), not the data path.
+    pub(crate) fn with_engines<R>(&self, f: impl FnOnce(&Sender, &Receiver) -> R) -> R {
         let i = self.lock();
-        f(&i.send.sender)
+        f(&i.send.sender, &i.recv.receiver)
     }
 
     /// The data path failed (a work request completed in error): the QP
@@ -893,9 +905,13 @@ impl Transport {
         if i.peer.is_none() {
             return TickWork::default();
         }
+        // Counted until its window has passed, in error too (what it
+        // accepted before still counts).
+        let rcn_count = i.recv.receiver.rcn_due();
         if i.failed {
             return TickWork {
                 flush_receives: self.rq.is_some(),
+                rcn_count,
                 ..TickWork::default()
             };
         }
@@ -905,22 +921,32 @@ impl Transport {
             planes: i.send.sender.config().planes > 1 && !i.peer_planes.acked,
             wrs_wanted: i.wrs_wanted,
             deadline: i.send.sender.next_deadline(),
+            rcn_count,
         }
     }
 
-    /// The device tick's visit (the QP was marked): flushes receives
-    /// posted in error, sends the ACKs the receiver held and our PLANES
-    /// when due, and has the transmit worker fire the engine's timers that
-    /// are due and retry a request window. Marked again if work is left.
-    pub(crate) fn tick(&self, tx: &TxCtx<'_>) {
-        self.tick_locked(&mut self.lock(), tx);
+    /// The device tick's visit (the QP was marked): counts a QP that
+    /// received data lately and gives it its rate hint from the device's
+    /// last count (`shares`), flushes receives posted in error, sends the
+    /// ACKs the receiver held and our PLANES when due, and has the
+    /// transmit worker fire the engine's timers that are due and retry a
+    /// request window. Marked again if work is left. Returns whether the
+    /// QP counts as receiving now (protocol.md 6.5).
+    pub(crate) fn tick(&self, tx: &TxCtx<'_>, shares: &Shares) -> bool {
+        let receiving = self.tick_locked(&mut self.lock(), tx, shares);
         self.deliver_cq_events();
+        receiving
     }
 
-    fn tick_locked(&self, i: &mut Inner, tx: &TxCtx<'_>) {
+    fn tick_locked(&self, i: &mut Inner, tx: &TxCtx<'_>, shares: &Shares) -> bool {
         let now = now_ns();
         let work = self.tick_work(i);
-        let Some(peer) = i.peer else { return };
+        // Before the held ACKs go: they carry the new hint. A QP whose
+        // window has passed is counted no more and has no such work left.
+        let receiving = work.rcn_count && i.recv.receiver.rcn_count(shares, now);
+        let Some(peer) = i.peer else {
+            return receiving;
+        };
         if work.flush_receives
             && self
                 .rq
@@ -966,6 +992,7 @@ impl Transport {
             self.timers_deferred.store(true, Ordering::Release);
             tx.defer(self.qpn);
         }
+        receiving
     }
 
     /// New send work requests may be in the ring: turn them into messages

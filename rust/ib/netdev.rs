@@ -102,6 +102,44 @@ impl NetDevice {
                 && bindings::metaroce_helper_netif_carrier_ok(self.as_raw())
         }
     }
+
+    /// The link speed its driver reports to ethtool, in Mbit/s; `None`
+    /// when it reports none (`SPEED_UNKNOWN`, as virtio-net does unless
+    /// the hypervisor or `ethtool -s` gave it one) or has no ethtool
+    /// link settings. The driver's callback may sleep: process context.
+    pub(crate) fn link_speed_mbps(&self, _rtnl: &Rtnl) -> Option<u32> {
+        let mut ks = bindings::ethtool_link_ksettings::default();
+        // SAFETY: the device is alive (type invariant), the RTNL is held
+        // (`Rtnl`'s invariant) as the call asserts, and `ks` is a valid
+        // out-parameter for it.
+        let rc = unsafe { bindings::__ethtool_get_link_ksettings(self.as_raw(), &mut ks) };
+        let speed = ks.base.speed;
+        (rc == 0 && speed != 0 && speed != bindings::SPEED_UNKNOWN as u32).then_some(speed)
+    }
+}
+
+/// Proof that this thread holds the RTNL (the networking core's mutex),
+/// which some netdev calls require.
+///
+/// # Invariants
+///
+/// A `Rtnl` exists only while the RTNL is held: made by [`Rtnl::with`],
+/// which holds it for the value's whole life (the value is only lent), or
+/// for a netdevice notifier's call, which runs under it. Not `Send`.
+pub(crate) struct Rtnl(PhantomData<*mut ()>);
+
+impl Rtnl {
+    /// Runs `f` with the RTNL held. Process context, and not already
+    /// under the RTNL (a netdevice notifier has its own `Rtnl`): the call
+    /// sleeps until the mutex is free.
+    pub(crate) fn with<R>(f: impl FnOnce(&Rtnl) -> R) -> R {
+        // SAFETY: takes the mutex; the caller is in process context.
+        unsafe { bindings::rtnl_lock() };
+        let r = f(&Rtnl(PhantomData));
+        // SAFETY: taken above; the `Rtnl` lent to `f` is gone.
+        unsafe { bindings::rtnl_unlock() };
+        r
+    }
 }
 
 /// A counted reference to a network device, dropped with `dev_put`.
@@ -187,8 +225,8 @@ impl NetdevEvent {
 
 /// What a netdevice notifier handler implements.
 pub(crate) trait NetdevHandler {
-    /// Called with the RTNL held, in process context.
-    fn event(event: NetdevEvent, ndev: &NetDevice);
+    /// Called with the RTNL held (`rtnl`), in process context.
+    fn event(event: NetdevEvent, ndev: &NetDevice, rtnl: &Rtnl);
 }
 
 /// A registered netdevice notifier; unregistered on drop.
@@ -246,8 +284,10 @@ impl<T: NetdevHandler> NetdevNotifier<T> {
         if dev.is_null() {
             return bindings::NOTIFY_DONE as kernel::ffi::c_int;
         }
+        // The chain is called under the RTNL (`Rtnl`'s invariant).
+        let rtnl = Rtnl(PhantomData);
         // SAFETY: the notifier chain holds the device alive for this call.
-        T::event(event, unsafe { NetDevice::from_raw(dev) });
+        T::event(event, unsafe { NetDevice::from_raw(dev) }, &rtnl);
         bindings::NOTIFY_OK as kernel::ffi::c_int
     }
 }

@@ -4,6 +4,8 @@
  * kernel crate already binds are reused from `kernel::bindings`.
  */
 #include <linux/netdevice.h>
+#include <linux/ethtool.h>
+#include <linux/rtnetlink.h>
 #include <linux/if_arp.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_mad.h>

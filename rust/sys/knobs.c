@@ -4,7 +4,7 @@
  * parameter each, read-only once loaded, the value new devices start from;
  * and a file each in every device's "metaroce" directory,
  * /sys/class/infiniband/<dev>/metaroce/<knob>, the value of the device's
- * new QPs. module_param_cb and __ATTR are macros Rust cannot expand, so the
+ * new QPs (the rcn knobs: of the device itself). module_param_cb and __ATTR are macros Rust cannot expand, so the
  * declarations are here; the callbacks are Rust's (rust/ib/knobs.rs) and
  * find the knob by the parameter's or the file's name. A descriptor's
  * default and range are the engine's (rust/engine/tests/knob_docs.rs keeps
@@ -35,6 +35,8 @@ METAROCE_KNOB(loss_md_threshold, "losses in one RTT that halve a path's window (
 METAROCE_KNOB(reorder_threshold, "packets acknowledged above a hole that make it a loss (default 1, 1-255)");
 METAROCE_KNOB(delay_target_us, "queueing delay that counts as congestion, us, 0 off (default 5000, 0-1000000)");
 METAROCE_KNOB(min_rto_us, "retransmission timeout floor, us (default 10000, 1-100000)");
+METAROCE_KNOB(rcn, "receiver rate hints in ACKs, 1 on, 0 off (default 1, 0-1)");
+METAROCE_KNOB(rcn_capacity_mbps, "receive capacity the hints share, Mbit/s, 0 the links' speed (default 0, 0-100000000)");
 
 static struct attribute *metaroce_knob_attrs[] = {
 	&metaroce_knob_initial_paths.attr,
@@ -46,6 +48,8 @@ static struct attribute *metaroce_knob_attrs[] = {
 	&metaroce_knob_reorder_threshold.attr,
 	&metaroce_knob_delay_target_us.attr,
 	&metaroce_knob_min_rto_us.attr,
+	&metaroce_knob_rcn.attr,
+	&metaroce_knob_rcn_capacity_mbps.attr,
 	NULL,
 };
 

@@ -250,6 +250,12 @@ CLAUSES = [
       "READ_RESP: imm = READ_REQ's MSN, in the responder's send stream", ("read_responder",)),
     C("5.1.a", "5.1", "a retransmitted request must not execute again",
       "an atomic runs exactly once; a duplicate request is only acknowledged", ("atomic_exactly_once",)),
+    # ---- 6.5 receiver rate hints ----
+    C("6.5.a", "6.5", "Every ACK MUST carry its QP's current hint",
+      "each ACK carries its QP's rate hint: the device's capacity shared among its receiving QPs",
+      unseen="the hint is a share of the DUT's receive capacity, a local setting (a knob or its "
+      "links' speeds) no peer knows; with the tester's one receiving QP the share is none (0), "
+      "which a DUT without hints also sends (host tests: rust/engine/tests/rcn.rs)"),
 ]
 
 

@@ -125,6 +125,13 @@ impl Transport {
                 return;
             }
         }
+        if !i.recv.receiver.rcn_counted() {
+            // The last count did not find this QP receiving: it
+            // advertises a newcomer's share of that count (protocol.md
+            // 6.5), which the tick, visiting only receiving QPs, did not
+            // keep current. A counted QP's hint is the tick's.
+            i.recv.receiver.set_rate_hint(tx.rcn.newcomer_hint());
+        }
         self.acknowledge(i, tx, ndev, meta.reply_to(), h.path_id, plane, cum_msn);
         if self.complete_receives(i, tx.mrs) {
             self.after_progress(i, tx);

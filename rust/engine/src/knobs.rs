@@ -1,20 +1,48 @@
-//! The sender settings an operator may change at run time: their names,
-//! ranges and defaults in one table, and the checks of one value and of a
-//! whole set.
+//! The settings an operator may change at run time (the sender's of new
+//! QPs and the device's receiver rate hints): their names, ranges and
+//! defaults in one table, and the checks of one value and of a whole set.
 //!
 //! The kernel driver gives each knob a module parameter (the default of
 //! new devices) and a file per device (the value of its new QPs);
 //! `Documentation/user-guide.md` ("Knobs") and `metaroce(7)` describe
 //! them, and `tests/knob_docs.rs` keeps both and the driver's list of
-//! parameters equal to this table. A knob is a field of [`SenderConfig`]
-//! in a unit a person types (microseconds, not nanoseconds); a set of
-//! knobs is kept as the `SenderConfig` new QPs start from, so the engine's
-//! own [`SenderConfig::validate`] judges every set.
+//! parameters equal to this table. A knob is a field of [`Settings`] in a
+//! unit a person types (microseconds, not nanoseconds); the sender's part
+//! of a set is kept as the `SenderConfig` new QPs start from, so the
+//! engine's own [`SenderConfig::validate`] judges every set. The RCN knobs
+//! are the device's own, used from its next count of receiving QPs
+//! (`rcn.rs`).
 
 use super::config::{ConfigError, SenderConfig, MAX_PATHS};
+use super::rcn::RcnConfig;
 use super::wire::SACK_BITS;
 
-/// A run-time setting of the sender of new QPs.
+/// What the knobs set: the sender configuration new QPs start from and the
+/// device's receiver rate hints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// The sender configuration of new QPs.
+    pub sender: SenderConfig,
+    /// The device's receiver rate hints.
+    pub rcn: RcnConfig,
+}
+
+impl Settings {
+    /// The engine's defaults.
+    pub const DEFAULT: Self = Self {
+        sender: SenderConfig::DEFAULT,
+        rcn: RcnConfig::DEFAULT,
+    };
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// A run-time setting: of the sender of new QPs, or of the device's
+/// receiver rate hints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Knob {
     /// Paths a QP opens when it connects (`initial_paths`).
@@ -39,10 +67,16 @@ pub enum Knob {
     /// Lower bound of the retransmission timeout, in microseconds
     /// (`min_rto_ns` / 1000).
     MinRtoUs,
+    /// 1: the device's ACKs carry receiver rate hints; 0: they carry none
+    /// (`RcnConfig::enabled`).
+    Rcn,
+    /// Receive capacity the hints share, in Mbit/s; 0: the planes' link
+    /// speeds (`RcnConfig::capacity_mbps`).
+    RcnCapacityMbps,
 }
 
 /// Number of knobs.
-pub const KNOB_COUNT: usize = 9;
+pub const KNOB_COUNT: usize = 11;
 
 /// Pairs of knobs whose values must be ordered, smaller first.
 pub const ORDERED: [(Knob, Knob); 3] = [
@@ -55,6 +89,8 @@ pub const ORDERED: [(Knob, Knob); 3] = [
 /// [`SenderConfig::DEFAULT`], which no knob changes, and one second.
 const MAX_RTO_US: u64 = SenderConfig::DEFAULT.max_rto_ns / 1000;
 const MAX_DELAY_TARGET_US: u64 = 1_000_000;
+/// Largest receive capacity (Mbit/s): 100 Tbit/s, beyond any device's.
+const MAX_CAPACITY_MBPS: u64 = 100_000_000;
 
 /// Why a knob value or a set of them was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +127,8 @@ impl Knob {
         Knob::ReorderThreshold,
         Knob::DelayTargetUs,
         Knob::MinRtoUs,
+        Knob::Rcn,
+        Knob::RcnCapacityMbps,
     ];
 
     /// The name of the knob's module parameter and file.
@@ -105,6 +143,8 @@ impl Knob {
             Knob::ReorderThreshold => "reorder_threshold",
             Knob::DelayTargetUs => "delay_target_us",
             Knob::MinRtoUs => "min_rto_us",
+            Knob::Rcn => "rcn",
+            Knob::RcnCapacityMbps => "rcn_capacity_mbps",
         }
     }
 
@@ -124,7 +164,7 @@ impl Knob {
     /// path's window is at most what one SACK covers ([`SACK_BITS`]
     /// packets), so no more packets than that can be lost within its RTT,
     /// and at most one fewer can be acknowledged above a hole; the RTO
-    /// floor stays under the fixed RTO ceiling.
+    /// floor stays under the fixed RTO ceiling; RCN is on or off.
     pub const fn range(self) -> (u64, u64) {
         let paths = MAX_PATHS as u64;
         let window = SACK_BITS as u64;
@@ -134,11 +174,14 @@ impl Knob {
             Knob::ReorderThreshold => (1, window - 1),
             Knob::DelayTargetUs => (0, MAX_DELAY_TARGET_US),
             Knob::MinRtoUs => (1, MAX_RTO_US),
+            Knob::Rcn => (0, 1),
+            Knob::RcnCapacityMbps => (0, MAX_CAPACITY_MBPS),
         }
     }
 
-    /// The knob's value in `cfg`.
-    pub const fn get(self, cfg: &SenderConfig) -> u64 {
+    /// The knob's value in `set`.
+    pub const fn get(self, set: &Settings) -> u64 {
+        let cfg = &set.sender;
         match self {
             Knob::InitialPaths => cfg.initial_paths as u64,
             Knob::MaxPaths => cfg.max_paths as u64,
@@ -149,12 +192,14 @@ impl Knob {
             Knob::ReorderThreshold => cfg.reorder_threshold as u64,
             Knob::DelayTargetUs => cfg.delay_target_ns / 1000,
             Knob::MinRtoUs => cfg.min_rto_ns / 1000,
+            Knob::Rcn => set.rcn.enabled as u64,
+            Knob::RcnCapacityMbps => set.rcn.capacity_mbps as u64,
         }
     }
 
-    /// The knob's value in [`SenderConfig::DEFAULT`].
+    /// The knob's value in [`Settings::DEFAULT`].
     pub const fn default_value(self) -> u64 {
-        self.get(&SenderConfig::DEFAULT)
+        self.get(&Settings::DEFAULT)
     }
 
     /// Whether `value` is in the knob's [`Knob::range`].
@@ -168,7 +213,7 @@ impl Knob {
 
     /// Sets the knob in `cfg` to `value` if the value is in range and the
     /// resulting set passes [`check`]; otherwise `cfg` is unchanged.
-    pub fn set(self, cfg: &mut SenderConfig, value: u64) -> Result<(), KnobError> {
+    pub fn set(self, cfg: &mut Settings, value: u64) -> Result<(), KnobError> {
         self.check_range(value)?;
         let mut next = *cfg;
         self.put(&mut next, value);
@@ -179,7 +224,8 @@ impl Knob {
 
     /// Writes `value`, which [`Knob::check_range`] accepted, into `cfg`
     /// (every range fits its field: the casts never cut).
-    fn put(self, cfg: &mut SenderConfig, value: u64) {
+    fn put(self, set: &mut Settings, value: u64) {
+        let cfg = &mut set.sender;
         match self {
             Knob::InitialPaths => cfg.initial_paths = value as u16,
             Knob::MaxPaths => cfg.max_paths = value as u16,
@@ -190,13 +236,15 @@ impl Knob {
             Knob::ReorderThreshold => cfg.reorder_threshold = value as u32,
             Knob::DelayTargetUs => cfg.delay_target_ns = value * 1000,
             Knob::MinRtoUs => cfg.min_rto_ns = value * 1000,
+            Knob::Rcn => set.rcn.enabled = value != 0,
+            Knob::RcnCapacityMbps => set.rcn.capacity_mbps = value as u32,
         }
     }
 }
 
 /// Checks a whole set: each knob in its range, each pair of [`ORDERED`]
 /// in order, then everything else the engine requires.
-pub fn check(cfg: &SenderConfig) -> Result<(), KnobError> {
+pub fn check(cfg: &Settings) -> Result<(), KnobError> {
     for k in Knob::ALL {
         k.check_range(k.get(cfg))?;
     }
@@ -205,13 +253,13 @@ pub fn check(cfg: &SenderConfig) -> Result<(), KnobError> {
             return Err(KnobError::Order { low, high });
         }
     }
-    cfg.validate().map_err(KnobError::Config)
+    cfg.sender.validate().map_err(KnobError::Config)
 }
 
-/// [`SenderConfig::DEFAULT`] with the knobs set to `values` (in the order
-/// of [`Knob::ALL`]), checked as a set with [`check`].
-pub fn with_values(values: [u64; KNOB_COUNT]) -> Result<SenderConfig, KnobError> {
-    let mut cfg = SenderConfig::DEFAULT;
+/// [`Settings::DEFAULT`] with the knobs set to `values` (in the order of
+/// [`Knob::ALL`]), checked as a set with [`check`].
+pub fn with_values(values: [u64; KNOB_COUNT]) -> Result<Settings, KnobError> {
+    let mut cfg = Settings::DEFAULT;
     for (k, v) in Knob::ALL.into_iter().zip(values) {
         k.check_range(v)?;
         k.put(&mut cfg, v);
@@ -258,10 +306,10 @@ mod tests {
 
     #[test]
     fn defaults_are_in_range_and_valid() {
-        check(&SenderConfig::DEFAULT).unwrap();
+        check(&Settings::DEFAULT).unwrap();
         let defaults = Knob::ALL.map(Knob::default_value);
-        assert_eq!(with_values(defaults), Ok(SenderConfig::DEFAULT));
-        assert_eq!(defaults, [4, 64, 8, 2, 256, 8, 1, 5000, 10_000]);
+        assert_eq!(with_values(defaults), Ok(Settings::DEFAULT));
+        assert_eq!(defaults, [4, 64, 8, 2, 256, 8, 1, 5000, 10_000, 1, 0]);
     }
 
     #[test]
@@ -269,7 +317,7 @@ mod tests {
         for k in Knob::ALL {
             let (min, max) = k.range();
             let err = Err(KnobError::OutOfRange { min, max });
-            let mut cfg = SenderConfig::DEFAULT;
+            let mut cfg = Settings::DEFAULT;
             if min > 0 {
                 assert_eq!(k.set(&mut cfg, min - 1), err, "{k:?}");
             }
@@ -277,7 +325,7 @@ mod tests {
             assert_eq!(k.set(&mut cfg, u64::MAX), err, "{k:?}");
             assert_eq!(
                 cfg,
-                SenderConfig::DEFAULT,
+                Settings::DEFAULT,
                 "{k:?}: a refused value changed the set"
             );
         }
@@ -290,15 +338,15 @@ mod tests {
         for k in Knob::ALL {
             let (min, max) = k.range();
             for v in (min..=max.min(300)).chain([max]) {
-                let mut cfg = SenderConfig::DEFAULT;
+                let mut cfg = Settings::DEFAULT;
                 match k.set(&mut cfg, v) {
                     Ok(()) => {
                         assert_eq!(k.get(&cfg), v);
-                        cfg.validate().unwrap();
+                        cfg.sender.validate().unwrap();
                     }
                     Err(KnobError::Order { low, high }) => {
                         assert!(low == k || high == k, "{k:?}={v}: {low:?} > {high:?}");
-                        assert_eq!(cfg, SenderConfig::DEFAULT);
+                        assert_eq!(cfg, Settings::DEFAULT);
                     }
                     Err(e) => panic!("{k:?}={v}: {e:?}"),
                 }
@@ -308,7 +356,7 @@ mod tests {
 
     #[test]
     fn ordered_pairs_are_checked_both_ways() {
-        let mut cfg = SenderConfig::DEFAULT;
+        let mut cfg = Settings::DEFAULT;
         let order = |low, high| Err(KnobError::Order { low, high });
         // initial_paths <= max_paths.
         assert_eq!(
@@ -337,18 +385,55 @@ mod tests {
         // Raising the middle first makes room for the lower bound.
         Knob::PwndInit.set(&mut cfg, 32).unwrap();
         Knob::PwndMin.set(&mut cfg, 16).unwrap();
-        assert_eq!((cfg.pwnd_min, cfg.pwnd_init, cfg.pwnd_max), (16, 32, 256));
+        assert_eq!(
+            (
+                cfg.sender.pwnd_min,
+                cfg.sender.pwnd_init,
+                cfg.sender.pwnd_max
+            ),
+            (16, 32, 256)
+        );
     }
 
     #[test]
     fn microsecond_knobs_scale_to_nanoseconds() {
-        let mut cfg = SenderConfig::DEFAULT;
+        let mut cfg = Settings::DEFAULT;
         Knob::MinRtoUs.set(&mut cfg, 250).unwrap();
         Knob::DelayTargetUs.set(&mut cfg, 0).unwrap();
-        assert_eq!((cfg.min_rto_ns, cfg.delay_target_ns), (250_000, 0));
+        assert_eq!(
+            (cfg.sender.min_rto_ns, cfg.sender.delay_target_ns),
+            (250_000, 0)
+        );
         // The floor may reach the fixed ceiling, not pass it.
         Knob::MinRtoUs.set(&mut cfg, MAX_RTO_US).unwrap();
-        assert_eq!(cfg.min_rto_ns, cfg.max_rto_ns);
+        assert_eq!(cfg.sender.min_rto_ns, cfg.sender.max_rto_ns);
+    }
+
+    #[test]
+    fn rcn_knobs_set_the_device_part() {
+        let mut cfg = Settings::DEFAULT;
+        Knob::Rcn.set(&mut cfg, 0).unwrap();
+        Knob::RcnCapacityMbps.set(&mut cfg, 400).unwrap();
+        assert_eq!(
+            cfg.rcn,
+            RcnConfig {
+                enabled: false,
+                capacity_mbps: 400
+            }
+        );
+        assert_eq!(cfg.sender, SenderConfig::DEFAULT);
+        assert_eq!(
+            (Knob::Rcn.get(&cfg), Knob::RcnCapacityMbps.get(&cfg)),
+            (0, 400)
+        );
+        assert_eq!(
+            Knob::Rcn.set(&mut cfg, 2),
+            Err(KnobError::OutOfRange { min: 0, max: 1 })
+        );
+        Knob::RcnCapacityMbps
+            .set(&mut cfg, MAX_CAPACITY_MBPS)
+            .unwrap();
+        assert_eq!(u64::from(cfg.rcn.capacity_mbps), MAX_CAPACITY_MBPS);
     }
 
     #[test]
@@ -364,7 +449,7 @@ mod tests {
         );
         v[2] = 32; // pwnd_init: now in order
         assert_eq!(
-            with_values(v).map(|c| (c.pwnd_min, c.pwnd_init)),
+            with_values(v).map(|c| (c.sender.pwnd_min, c.sender.pwnd_init)),
             Ok((16, 32))
         );
         v[0] = 0; // initial_paths

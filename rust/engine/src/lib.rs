@@ -37,6 +37,7 @@ pub mod knobs;
 pub mod marks;
 pub mod path;
 pub mod ratelimit;
+pub mod rcn;
 pub mod receiver;
 pub mod sack;
 pub mod sender;

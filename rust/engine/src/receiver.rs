@@ -13,6 +13,7 @@ use super::config::{
     PATH_SLOT_BITS, PATH_SLOT_MASK,
 };
 use super::heap::{kmalloc_size, Global, Heap};
+use super::rcn::{self, Shares};
 use super::sack::{PsnVerdict, SackTracker};
 use super::sender::packets_for;
 use super::seq::seq_diff;
@@ -182,6 +183,13 @@ pub struct Receiver<H: Heap = Global> {
     head: u32,
     cum_msn: u32,
     rate_hint_mbps: u32,
+    /// When the last data packet was accepted (placed, duplicate or
+    /// discarded), for the device's count of receiving QPs (RCN); `None`
+    /// once a count found that time out of the window (or none came).
+    last_data_ns: Option<u64>,
+    /// This QP was one of the receiving QPs at the last count that
+    /// visited it, which a receiving QP's count always does.
+    rcn_counted: bool,
     pending_nak: Option<Nak>,
     /// The last message failed here and its syndrome, kept after its
     /// completion is released: a QP in error still answers that
@@ -218,6 +226,8 @@ impl<H: Heap> Receiver<H> {
         head: 0,
         cum_msn: 0,
         rate_hint_mbps: 0,
+        last_data_ns: None,
+        rcn_counted: false,
         pending_nak: None,
         last_failure: None,
         ack_delay_ns: DEFAULT_ACK_DELAY_NS,
@@ -243,6 +253,8 @@ impl<H: Heap> Receiver<H> {
         self.head = 0;
         self.cum_msn = 0;
         self.rate_hint_mbps = 0;
+        self.last_data_ns = None;
+        self.rcn_counted = false;
         self.pending_nak = None;
         self.last_failure = None;
         self.stats = ReceiverStats::default();
@@ -318,9 +330,60 @@ impl<H: Heap> Receiver<H> {
     }
 
     /// Set the rate hint (RCN, Mbit/s, 0 = none) advertised in ACKs; the
-    /// device computes it from its line rate and the QPs receiving at once.
+    /// device computes it from its line rate and the QPs receiving at once
+    /// ([`Receiver::rcn_count`] does both for a device's count).
     pub fn set_rate_hint(&mut self, mbps: u32) {
         self.rate_hint_mbps = mbps;
+    }
+
+    /// The rate hint advertised in ACKs (Mbit/s, 0 = none).
+    pub fn rate_hint_mbps(&self) -> u32 {
+        self.rate_hint_mbps
+    }
+
+    /// Whether a data packet was accepted within `window_ns` before `now`.
+    pub fn receiving(&self, now: u64, window_ns: u64) -> bool {
+        self.last_data_ns
+            .is_some_and(|t| now.saturating_sub(t) < window_ns)
+    }
+
+    /// Whether the device's count must visit this QP (protocol.md 6.5):
+    /// it accepted data since a count last found it idle, so it may be
+    /// receiving. A device whose count visits only the QPs with work for
+    /// it (the driver's tick) keeps such a QP marked until the count
+    /// that finds its window passed, which lets it go
+    /// ([`Receiver::rcn_count`]). No clock read: the data path pays one
+    /// store per packet, and a QP's idleness is judged by the count.
+    pub fn rcn_due(&self) -> bool {
+        self.last_data_ns.is_some()
+    }
+
+    /// Whether this QP was one of the receiving QPs at the device's last
+    /// count (a receiving QP is visited by every count, [`rcn_due`]). A
+    /// QP that was not advertises the share a newcomer gets from the
+    /// device's last count, `Shares::hint(false)`, which the device sets
+    /// before an ACK goes ([`Receiver::set_rate_hint`]): no count visits
+    /// an idle QP to keep it current.
+    ///
+    /// [`rcn_due`]: Receiver::rcn_due
+    pub fn rcn_counted(&self) -> bool {
+        self.rcn_counted
+    }
+
+    /// The device's count of its receiving QPs (protocol.md 6.5), at
+    /// `now`, visiting this QP: takes its hint from the previous count's
+    /// `shares` (as one of the QPs it counted, or not), and returns
+    /// whether this QP counts as receiving now
+    /// ([`rcn::RECEIVING_WINDOW_NS`]), which the caller adds up into the
+    /// next count's shares. A QP not receiving is no longer
+    /// [`due`](Receiver::rcn_due) for counts until its next data packet.
+    pub fn rcn_count(&mut self, shares: &Shares, now: u64) -> bool {
+        self.rate_hint_mbps = shares.hint(self.rcn_counted);
+        self.rcn_counted = self.receiving(now, rcn::RECEIVING_WINDOW_NS);
+        if !self.rcn_counted {
+            self.last_data_ns = None;
+        }
+        self.rcn_counted
     }
 
     /// Check a header against the MTU segmentation; returns (packet index,
@@ -440,6 +503,7 @@ impl<H: Heap> Receiver<H> {
             RxVerdict::Drop(_) => return v,
             RxVerdict::Duplicate | RxVerdict::Discard => true,
         };
+        self.last_data_ns = Some(now);
         if let (Some(urgent), Some(rp)) = (
             tracked,
             self.paths.get_mut(pslot).and_then(|p| p.as_deref_mut()),

@@ -3,7 +3,13 @@
 //! the engine's `marks.rs`). What that rests on, checked here:
 //!
 //! * an idle connected QP has no tick work (no engine deadline, no held
-//!   ACK), so thousands of idle QPs cost the tick nothing;
+//!   ACK, no data accepted within the receiver rate hints' window), so
+//!   thousands of idle QPs cost the tick nothing;
+//! * a QP that only receives stays marked for the device's count of
+//!   receiving QPs (protocol.md 6.5) until its window has passed, is
+//!   counted at every tick until then, and the tick that finds it idle
+//!   drops it from the count and lets it go; a QP no tick visits takes a
+//!   newcomer's hint from the last count;
 //! * no mark is lost: work left under a slot's lock and marked there, or
 //!   published and then marked by a poster, is always found, also with
 //!   QPs destroyed while marked, their slots reused, and QPs marking
@@ -18,6 +24,7 @@ use std::time::Instant;
 
 use metaroce_engine::config::{ReceiverConfig, SenderConfig};
 use metaroce_engine::marks::Marks;
+use metaroce_engine::rcn::{Shares, RECEIVING_WINDOW_NS};
 use metaroce_engine::receiver::{Receiver, RxVerdict};
 use metaroce_engine::sender::{Message, Sender, TxKind};
 use metaroce_engine::wire::Opcode;
@@ -42,8 +49,10 @@ fn connected() -> (Sender, Receiver) {
 
 /// What the driver's `Transport::tick_work` asks of the engines.
 fn has_tick_work(tx: &Sender, rx: &Receiver) -> bool {
-    tx.next_deadline().is_some() || rx.ack_deadline().is_some()
+    tx.next_deadline().is_some() || rx.ack_deadline().is_some() || rx.rcn_due()
 }
+
+const MS: u64 = 1_000_000;
 
 #[test]
 fn an_idle_connected_qp_has_no_tick_work_before_or_after_a_transfer() {
@@ -80,9 +89,11 @@ fn an_idle_connected_qp_has_no_tick_work_before_or_after_a_transfer() {
             assert!(!matches!(rx.on_data(h, false, now), RxVerdict::Drop(_)));
             acks.extend(rx.ack_now(h.path_id));
         }
-        // The tick (the QP is marked while it holds ACKs).
+        // The tick (the QP is marked while it holds ACKs or received
+        // lately).
         if has_tick_work(&tx, &rx) {
             ticks_with_work += 1;
+            assert!(rx.rcn_count(&Shares::NONE, now), "receiving");
         }
         acks.extend(core::iter::from_fn(|| rx.flush(u64::MAX)));
         for a in &acks {
@@ -94,6 +105,15 @@ fn an_idle_connected_qp_has_no_tick_work_before_or_after_a_transfer() {
         assert!(now < 10_000_000_000, "transfer stalled");
     }
     assert!(ticks_with_work > 0);
+    // Still counted as receiving until its window has passed: the tick
+    // that finds it idle lets it go.
+    let last = now - MS;
+    while rx.rcn_due() {
+        let counted = rx.rcn_count(&Shares::NONE, now);
+        assert_eq!(counted, now - last < RECEIVING_WINDOW_NS, "at {now}");
+        now += MS;
+        assert!(now - last <= RECEIVING_WINDOW_NS + MS, "never let go");
+    }
     assert!(
         !has_tick_work(&tx, &rx),
         "idle again: no deadline {:?}, no held ACK {:?}",
@@ -419,4 +439,187 @@ fn tick_cost_scan_versus_marks() {
         let ns = per_tick(&|| marked(due));
         println!("marks, {due} QPs marked: {ns:.0} ns per tick");
     }
+}
+
+/// A QP slot of the receiver rate hints' model: the QP's engines, as
+/// under its lock, and the peer's sender that feeds its receiver.
+struct RcnQp {
+    qp: (Sender, Receiver),
+    peer: Sender,
+}
+
+impl RcnQp {
+    fn new() -> Self {
+        Self {
+            qp: connected(),
+            peer: connected().0,
+        }
+    }
+
+    /// The receive path: one data packet from the peer accepted at `now`,
+    /// its ACK (if one goes at once) back to the peer; a QP the last count
+    /// did not find receiving first takes the device's newcomer hint (the
+    /// driver's `receive_data`). Returns the ACK's hint, if one went.
+    fn receive(&mut self, newcomer_mbps: u32, now: u64) -> Option<u32> {
+        self.peer
+            .post(&Message {
+                opcode: Opcode::Write,
+                len: 1024,
+                remote_va: 0x1000,
+                rkey: 1,
+                imm: 0,
+                rsn: 0,
+            })
+            .unwrap();
+        let Some(TxKind::Data { header, .. }) = self.peer.next_packet(now).map(|p| p.kind) else {
+            panic!("the peer sends");
+        };
+        let rx = &mut self.qp.1;
+        assert!(!matches!(
+            rx.on_data(&header, false, now),
+            RxVerdict::Drop(_)
+        ));
+        if !rx.rcn_counted() {
+            rx.set_rate_hint(newcomer_mbps);
+        }
+        let ack = rx.ack_now(header.path_id)?;
+        self.peer.on_ack(&ack, now);
+        Some(ack.rate_hint_mbps)
+    }
+}
+
+/// The model device for the count: QP slots, the tick's marks, the last
+/// count's shares and the hint the data path gives a newcomer.
+struct RcnDevice {
+    qps: Vec<RcnQp>,
+    marks: Marks<1>,
+    shares: Shares,
+    newcomer_mbps: u32,
+}
+
+impl RcnDevice {
+    const CAPACITY: u32 = 100_000;
+
+    fn new(n: usize) -> Self {
+        Self {
+            qps: (0..n).map(|_| RcnQp::new()).collect(),
+            marks: Marks::new(),
+            shares: Shares::new(Self::CAPACITY, 0),
+            newcomer_mbps: 0,
+        }
+    }
+
+    /// QP `k` receives a packet at `now`; its lock let go marks it if it
+    /// has tick work (`Locked`). Returns its ACK's hint.
+    fn receive(&mut self, k: usize, now: u64) -> Option<u32> {
+        let hint = self.qps[k].receive(self.newcomer_mbps, now);
+        let (tx, rx) = &self.qps[k].qp;
+        self.marks.mark_if(k, || has_tick_work(tx, rx));
+        hint
+    }
+
+    /// The driver's tick at `now`: each marked QP is visited, counted if
+    /// receiving and given its hint from the last count (before its held
+    /// ACKs go), and marked again if work is left. Returns the slots
+    /// visited and those counted.
+    fn tick(&mut self, now: u64) -> (Vec<usize>, Vec<usize>) {
+        let (mut visited, mut counted) = (Vec::new(), Vec::new());
+        for k in self.marks.take() {
+            visited.push(k);
+            let q = &mut self.qps[k];
+            let (tx, rx) = &mut q.qp;
+            if rx.rcn_due() && rx.rcn_count(&self.shares, now) {
+                counted.push(k);
+            }
+            while let Some(ack) = rx.flush(u64::MAX) {
+                q.peer.on_ack(&ack, now);
+            }
+            self.marks.mark_if(k, || has_tick_work(tx, rx));
+        }
+        self.shares = self.shares.recount(counted.len() as u32);
+        self.newcomer_mbps = self.shares.hint(false);
+        (visited, counted)
+    }
+
+    fn hint(&self, k: usize) -> u32 {
+        self.qps[k].qp.1.rate_hint_mbps()
+    }
+}
+
+#[test]
+fn a_qp_that_only_receives_is_counted_for_its_window_then_let_go() {
+    const C: u32 = RcnDevice::CAPACITY;
+    // QP 0 receives one packet, QP 1 a packet every millisecond, QP 2
+    // starts later, QP 3 never: none sends, so the count is their only
+    // tick work once their held ACKs went.
+    let mut dev = RcnDevice::new(4);
+    let first = MS / 2;
+    dev.receive(0, first);
+    dev.receive(1, first);
+    let mut now = MS;
+    let mut ticks = Vec::new();
+    while now <= 8 * MS {
+        let (visited, counted) = dev.tick(now);
+        assert!(!visited.contains(&3), "an idle QP costs the tick nothing");
+        // QP 0 is counted while its packet is within the window; the
+        // tick after that visits it, drops it from the count, and it has
+        // no tick work left.
+        let within = now - first < RECEIVING_WINDOW_NS;
+        assert_eq!(counted.contains(&0), within, "QP 0 at {now} ns");
+        assert_eq!(visited.contains(&0), now - first < RECEIVING_WINDOW_NS + MS);
+        assert_eq!(dev.marks.is_marked(0), within, "QP 0 marked at {now} ns");
+        if within && now > MS {
+            let (tx, rx) = &dev.qps[0].qp;
+            assert!(
+                tx.next_deadline().is_none() && rx.ack_deadline().is_none(),
+                "the count is QP 0's only tick work"
+            );
+        }
+        assert!(counted.contains(&1), "QP 1 receives throughout");
+        // Each visit gave the hint of the count before: at 2 ms, QPs 0
+        // and 1 of the 1 ms count had C/2 each; at 5 ms QP 0, dropped,
+        // was last given its C/3 of the 4 ms count (QPs 0, 1, 2).
+        if now == 2 * MS {
+            assert_eq!((dev.hint(0), dev.hint(1)), (C / 2, C / 2));
+        }
+        if now == 5 * MS {
+            assert_eq!(
+                (dev.hint(0), dev.hint(1), dev.hint(2)),
+                (C / 3, C / 3, C / 3)
+            );
+        }
+        if now == 6 * MS {
+            assert_eq!((dev.hint(1), dev.hint(2)), (C / 2, C / 2));
+        }
+        ticks.push((now, counted.clone()));
+        // Between ticks: QP 1 receives, and QP 2 starts at 2.5 ms, when
+        // QPs 0 and 1 were counted: its first ACK, before any tick visited
+        // it, carries a newcomer's share of that count.
+        dev.receive(1, now + MS / 2);
+        if now == 2 * MS {
+            assert_eq!(
+                dev.receive(2, now + MS / 2),
+                Some(C / 3),
+                "a newcomer beside 2"
+            );
+        }
+        now += MS;
+    }
+    // QP 2 receives no more: it is let go too, and nothing but QP 1 is
+    // marked once the windows have passed.
+    while now <= 13 * MS {
+        let (visited, counted) = dev.tick(now);
+        assert_eq!(counted, [1], "at {now} ns");
+        assert!(visited.iter().all(|&k| k == 1 || k == 2), "{visited:?}");
+        dev.receive(1, now + MS / 2);
+        now += MS;
+    }
+    assert!(!dev.marks.is_marked(0) && !dev.marks.is_marked(2) && !dev.marks.is_marked(3));
+    // QP 1 alone now advertises none, and an idle QP's next ACK a
+    // newcomer's half.
+    assert_eq!(dev.hint(1), 0);
+    assert_eq!(dev.receive(3, now), Some(C / 2));
+    assert_eq!(ticks[0].1, [0, 1]);
+    assert_eq!(ticks[3].1, [0, 1, 2]);
+    assert_eq!(ticks[4].1, [1, 2], "QP 0 dropped from the count at 5 ms");
 }

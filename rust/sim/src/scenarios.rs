@@ -8,7 +8,7 @@
 
 use metaroce_engine::config::SenderConfig;
 
-use super::sim::{run, Chaos, LinkSpec, Outcome, RxPause, Scenario};
+use super::sim::{run, Chaos, LinkSpec, Outcome, Rcn, RxPause, Scenario};
 
 /// Default fabric: 4 planes x 4 ECMP core links, 100 Gbit/s everywhere.
 pub fn base(name: &str, seed: u64) -> Scenario {
@@ -44,7 +44,7 @@ pub fn base(name: &str, seed: u64) -> Scenario {
             initial_rto_ns: 1_000_000,
             ..SenderConfig::default()
         },
-        rate_hint_mbps: 0,
+        rcn: None,
         ack_delay_ns: 10_000,
         fail_plane: None,
         restore_plane: None,
@@ -104,17 +104,57 @@ pub fn planes8_reported(seed: u64) -> Scenario {
     sc
 }
 
-/// 16-to-1 incast onto one 100 Gbit/s downlink with receiver rate hints.
+/// 16-to-1 incast onto one 100 Gbit/s downlink with receiver rate hints,
+/// counted every 10 us (about an RTT of this fabric, as a NIC would).
 pub fn incast(seed: u64) -> Scenario {
-    let mut sc = base("16-to-1 incast", seed);
+    incast_rcn(seed, Some(10_000))
+}
+
+/// 16-to-1 incast onto one 100 Gbit/s downlink; the receiver's rate hints
+/// (the driver's formula, protocol.md 6.5) counted every `tick_ns`, or
+/// none.
+pub fn incast_rcn(seed: u64, tick_ns: Option<u64>) -> Scenario {
+    let name = match tick_ns {
+        Some(t) if t >= 1_000_000 => format!("16-to-1 incast, RCN {} ms", t / 1_000_000),
+        Some(t) => format!("16-to-1 incast, RCN {} us", t / 1000),
+        None => "16-to-1 incast, RCN off".to_string(),
+    };
+    let mut sc = base(&name, seed);
     sc.planes = 1;
     sc.links_per_plane = 8;
     sc.senders = 16;
     sc.msgs_per_sender = 16;
     sc.sender_cfg.initial_paths = 4;
     sc.sender_cfg.pwnd_init = 4;
-    sc.rate_hint_mbps = 100_000 / 16;
+    sc.rcn = tick_ns.map(|tick_ns| Rcn {
+        capacity_mbps: (sc.down.gbps * 1000.0) as u32 * sc.planes as u32,
+        tick_ns,
+    });
     sc
+}
+
+/// Each sender's goodput (Gbit/s): its payload over the time its last
+/// message completed (every sender sends as much).
+pub fn sender_goodputs(out: &Outcome, sc: &Scenario) -> Vec<f64> {
+    let per = sc.msgs_per_sender.max(1);
+    out.msg_done_ns
+        .chunks(per)
+        .map(|done| {
+            let end = done.iter().copied().max().unwrap_or(0).max(1);
+            (per as u64 * u64::from(sc.msg_bytes)) as f64 * 8.0 / end as f64
+        })
+        .collect()
+}
+
+/// Jain's fairness index of `rates`: `(sum x)^2 / (n * sum x^2)`, 1 when
+/// all are equal, `1/n` when one has everything; 1 for none.
+pub fn jain_fairness(rates: &[f64]) -> f64 {
+    let sum: f64 = rates.iter().sum();
+    let squares: f64 = rates.iter().map(|x| x * x).sum();
+    if rates.is_empty() || squares == 0.0 {
+        return 1.0;
+    }
+    sum * sum / (rates.len() as f64 * squares)
 }
 
 /// 8-to-1 onto a 1 Gbit/s downlink that marks no ECN (a software switch,

@@ -5,6 +5,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use metaroce_engine::completion::CompletionStatus;
 use metaroce_engine::config::{ReceiverConfig, SenderConfig};
+use metaroce_engine::rcn::Shares;
 use metaroce_engine::receiver::{Receiver, RxVerdict};
 use metaroce_engine::sender::{Message, Sender, TxKind};
 use metaroce_engine::wire::{
@@ -62,6 +63,19 @@ impl RxPause {
     }
 }
 
+/// The receiving host's rate hints (protocol.md 6.5) as the driver
+/// computes them: every `tick_ns` it counts its QPs that received data
+/// within `metaroce_engine::rcn::RECEIVING_WINDOW_NS` and each QP
+/// advertises its share of `capacity_mbps` from then on
+/// (`Receiver::rcn_count`).
+#[derive(Clone, Copy, Debug)]
+pub struct Rcn {
+    /// Receive capacity shared (Mbit/s): the downlinks' rate.
+    pub capacity_mbps: u32,
+    /// Period of the count (the driver's tick: 1 ms).
+    pub tick_ns: u64,
+}
+
 /// A complete scenario.
 #[derive(Clone, Debug)]
 pub struct Scenario {
@@ -91,8 +105,8 @@ pub struct Scenario {
     pub random_msgs: bool,
     /// Engine configuration of every sender.
     pub sender_cfg: SenderConfig,
-    /// Receiver rate hint (Mbit/s) advertised in ACKs; 0 = none.
-    pub rate_hint_mbps: u32,
+    /// Receiver rate hints; `None`: ACKs carry none.
+    pub rcn: Option<Rcn>,
     /// Longest wait of a received packet for its ACK (ns,
     /// `Receiver::set_ack_delay`): below the RTO floor by more than an
     /// RTT (protocol.md 3.4).
@@ -151,6 +165,8 @@ pub struct Outcome {
     pub max_down_queue: u64,
     /// Largest downlink backlog after the warm-up (bytes).
     pub max_down_queue_steady: u64,
+    /// Mean downlink backlog met by the packets arriving there (bytes).
+    pub mean_down_queue: u64,
     /// Planes usable (an active path) by sender 0 at the end.
     pub planes_usable_at_end: Vec<bool>,
     /// Largest backlog seen on any core link (bytes).
@@ -180,6 +196,9 @@ struct Link {
     max_backlog: u64,
     max_backlog_steady: u64,
     warmup_ns: u64,
+    /// Backlogs met by arrivals, summed, and the arrivals counted.
+    backlog_sum: u128,
+    arrivals: u64,
 }
 
 impl Link {
@@ -191,6 +210,8 @@ impl Link {
             max_backlog: 0,
             max_backlog_steady: 0,
             warmup_ns,
+            backlog_sum: 0,
+            arrivals: 0,
         }
     }
 
@@ -209,6 +230,8 @@ impl Link {
             return None;
         }
         self.max_backlog = self.max_backlog.max(backlog);
+        self.backlog_sum += u128::from(backlog);
+        self.arrivals += 1;
         if now >= self.warmup_ns {
             self.max_backlog_steady = self.max_backlog_steady.max(backlog);
         }
@@ -255,6 +278,8 @@ enum Ev {
     AckTimer {
         s: usize,
     },
+    /// The receiving host counts its receiving QPs (`Scenario::rcn`).
+    RcnTick,
     FailPlane(usize),
     RestorePlane(usize),
     ReportPlane(usize, bool),
@@ -381,7 +406,6 @@ pub fn run(sc: &Scenario) -> Outcome {
                 })
                 .expect("receiver config"),
             );
-            rx.set_rate_hint(sc.rate_hint_mbps);
             rx.set_ack_delay(sc.ack_delay_ns);
             Host {
                 tx: Box::new(Sender::new(cfg, 0).expect("sender config")),
@@ -429,6 +453,11 @@ pub fn run(sc: &Scenario) -> Outcome {
         for p in 0..sc.planes {
             push(&mut heap, 0, Ev::PortFree { s, plane: p });
         }
+    }
+    // The last count's hints (none before the first).
+    let mut shares = Shares::NONE;
+    if let Some(r) = sc.rcn {
+        push(&mut heap, r.tick_ns, Ev::RcnTick);
     }
     let total_msgs = sc.senders * sc.msgs_per_sender;
     let mut completed = 0usize;
@@ -575,6 +604,17 @@ pub fn run(sc: &Scenario) -> Outcome {
                 }
                 None => out.link_drops += 1,
             },
+            Ev::RcnTick => {
+                if let Some(r) = sc.rcn {
+                    let n = hosts
+                        .iter_mut()
+                        .map(|h| h.rx.rcn_count(&shares, now))
+                        .filter(|&c| c)
+                        .count();
+                    shares = Shares::new(r.capacity_mbps, n as u32);
+                    push(&mut heap, now + r.tick_ns.max(1), Ev::RcnTick);
+                }
+            }
             Ev::AckTimer { s } => {
                 let h = &mut hosts[s];
                 if h.ack_timer_at == Some(now) {
@@ -792,6 +832,10 @@ pub fn run(sc: &Scenario) -> Outcome {
     }
     out.max_down_queue = down.iter().map(|l| l.max_backlog).max().unwrap_or(0);
     out.max_down_queue_steady = down.iter().map(|l| l.max_backlog_steady).max().unwrap_or(0);
+    let (sum, n) = down.iter().fold((0u128, 0u64), |(s, n), l| {
+        (s + l.backlog_sum, n + l.arrivals)
+    });
+    out.mean_down_queue = (sum / u128::from(n.max(1))) as u64;
     if let Some(h) = hosts.first() {
         out.planes_usable_at_end = (0..sc.planes).map(|p| h.tx.plane_usable(p as u8)).collect();
     }

@@ -86,6 +86,11 @@ fn main() {
     row(&sp, &pr);
     let (si, inc) = go(incast(4));
     row(&si, &inc);
+    // The same incast without hints, and with the driver's 1 ms count.
+    let (sio, inco) = go(incast_rcn(4, None));
+    row(&sio, &inco);
+    let (sid, incd) = go(incast_rcn(4, Some(1_000_000)));
+    row(&sid, &incd);
     let (sl, lr) = go(long_rtt(5));
     row(&sl, &lr);
     let (sq, pq) = go(receiver_pauses(3));

@@ -1,0 +1,171 @@
+//! Receiver rate hints (RCN, protocol.md 6.5): the share of the receiving
+//! device's capacity that each of its QPs advertises in its ACKs.
+//!
+//! The device counts its *receiving* QPs now and then (the driver: at every
+//! tick of its timer), those that accepted a data packet within
+//! [`RECEIVING_WINDOW_NS`]. Until the next count, a QP that was one of the
+//! `N` counted advertises `C / N`, and any other `C / (N + 1)`: the share
+//! it would have if it started receiving, so that a newcomer's first ACKs
+//! already slow it to its share rather than to the whole capacity. A
+//! share of the whole capacity (one QP) is no hint: a QP alone is left to
+//! its congestion control, which a wrong capacity (a link speed that is
+//! not the bottleneck's) or an RTT sample from a quiet moment cannot then
+//! hold below the line rate.
+//!
+//! The cost on the data path is one store per accepted packet
+//! ([`Receiver::on_data`](super::receiver::Receiver::on_data) notes its
+//! time); the count and the hints are the device's. A count need not
+//! visit every QP: only those
+//! [`Receiver::rcn_due`](super::receiver::Receiver::rcn_due), which
+//! accepted data since a count last found them idle, can be receiving;
+//! the visit that finds such a QP's window passed ends that. A QP no count
+//! visits keeps no current hint: before its ACKs go, the device gives a QP
+//! not [`counted`](super::receiver::Receiver::rcn_counted) a newcomer's
+//! share, [`Shares::hint`]`(false)` of its last count.
+
+/// How long after its last accepted data packet a QP still counts as
+/// receiving (ns). Several RTTs of a host stack and several ticks of the
+/// driver's 1 ms timer, so that a steady stream whose packets come in
+/// bursts (a descheduled vCPU, a sender that waits for completions) is
+/// counted at every tick; short enough that a QP that stopped gives its
+/// share back within a few milliseconds.
+pub const RECEIVING_WINDOW_NS: u64 = 4_000_000;
+
+/// A device's RCN settings (the knobs `rcn` and `rcn_capacity_mbps`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RcnConfig {
+    /// Whether the device's ACKs carry hints.
+    pub enabled: bool,
+    /// Receive capacity shared among the receiving QPs (Mbit/s); 0: the
+    /// sum of the device's planes' link speeds.
+    pub capacity_mbps: u32,
+}
+
+impl RcnConfig {
+    /// Hints on, from the links' speed.
+    pub const DEFAULT: Self = Self {
+        enabled: true,
+        capacity_mbps: 0,
+    };
+
+    /// The capacity the hints share, given the planes' link speeds
+    /// (`link_mbps`, 0 when a plane's speed is unknown): the configured
+    /// one, else the links'; 0 (no hints) when off or unknown.
+    pub const fn capacity(&self, link_mbps: u32) -> u32 {
+        if !self.enabled {
+            0
+        } else if self.capacity_mbps != 0 {
+            self.capacity_mbps
+        } else {
+            link_mbps
+        }
+    }
+}
+
+impl Default for RcnConfig {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// The hints one count of the receiving QPs gives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Shares {
+    /// Capacity shared (Mbit/s); 0: no hints.
+    capacity_mbps: u32,
+    /// QPs counted as receiving.
+    receiving: u32,
+}
+
+impl Shares {
+    /// No hints (RCN off, or the capacity unknown).
+    pub const NONE: Self = Self {
+        capacity_mbps: 0,
+        receiving: 0,
+    };
+
+    /// The shares of `capacity_mbps` (0: no hints) among `receiving` QPs.
+    pub const fn new(capacity_mbps: u32, receiving: u32) -> Self {
+        Self {
+            capacity_mbps,
+            receiving,
+        }
+    }
+
+    /// QPs counted as receiving.
+    pub const fn receiving(&self) -> u32 {
+        self.receiving
+    }
+
+    /// The same capacity's shares among `receiving` QPs: the next count's.
+    pub const fn recount(&self, receiving: u32) -> Self {
+        Self::new(self.capacity_mbps, receiving)
+    }
+
+    /// The hint (Mbit/s, 0 = none) of a QP that was one of the receiving
+    /// QPs counted (`counted`) or not: `C / N`, or `C / (N + 1)`; none
+    /// when that divides by less than 2 or there is no capacity.
+    pub const fn hint(&self, counted: bool) -> u32 {
+        let n = if counted {
+            self.receiving
+        } else {
+            self.receiving.saturating_add(1)
+        };
+        if self.capacity_mbps == 0 || n < 2 {
+            return 0;
+        }
+        let share = self.capacity_mbps / n;
+        if share == 0 {
+            1
+        } else {
+            share
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_from_the_knob_the_links_or_none() {
+        let on = RcnConfig::DEFAULT;
+        assert_eq!(on.capacity(25_000), 25_000);
+        assert_eq!(on.capacity(0), 0, "unknown link speed: no hints");
+        let fixed = RcnConfig {
+            capacity_mbps: 400,
+            ..on
+        };
+        assert_eq!(fixed.capacity(0), 400);
+        assert_eq!(fixed.capacity(25_000), 400, "the knob wins");
+        let off = RcnConfig {
+            enabled: false,
+            ..fixed
+        };
+        assert_eq!(off.capacity(25_000), 0);
+    }
+
+    #[test]
+    fn each_receiving_qp_gets_its_share_a_newcomer_the_next_one() {
+        let c = 100_000;
+        for n in 2..=64u32 {
+            let s = Shares::new(c, n);
+            assert_eq!(s.hint(true), c / n, "{n} receiving");
+            assert_eq!(s.hint(false), c / (n + 1), "newcomer beside {n}");
+        }
+        // One QP receiving: no hint for it, half for a newcomer.
+        assert_eq!(Shares::new(c, 1).hint(true), 0);
+        assert_eq!(Shares::new(c, 1).hint(false), c / 2);
+        // Nobody receiving: a newcomer would be alone.
+        assert_eq!(Shares::new(c, 0).hint(false), 0);
+        assert_eq!(Shares::new(c, 0).hint(true), 0);
+    }
+
+    #[test]
+    fn no_capacity_no_hint_and_a_tiny_share_is_still_a_hint() {
+        assert_eq!(Shares::NONE.hint(true), 0);
+        assert_eq!(Shares::new(0, 8).hint(true), 0);
+        assert_eq!(Shares::new(3, 8).hint(true), 1, "0 would mean no hint");
+        assert_eq!(Shares::new(u32::MAX, u32::MAX).hint(false), 1);
+    }
+}

@@ -1,0 +1,199 @@
+//! Receiver rate hints (protocol.md 6.5) end to end in the engine: a
+//! device's count of its receiving QPs gives each the share the spec
+//! says, the share rides in every ACK, and the sender caps its packets in
+//! flight at what the hint allows over its base RTT.
+
+use metaroce_engine::config::{ReceiverConfig, SenderConfig};
+use metaroce_engine::rcn::{Shares, RECEIVING_WINDOW_NS};
+use metaroce_engine::receiver::Receiver;
+use metaroce_engine::sender::{Message, Sender, TxKind};
+use metaroce_engine::wire::{DataHeader, Opcode};
+
+const MTU: u32 = 4096;
+const MS: u64 = 1_000_000;
+
+fn receiver() -> Receiver {
+    Receiver::new(ReceiverConfig {
+        peer_qpn: 1,
+        mtu: MTU,
+    })
+    .unwrap()
+}
+
+fn sender() -> Sender {
+    Sender::new(
+        SenderConfig {
+            mtu: MTU,
+            initial_paths: 4,
+            pwnd_init: 16,
+            ..SenderConfig::default()
+        },
+        0,
+    )
+    .unwrap()
+}
+
+fn write(len: u32) -> Message {
+    Message {
+        opcode: Opcode::Write,
+        len,
+        remote_va: 0x1000,
+        rkey: 1,
+        imm: 0,
+        rsn: 0,
+    }
+}
+
+/// One data packet from a fresh sender, for a receiver to accept.
+fn one_packet() -> DataHeader {
+    let mut tx = sender();
+    tx.post(&write(MTU)).unwrap();
+    match tx.next_packet(0).unwrap().kind {
+        TxKind::Data { header, .. } => header,
+        TxKind::Probe(_) => unreachable!(),
+    }
+}
+
+/// A device's tick: each QP takes its hint from the last count and is
+/// counted again; returns the new count's shares.
+fn count(qps: &mut [Receiver], capacity: u32, last: Shares, now: u64) -> Shares {
+    let n = qps
+        .iter_mut()
+        .map(|r| r.rcn_count(&last, now))
+        .filter(|&c| c)
+        .count();
+    Shares::new(capacity, n as u32)
+}
+
+#[test]
+fn n_receiving_qps_each_advertise_a_share_and_a_newcomer_the_next() {
+    const C: u32 = 100_000;
+    let pkt = one_packet();
+    for n in 0..=8usize {
+        let mut qps: Vec<Receiver> = (0..10).map(|_| receiver()).collect();
+        for rx in &mut qps[..n] {
+            rx.on_data(&pkt, false, MS);
+        }
+        let first = count(&mut qps, C, Shares::NONE, 2 * MS);
+        assert_eq!(first.receiving(), n as u32);
+        // The count's hints, from the next tick on; and in the ACKs.
+        let second = count(&mut qps, C, first, 3 * MS);
+        assert_eq!(second, first, "nothing changed within the window");
+        let share = |k: usize| if k < 2 { 0 } else { C / k as u32 };
+        for (i, rx) in qps.iter_mut().enumerate() {
+            let want = if i < n { share(n) } else { share(n + 1) };
+            assert_eq!(rx.rate_hint_mbps(), want, "QP {i} of {n} receiving");
+            if i < n {
+                let ack = rx.ack_for(pkt.path_id).expect("a path to acknowledge");
+                assert_eq!(ack.rate_hint_mbps, want);
+            }
+        }
+        // Quiet for the window: nobody counts, nobody is hinted.
+        let later = 2 * MS + RECEIVING_WINDOW_NS;
+        let idle = count(&mut qps, C, second, later);
+        assert_eq!(idle.receiving(), 0);
+        count(&mut qps, C, idle, later + MS);
+        assert!(qps.iter().all(|r| r.rate_hint_mbps() == 0));
+    }
+}
+
+#[test]
+fn no_capacity_means_no_hints_but_the_count_goes_on() {
+    let pkt = one_packet();
+    let mut qps: Vec<Receiver> = (0..4).map(|_| receiver()).collect();
+    for rx in &mut qps {
+        rx.on_data(&pkt, false, 0);
+    }
+    let s = count(&mut qps, 0, Shares::NONE, MS);
+    assert_eq!(s.receiving(), 4);
+    count(&mut qps, 0, s, 2 * MS);
+    assert!(qps.iter().all(|r| r.rate_hint_mbps() == 0));
+}
+
+/// Sends a long WRITE over a path of `rtt` ns with every packet delivered
+/// and acknowledged one RTT later, the receiver advertising `hint`;
+/// returns the most packets in flight once the first ACK arrived, and the
+/// rate (Mbit/s) from then on.
+fn run(hint: u32, rtt: u64) -> (u32, u64) {
+    let mut tx = sender();
+    let mut rx = receiver();
+    rx.set_rate_hint(hint);
+    let len = 1000 * MTU;
+    tx.post(&write(len)).unwrap();
+    // Data packets on the way to the receiver, ACKs on the way back,
+    // each with its arrival time: half the RTT each way.
+    let mut to_rx: Vec<(u64, DataHeader)> = Vec::new();
+    let mut to_tx = Vec::new();
+    let mut now = 0u64;
+    let mut most = 0;
+    let mut acked_once = false;
+    // Packets sent before the first ACK (uncapped: no RTT sample yet),
+    // and when that ACK came.
+    let (mut early, mut first_ack) = (0u64, 0u64);
+    let step = rtt / 20;
+    while tx.outstanding() > 0 && now < 10_000 * rtt {
+        while let Some(p) = tx.next_packet(now) {
+            if let TxKind::Data { header, .. } = p.kind {
+                to_rx.push((now + rtt / 2, header));
+                early += u64::from(!acked_once);
+            }
+        }
+        if acked_once {
+            most = most.max(tx.inflight());
+        }
+        now += step;
+        let (due, rest): (Vec<_>, Vec<_>) = to_rx.into_iter().partition(|(t, _)| *t <= now);
+        to_rx = rest;
+        for (_, h) in due {
+            rx.on_data(&h, false, now);
+            if let Some(a) = rx.ack_for(h.path_id) {
+                to_tx.push((now + rtt / 2, a));
+            }
+        }
+        let (due, rest): (Vec<_>, Vec<_>) = to_tx.into_iter().partition(|(t, _)| *t <= now);
+        to_tx = rest;
+        for (_, a) in due {
+            tx.on_ack(&a, now);
+            if !acked_once {
+                acked_once = true;
+                first_ack = now;
+            }
+        }
+        while tx.pop_completion().is_some() {}
+    }
+    assert_eq!(tx.outstanding(), 0, "the message completed");
+    let bits = (u64::from(len) - early * u64::from(MTU)) * 8;
+    (most, bits * 1000 / (now - first_ack).max(1))
+}
+
+#[test]
+fn the_sender_caps_packets_in_flight_at_the_hint_over_its_base_rtt() {
+    let rtt = 100_000; // 100 us
+                       // No hint: the windows alone (4 paths of 16 and growing).
+    let (free, free_rate) = run(0, rtt);
+    assert!(free > 64, "no cap: {free} in flight");
+    for hint in [2_000, 5_000, 10_000] {
+        // max(2, 1.25 * hint * base RTT / MTU) packets.
+        let cap = ((u64::from(hint) * rtt / 8000) * 5 / 4 / u64::from(MTU)).max(2) as u32;
+        let (most, rate) = run(hint, rtt);
+        assert!(most <= cap, "hint {hint}: {most} in flight, cap {cap}");
+        assert!(
+            most + 2 >= cap,
+            "hint {hint}: {most} in flight, cap {cap} not used"
+        );
+        // The rate follows the hint: within its 25% headroom, and not
+        // below what the window of `cap` packets per RTT gives.
+        assert!(
+            rate <= u64::from(hint) * 5 / 4 + 100,
+            "hint {hint}: {rate} Mbit/s"
+        );
+        assert!(
+            rate * 10 >= u64::from(hint) * 8,
+            "hint {hint}: only {rate} Mbit/s"
+        );
+        assert!(
+            rate < free_rate,
+            "hint {hint}: {rate} vs {free_rate} uncapped"
+        );
+    }
+}

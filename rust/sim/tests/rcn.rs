@@ -1,0 +1,108 @@
+//! Receiver rate hints (protocol.md 6.5) in the 16-to-1 incast, with the
+//! driver's formula (`Receiver::rcn_count`): the receiving host counts its
+//! QPs that receive, and each advertises its share of the downlink. Hints
+//! counted every 10 us (an RTT of this fabric, what a NIC would do) and
+//! every 1 ms (the driver's tick), against none: with them the standing
+//! queue shrinks to the hints' 25% headroom and a shallow buffer stops
+//! dropping; without them only ECN and the queueing delay hold the senders
+//! back. (The first RTT's burst is the same in all: no hint exists before
+//! the first ACK.)
+
+use metaroce_sim::scenarios::{down_utilisation, incast_rcn, jain_fairness, sender_goodputs};
+use metaroce_sim::sim::{run, Scenario};
+
+/// What the incast's comparison reports.
+struct Row {
+    queue_steady: u64,
+    queue_mean: u64,
+    drops: u64,
+    jain: f64,
+    goodput: f64,
+    util: f64,
+}
+
+fn measure(sc: &Scenario) -> Row {
+    let o = run(sc);
+    assert!(o.finished, "{}: did not finish", sc.name);
+    assert!(o.errors.is_empty(), "{}: {:?}", sc.name, o.errors);
+    assert_eq!(o.qp_errors, 0, "{}", sc.name);
+    let rates = sender_goodputs(&o, sc);
+    let row = Row {
+        queue_steady: o.max_down_queue_steady,
+        queue_mean: o.mean_down_queue,
+        drops: o.link_drops,
+        jain: jain_fairness(&rates),
+        goodput: o.goodput_gbps,
+        util: down_utilisation(&o, sc),
+    };
+    println!(
+        "{:<40} queue max {:>5} KB, after 1 ms {:>4} KB, mean {:>4} KB; drops {:>5}; Jain {:.4}; goodput {:.1} Gbit/s ({:.1}% of the downlink)",
+        sc.name,
+        o.max_down_queue / 1000,
+        row.queue_steady / 1000,
+        row.queue_mean / 1000,
+        row.drops,
+        row.jain,
+        row.goodput,
+        row.util * 100.0
+    );
+    row
+}
+
+/// The incast with hints counted every `tick_ns` (or none), the
+/// downlink's buffer `buffer` bytes if given (default 4 MB).
+fn incast(seed: u64, tick_ns: Option<u64>, buffer: Option<u64>) -> Scenario {
+    let mut sc = incast_rcn(seed, tick_ns);
+    if let Some(b) = buffer {
+        sc.down.buffer_bytes = b;
+        sc.name += &format!(", {} KB buffer", b / 1000);
+    }
+    sc
+}
+
+const NIC_TICK: Option<u64> = Some(10_000);
+const DRIVER_TICK: Option<u64> = Some(1_000_000);
+
+#[test]
+fn hints_keep_the_standing_queue_small() {
+    for seed in [4, 9] {
+        let off = measure(&incast(seed, None, None));
+        let on = measure(&incast(seed, NIC_TICK, None));
+        let driver = measure(&incast(seed, DRIVER_TICK, None));
+        // Without hints ECN holds the queue above its threshold (120 KB);
+        // with them it is the hints' headroom, a quarter of the BDP.
+        assert!(
+            off.queue_steady > 120_000,
+            "seed {seed}: {}",
+            off.queue_steady
+        );
+        assert!(on.queue_steady * 4 <= off.queue_steady, "seed {seed}");
+        assert!(on.queue_mean * 4 <= off.queue_mean, "seed {seed}");
+        // The driver's count comes a millisecond late: the queue stands
+        // until the first hints, then drains.
+        assert!(driver.queue_mean * 2 <= off.queue_mean, "seed {seed}");
+        for r in [&off, &on, &driver] {
+            assert_eq!(r.drops, 0, "seed {seed}");
+            assert!(r.jain >= 0.99, "seed {seed}: Jain {}", r.jain);
+            assert!(r.util >= 0.95, "seed {seed}: utilisation {}", r.util);
+        }
+    }
+}
+
+#[test]
+fn hints_stop_a_shallow_buffer_dropping() {
+    for seed in [4, 9] {
+        let off = measure(&incast(seed, None, Some(300_000)));
+        let on = measure(&incast(seed, NIC_TICK, Some(300_000)));
+        let driver = measure(&incast(seed, DRIVER_TICK, Some(300_000)));
+        // Without hints the standing queue fills the buffer: thousands of
+        // drops. With them only the first RTT's burst drops.
+        assert!(off.drops > 5_000, "seed {seed}: {}", off.drops);
+        assert!(on.drops * 20 <= off.drops, "seed {seed}");
+        assert!(driver.drops * 5 <= off.drops, "seed {seed}");
+        for r in [&on, &driver] {
+            assert!(r.jain >= off.jain - 0.001, "seed {seed}: Jain {}", r.jain);
+            assert!(r.goodput >= 0.95 * off.goodput, "seed {seed}");
+        }
+    }
+}
