@@ -108,8 +108,10 @@ fn add_plane(dev: &MetaRoceIbDevice, ndev: &NetDevice) -> Result {
             name,
             if *e == ENOSPC {
                 "no free plane"
+            } else if *e == EXDEV {
+                "not in the network namespace of its first plane"
             } else {
-                "netdev in use"
+                "no first plane"
             }
         );
     })?;
