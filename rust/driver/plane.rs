@@ -134,7 +134,7 @@ impl PlaneTable {
     pub(crate) fn add(&mut self, ndev: &NetDevice) -> Result<u8> {
         let k = self.ndevs.iter().position(Option::is_none).ok_or(ENOSPC)?;
         let first = self.get(0).ok_or(ENODEV)?;
-        if first.net().as_raw() != ndev.net().as_raw() {
+        if first.net() != ndev.net() {
             return Err(EXDEV);
         }
         self.owner_entries[k] = claim(ndev.ifindex(), first.ifindex())?;

@@ -45,7 +45,7 @@ impl Net {
 
     /// Whether this is the initial namespace.
     pub(crate) fn is_init(&self) -> bool {
-        self.as_raw() == Self::init().as_raw()
+        self == Self::init()
     }
 
     /// The namespace's inode number: what `ls -l /proc/PID/ns/net` shows
@@ -66,6 +66,15 @@ impl Net {
         (!ptr.is_null()).then(|| unsafe { NetDeviceRef::from_held(ptr) })
     }
 }
+
+/// The same namespace.
+impl PartialEq for Net {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_raw() == other.as_raw()
+    }
+}
+
+impl Eq for Net {}
 
 impl NetDevice {
     /// The namespace the device is in now. A registered device's namespace
