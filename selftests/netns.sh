@@ -232,7 +232,7 @@ fi
 mark=$(dmesg | wc -l)
 mr0_on_both_hosts
 port_open "" || fail "no UDP port 4792 in the initial namespace with mr0"
-dmesg | tail -n +"$((mark + 1))" | grep -qE 'metaroce: UDP port 4792 open$' ||
+dmesg | tail -n +"$((mark + 1))" | grep -qE 'UDP port 4792 open$' ||
 	fail "the initial namespace's socket did not log 'UDP port 4792 open'"
 pingpong_run ibv_rc_pingpong 100 "initial namespace" -d mr0 -n 100 -s 4096 -c
 log "ok: mr0 in the initial namespace works after the namespaces went"
