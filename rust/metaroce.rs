@@ -61,6 +61,7 @@ use driver::events::NetdevEvents;
 use driver::link::MetaRoceLink;
 use ib::link::LinkRegistration;
 use ib::netdev::NetdevNotifier;
+use ib::udp::TunnelRegistration;
 
 module! {
     type: MetaRoceModule,
@@ -81,11 +82,13 @@ impl Drop for AllDevices {
 }
 
 /// The module: its registrations, dropped in field order on `rmmod`: no new
-/// links first, then every device, then the netdev notifier.
+/// links first, then every device, then the netdev notifier, then the
+/// tunnels' namespace hook (every socket is closed by then).
 struct MetaRoceModule {
     _link: LinkRegistration<MetaRoceLink>,
     _devices: AllDevices,
     _events: NetdevNotifier<NetdevEvents>,
+    _tunnels: TunnelRegistration,
 }
 
 impl kernel::Module for MetaRoceModule {
@@ -93,7 +96,7 @@ impl kernel::Module for MetaRoceModule {
         // The module parameters were all set by now (the loader parses
         // them before `init`); their pairs are checked together here.
         driver::knobs::check_defaults()?;
-        ib::udp::init()?;
+        let tunnels = ib::udp::register()?;
         let events = NetdevNotifier::register()?;
         let link = LinkRegistration::register()?;
         pr_info!("loaded\n");
@@ -101,6 +104,7 @@ impl kernel::Module for MetaRoceModule {
             _link: link,
             _devices: AllDevices,
             _events: events,
+            _tunnels: tunnels,
         })
     }
 }

@@ -15,7 +15,7 @@ use super::datagram::{self, AhTable, DatagramTable};
 use super::ids::IdPool;
 use super::limits::*;
 use super::mr::{MrKeys, MrTable};
-use super::plane::{owner_of, PlaneTable};
+use super::plane::{owners_of, PlaneTable};
 use super::qp_counters::CounterTable;
 use super::qp_marks::QpMarks;
 use super::qpn::{self, QpnPool};
@@ -28,7 +28,7 @@ use crate::engine::knobs::Settings;
 use crate::engine::ratelimit::TokenBucket;
 use crate::ib::device::{device_by_netdev, Device, DeviceRef};
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
-use crate::ib::netdev::{netdev_by_index, NetDevice, Rtnl};
+use crate::ib::netdev::{NetDevice, Rtnl};
 use crate::ib::random::random_u32;
 use crate::ib::timer::{Tick, Ticker};
 use crate::ib::udp::{RxHandler, TunnelRef, TunnelSock};
@@ -78,7 +78,8 @@ pub(crate) struct DeviceState {
     /// The last malformed packet received, logged when counters are read.
     #[pin]
     pub(crate) last_drop: SpinLockBh<Option<DropRecord>>,
-    /// This device's share of the UDP tunnel socket (port 4792).
+    /// This device's share of the UDP tunnel socket (port 4792) of its
+    /// first plane's network namespace, where all its planes are.
     pub(crate) tunnel: TunnelRef,
     /// Registered memory by key, for the data path.
     #[pin]
@@ -184,14 +185,14 @@ impl QpTable {
 
 impl DeviceState {
     /// The initialiser for a new device's state, whose share of the UDP
-    /// tunnel hands received packets to `R` (the receive dispatch,
-    /// `net::NetRx`). Process context (it may open the UDP socket).
-    /// Its knobs start as `knobs` (the module parameters' values). Not
-    /// under the RTNL (it reads the plane's link speed).
-    pub(crate) fn new<R: RxHandler>(
-        first_plane: &NetDevice,
+    /// tunnel of `first_plane`'s namespace hands received packets to `R`
+    /// (the receive dispatch, `net::NetRx`). Process context (it may open
+    /// the UDP socket). Its knobs start as `knobs` (the module parameters'
+    /// values). Not under the RTNL (it reads the plane's link speed).
+    pub(crate) fn new<'a, R: RxHandler>(
+        first_plane: &'a NetDevice,
         knobs: Settings,
-    ) -> impl PinInit<Self, Error> {
+    ) -> impl PinInit<Self, Error> + 'a {
         let planes = PlaneTable::new(first_plane);
         let first_mbps = Rtnl::with(|rtnl| rcn::plane_speed(first_plane, rtnl));
         let first = first_plane.ifindex();
@@ -208,7 +209,7 @@ impl DeviceState {
             counters: Counters::new(first),
             qp_counters: CounterTable::new()?,
             last_drop <- new_spinlock_bh!(None, "metaroce_last_drop"),
-            tunnel: TunnelRef::get::<R>()?,
+            tunnel: TunnelRef::get::<R>(first_plane.net())?,
             mrs <- new_spinlock_bh!(MrTable::new()?, "metaroce_mrs"),
             qps <- new_spinlock_bh!(QpTable::new()?, "metaroce_qps"),
             planes <- new_spinlock_bh!(planes, "metaroce_planes"),
@@ -304,8 +305,16 @@ pub(crate) fn device_of_plane(ndev: &NetDevice) -> Option<DeviceRef<DeviceState>
     if let Some(dev) = device_by_netdev::<MetaRoceDevice>(ndev) {
         return Some(dev);
     }
-    let first = netdev_by_index(owner_of(ndev.ifindex())?)?;
-    device_by_netdev::<MetaRoceDevice>(&first)
+    // An extra plane: a device's planes share its first plane's namespace,
+    // where the owner map's plane-0 ifindex is looked up. Ifindexes repeat
+    // across namespaces, so a candidate counts only if its plane table
+    // holds `ndev` itself.
+    owners_of(ndev.ifindex()).find_map(|first| {
+        let first = ndev.net().netdev_by_index(first)?;
+        let dev = device_by_netdev::<MetaRoceDevice>(&first)?;
+        let holds = dev.data().planes.lock().index_of(ndev).is_some();
+        holds.then_some(dev)
+    })
 }
 
 /// A MetaRoCE device as the driver sees it.

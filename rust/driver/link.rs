@@ -89,7 +89,21 @@ impl LinkType for MetaRoceLink {
 /// QPs connected from now on spray over it too.
 fn add_plane(dev: &MetaRoceIbDevice, ndev: &NetDevice) -> Result {
     let name = dev.name();
-    let first_mtu = dev.data().planes.lock().get(0).map_or(0, |n| n.mtu());
+    let (first_mtu, same_net) = dev
+        .data()
+        .planes
+        .lock()
+        .get(0)
+        .map_or((0, false), |n| (n.mtu(), n.net() == ndev.net()));
+    // The device's one socket is in plane 0's namespace (`plane.rs`).
+    if !same_net {
+        pr_err!(
+            "cannot add {} to {}: not in the network namespace of its first plane\n",
+            ndev.name(),
+            name
+        );
+        return Err(EXDEV);
+    }
     // Packets are sized for the first plane (the port's MTU): a plane that
     // cannot carry them would lose every full-size packet.
     if ndev.mtu() < first_mtu {
@@ -109,8 +123,10 @@ fn add_plane(dev: &MetaRoceIbDevice, ndev: &NetDevice) -> Result {
             name,
             if *e == ENOSPC {
                 "no free plane"
+            } else if *e == EXDEV {
+                "not in the network namespace of its first plane"
             } else {
-                "netdev in use"
+                "no first plane"
             }
         );
     })?;

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The packet dispatch: every packet received on UDP port 4792 is parsed
-//! and checked (`engine::wire::parse_packet`, ICRC included), counted on the
-//! device of its ingress netdev, and then answered (PROBE) or handed to the
-//! QP layer ([`deliver`]). Runs in softirq: nothing here sleeps or
+//! The packet dispatch: every packet received on UDP port 4792 (of any
+//! network namespace) is parsed and checked (`engine::wire::parse_packet`,
+//! ICRC included), counted on the device of its ingress netdev in that
+//! namespace, and then answered (PROBE) or handed to the QP layer
+//! ([`deliver`]). Runs in softirq: nothing here sleeps or
 //! allocates with `GFP_KERNEL`, and every skb is consumed or freed.
 
 use kernel::prelude::*;
@@ -23,7 +24,10 @@ pub(crate) struct NetRx;
 
 impl RxHandler for NetRx {
     fn receive(sock: &TunnelSock, ndev: &NetDevice, mut skb: SkBuff) {
-        let Some(dev) = device_of_plane(ndev) else {
+        // Only a device of the socket's namespace takes the packet: one
+        // whose netdev has since moved to another namespace is on its way
+        // out (its netdev's unregistration removes it).
+        let Some(dev) = device_of_plane(ndev).filter(|d| d.data().tunnel.is(sock)) else {
             // Not one of our planes: dropped (freed with the skb).
             return;
         };

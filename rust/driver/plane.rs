@@ -32,43 +32,47 @@ const OWNER_SLOTS: usize = 64;
 
 /// Extra-plane owners, `plane ifindex << 32 | plane-0 ifindex`, 0 = free.
 /// Plain atomics: read from the receive softirq without a lock; written in
-/// process context (link add, netdev unregister, device release).
+/// process context (link add, netdev unregister, device release). Ifindexes
+/// are per network namespace, so two namespaces may hold the same entry
+/// (each device's planes are in one namespace): a lookup yields candidates,
+/// and the caller checks them (`device_of_plane`).
 static OWNERS: [AtomicU64; OWNER_SLOTS] = [const { AtomicU64::new(0) }; OWNER_SLOTS];
 
 fn owner_entry(plane: i32, first: i32) -> u64 {
     (u64::from(plane as u32) << 32) | u64::from(first as u32)
 }
 
-/// The plane-0 ifindex of the device that has `ifindex` as an extra plane.
-pub(crate) fn owner_of(ifindex: i32) -> Option<i32> {
-    OWNERS.iter().find_map(|s| {
+/// The plane-0 ifindexes of the devices that may have netdev `ifindex` (of
+/// some namespace) as an extra plane.
+pub(crate) fn owners_of(ifindex: i32) -> impl Iterator<Item = i32> {
+    OWNERS.iter().filter_map(move |s| {
         let v = s.load(Ordering::Acquire);
         (v != 0 && (v >> 32) as u32 == ifindex as u32).then_some(v as u32 as i32)
     })
 }
 
-/// Records that netdev `plane` is an extra plane of the device on `first`.
-fn claim(plane: i32, first: i32) -> Result {
-    if owner_of(plane).is_some() {
-        return Err(EEXIST);
-    }
+/// Records that netdev `plane` is an extra plane of the device on `first`;
+/// returns the entry to give to [`release`].
+fn claim(plane: i32, first: i32) -> Result<u64> {
     let entry = owner_entry(plane, first);
     for s in &OWNERS {
         if s.compare_exchange(0, entry, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            return Ok(());
+            return Ok(entry);
         }
     }
     Err(ENOSPC)
 }
 
-/// Forgets that netdev `plane` is an extra plane.
-fn release(plane: i32) {
+/// Forgets one `entry` made by [`claim`] (any one of equal entries: they
+/// mean the same).
+fn release(entry: u64) {
     for s in &OWNERS {
-        let v = s.load(Ordering::Acquire);
-        if v != 0 && (v >> 32) as u32 == plane as u32 {
-            let _ = s.compare_exchange(v, 0, Ordering::AcqRel, Ordering::Acquire);
+        if s.compare_exchange(entry, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            return;
         }
     }
 }
@@ -78,6 +82,9 @@ fn release(plane: i32) {
 /// added plane fills.
 pub(crate) struct PlaneTable {
     ndevs: [Option<NetDeviceRef>; MAX_PLANES],
+    /// Each extra plane's owner-map entry, as claimed (the ifindexes then:
+    /// a netdev moved to another namespace may get a new one).
+    owner_entries: [u64; MAX_PLANES],
 }
 
 impl PlaneTable {
@@ -85,7 +92,10 @@ impl PlaneTable {
     pub(crate) fn new(first: &NetDevice) -> Self {
         let mut ndevs: [Option<NetDeviceRef>; MAX_PLANES] = Default::default();
         ndevs[0] = Some(first.hold());
-        Self { ndevs }
+        Self {
+            ndevs,
+            owner_entries: [0; MAX_PLANES],
+        }
     }
 
     /// Planes a QP connected now spreads its paths over (highest plane
@@ -118,11 +128,16 @@ impl PlaneTable {
             .any(|n| n.is_running_with_carrier())
     }
 
-    /// Adds `ndev` as a new plane; returns its number. Process context.
+    /// Adds `ndev`, which is not a plane of any device, as a new plane;
+    /// returns its number. `EXDEV` if it is not in plane 0's network
+    /// namespace (the device's socket is there). Process context.
     pub(crate) fn add(&mut self, ndev: &NetDevice) -> Result<u8> {
         let k = self.ndevs.iter().position(Option::is_none).ok_or(ENOSPC)?;
-        let first = self.get(0).ok_or(ENODEV)?.ifindex();
-        claim(ndev.ifindex(), first)?;
+        let first = self.get(0).ok_or(ENODEV)?;
+        if first.net() != ndev.net() {
+            return Err(EXDEV);
+        }
+        self.owner_entries[k] = claim(ndev.ifindex(), first.ifindex())?;
         self.ndevs[k] = Some(ndev.hold());
         Ok(k as u8)
     }
@@ -132,8 +147,9 @@ impl PlaneTable {
         if k == 0 {
             return;
         }
-        if let Some(n) = self.ndevs.get_mut(k as usize).and_then(Option::take) {
-            release(n.ifindex());
+        if let Some(_ndev) = self.ndevs.get_mut(k as usize).and_then(Option::take) {
+            // Out of the map before our reference on the netdev goes.
+            release(core::mem::take(&mut self.owner_entries[k as usize]));
         }
     }
 

@@ -18,6 +18,7 @@ pub(crate) mod link;
 pub(crate) mod lock;
 pub(crate) mod log;
 pub(crate) mod netdev;
+pub(crate) mod netns;
 pub(crate) mod random;
 pub(crate) mod restrack;
 pub(crate) mod ring;

@@ -163,15 +163,6 @@ impl NetDeviceRef {
     }
 }
 
-/// The network device of `init_net` with index `ifindex`, held. Any context.
-pub(crate) fn netdev_by_index(ifindex: i32) -> Option<NetDeviceRef> {
-    // SAFETY: `dev_get_by_index` looks the device up under RCU and returns
-    // it held, or NULL.
-    let ptr = unsafe { bindings::metaroce_helper_dev_get_by_index(ifindex) };
-    // SAFETY: non-null and held by the lookup.
-    (!ptr.is_null()).then(|| unsafe { NetDeviceRef::from_held(ptr) })
-}
-
 // SAFETY: a held reference may be used and released (`dev_put`) from any
 // context and thread.
 unsafe impl Send for NetDeviceRef {}

@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The MetaRoCE UDP tunnel: one kernel socket on port 4792 (IPv4) shared by
-//! every device, created when the first device takes a [`TunnelRef`] and
-//! released when the last one is dropped, plus transmission of packets on a
-//! chosen plane and UDP source port.
+//! The MetaRoCE UDP tunnel: one kernel socket on port 4792 (IPv4) in each
+//! network namespace that has MetaRoCE devices, shared by the devices of
+//! that namespace: created when the first of them takes a [`TunnelRef`],
+//! released when the last one drops it or when the namespace goes away,
+//! whichever comes first; plus transmission of packets on a chosen plane
+//! and UDP source port.
+//!
+//! A namespace's tunnel ([`TunnelSock`]) outlives its socket: a device
+//! whose namespace went away before it (its netdev moved out) keeps the
+//! tunnel, and its sends fail (`ENETUNREACH`) until it is gone.
 //!
 //! Reception: the socket is a UDP encapsulation socket (`encap_type` 1, as
 //! rxe does for 4791), so the UDP layer calls [`RxHandler::receive`] in
@@ -17,15 +23,16 @@
 //! as well).
 
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use kernel::error::{from_err_ptr, to_result};
 use kernel::new_mutex;
 use kernel::prelude::*;
-use kernel::sync::Mutex;
+use kernel::sync::{Arc, Mutex};
 use kernel::types::Opaque;
 
 use super::netdev::NetDevice;
+use super::netns::{Net, PernetHandler, PernetRegistration};
 use super::skb::{Ecn, Ipv4Addr, SkBuff, TxTail, UDP_HEADER_LEN};
 use super::sys::bindings;
 use crate::engine::wire::UDP_PORT;
@@ -33,8 +40,9 @@ use crate::engine::wire::UDP_PORT;
 /// What receives the tunnel's packets.
 pub(crate) trait RxHandler {
     /// Called in softirq context (never sleep, never `GFP_KERNEL`) for every
-    /// packet arriving on the port, with the tunnel socket (for replies) and
-    /// the ingress netdev. `skb`'s data starts at the UDP header (see
+    /// packet arriving on the port, with the tunnel of the namespace it
+    /// arrived in (for replies; it tells the namespace's devices from
+    /// others') and the ingress netdev. `skb`'s data starts at the UDP header (see
     /// [`SkBuff::udp_payload`]); dropping it frees it.
     fn receive(sock: &TunnelSock, ndev: &NetDevice, skb: SkBuff);
 }
@@ -91,33 +99,67 @@ pub(crate) struct TxV4 {
     pub(crate) ecn: Ecn,
 }
 
-/// The tunnel's kernel socket (`struct sock`), borrowed.
+/// One namespace's tunnel: its socket while it has one.
 ///
 /// # Invariants
 ///
-/// The wrapped `sock` is the tunnel socket and alive for the lifetime of
-/// every `&TunnelSock`.
-#[repr(transparent)]
-pub(crate) struct TunnelSock(Opaque<bindings::sock>);
+/// `sk` is null or the `sock` of the namespace's open tunnel socket, which
+/// is released (after `sk` is set to null) only with an RCU grace period
+/// in between (`udp_tunnel_sock_release`), so a non-null `sk` read with
+/// bottom halves off stays valid until they are on again. `net` is the
+/// namespace the socket was opened in; it is alive while `sk` is non-null
+/// (the namespace's exit releases the socket first).
+pub(crate) struct TunnelSock {
+    net: *mut bindings::net,
+    sk: AtomicPtr<bindings::sock>,
+}
+
+// SAFETY: `net` is only compared, or read while `sk` proves it alive; `sk`
+// is an atomic. Both may be used from any thread.
+unsafe impl Send for TunnelSock {}
+// SAFETY: as above; every method takes `&self` and is safe concurrently.
+unsafe impl Sync for TunnelSock {}
+
+/// Bottom halves off on this CPU while it lives. Such a section is also an
+/// RCU read-side critical section: `synchronize_rcu` waits for it.
+struct BhOff(core::marker::PhantomData<*mut ()>);
+
+impl BhOff {
+    fn new() -> Self {
+        // SAFETY: paired with the enable in `drop`, on the same CPU path
+        // (the guard is not `Send`). Nesting is fine.
+        unsafe { bindings::metaroce_helper_local_bh_disable() };
+        Self(core::marker::PhantomData)
+    }
+}
+
+impl Drop for BhOff {
+    fn drop(&mut self) {
+        // SAFETY: disabled in `new`.
+        unsafe { bindings::metaroce_helper_local_bh_enable() };
+    }
+}
+
+fn enetunreach() -> Error {
+    Error::from_errno(-(kernel::bindings::ENETUNREACH as i32))
+}
 
 impl TunnelSock {
-    /// # Safety
-    ///
-    /// `sk` must be the tunnel socket, alive for `'a`.
-    unsafe fn from_raw<'a>(sk: *mut bindings::sock) -> &'a Self {
-        // SAFETY: transparent wrapper; the caller guarantees liveness.
-        unsafe { &*sk.cast() }
-    }
-
-    fn as_raw(&self) -> *mut bindings::sock {
-        self.0.get()
-    }
-
     /// Sends `skb` over IPv4 out of `ndev` (the plane) to `to.dst`:4792 from
     /// `to.src_port`, with `to.ecn` in the TOS, DF set and a zero UDP
-    /// checksum (see the module documentation). Callable from process
-    /// context and softirq. The skb is consumed either way; `Err` means no route (out of `ndev`) to the peer.
+    /// checksum (see the module documentation), routed in this tunnel's
+    /// namespace. Callable from process context and softirq. The skb is
+    /// consumed either way; `Err` means no route (out of `ndev`) to the
+    /// peer, `ndev` not in the namespace, or the namespace gone.
     pub(crate) fn xmit_v4(&self, ndev: &NetDevice, skb: TxSkb, to: &TxV4) -> Result {
+        // The tunnel transmit path counts its recursion depth per CPU and
+        // runs the qdisc: bottom halves must be off, as they are in softirq
+        // and in ndo_start_xmit. The same section keeps the socket alive.
+        let _bh = BhOff::new();
+        let sk = self.sk.load(Ordering::Acquire);
+        if sk.is_null() || ndev.net().as_raw() != self.net {
+            return Err(enetunreach());
+        }
         let mut fl = bindings::flowi4::default();
         fl.__fl_common.flowic_oif = ndev.ifindex();
         fl.__fl_common.flowic_proto = bindings::IPPROTO_UDP as u8;
@@ -127,16 +169,10 @@ impl TunnelSock {
             dport: UDP_PORT.to_be(),
             sport: to.src_port.to_be(),
         };
-        // SAFETY: `init_net` is the namespace the socket lives in and lives
-        // forever; `fl` is a valid flow; the socket is alive (invariant).
-        // The result is a held route or an error pointer.
-        let rt = from_err_ptr(unsafe {
-            bindings::ip_route_output_flow(
-                core::ptr::addr_of_mut!(bindings::init_net),
-                &mut fl,
-                self.as_raw(),
-            )
-        })?;
+        // SAFETY: `sk` is non-null, so it and `net` are alive until bottom
+        // halves are on again (invariant); `fl` is a valid flow. The result
+        // is a held route or an error pointer.
+        let rt = from_err_ptr(unsafe { bindings::ip_route_output_flow(self.net, &mut fl, sk) })?;
         // A route to one of this host's own addresses (two QPs of this host
         // talking to each other) goes out of `lo`, not the plane: the packet
         // comes back through our receive hook like any other.
@@ -146,24 +182,20 @@ impl TunnelSock {
         if out_dev != ndev.as_raw() && !unsafe { bindings::metaroce_helper_rt_is_local(rt) } {
             // SAFETY: we hold the route and release it once.
             unsafe { bindings::metaroce_helper_ip_rt_put(rt) };
-            return Err(Error::from_errno(-(kernel::bindings::ENETUNREACH as i32)));
+            return Err(enetunreach());
         }
         // SAFETY: `rt` is a valid route.
         let ttl = unsafe { bindings::metaroce_helper_ip4_dst_hoplimit(rt) } as u8;
-        // The tunnel transmit path counts its recursion depth per CPU and
-        // runs the qdisc: bottom halves must be off, as they are in softirq
-        // and in ndo_start_xmit. Nesting is fine.
-        // SAFETY: paired with the enable below, on the same CPU path.
-        unsafe { bindings::metaroce_helper_local_bh_disable() };
         // SAFETY: `udp_tunnel_xmit_skb` consumes the route reference and the
-        // skb. The skb's `dev` is NULL (made by `TxSkb::alloc`), so the
-        // tunnel code does not count it on a netdev that has no tunnel
-        // stats (that would WARN); `ip_output` sets it from the route. The
-        // flow's `saddr` now holds the source address the route chose.
+        // skb; `sk` is alive (above). The skb's `dev` is NULL (made by
+        // `TxSkb::alloc`), so the tunnel code does not count it on a netdev
+        // that has no tunnel stats (that would WARN); `ip_output` sets it
+        // from the route. The flow's `saddr` now holds the source address
+        // the route chose.
         unsafe {
             bindings::udp_tunnel_xmit_skb(
                 rt,
-                self.as_raw(),
+                sk,
                 skb.0.into_raw(),
                 fl.saddr,
                 fl.daddr,
@@ -177,33 +209,53 @@ impl TunnelSock {
                 true,
             )
         };
-        // SAFETY: disabled above.
-        unsafe { bindings::metaroce_helper_local_bh_enable() };
         Ok(())
     }
 }
 
-/// The socket and its users, under the registry mutex.
-struct Slot {
+/// A namespace with a tunnel socket: the tunnel, the socket (owned here)
+/// and how many [`TunnelRef`]s use it.
+struct Entry {
+    tunnel: Arc<TunnelSock>,
+    socket: *mut bindings::socket,
     users: usize,
-    sock: *mut bindings::socket,
 }
 
-// SAFETY: the socket pointer is only used under the registry mutex (and by
-// holders of a `TunnelRef`, which keep it alive); any thread may do so.
-unsafe impl Send for Slot {}
+// SAFETY: the socket pointer is only used under the registry mutex; any
+// thread may do so.
+unsafe impl Send for Entry {}
 
-/// The module-wide registry: a mutex initialised once at module load.
+impl Entry {
+    /// Closes the socket: no new send starts on it, the receive hook is
+    /// cleared and in-flight senders and receivers finish (an RCU grace
+    /// period), then it is freed. Process context; under the registry
+    /// mutex, so that it happens once.
+    fn release(self) {
+        self.tunnel
+            .sk
+            .store(core::ptr::null_mut(), Ordering::Release);
+        // SAFETY: the socket is ours (only the registry entry owns it) and
+        // `sk` no longer hands it out; the release clears the encap hook's
+        // user data, waits for RCU (senders that read `sk` before, and
+        // receivers, finish) and frees the socket. The entry's reference to
+        // the tunnel, the receive hook's user data, goes after that.
+        unsafe { bindings::udp_tunnel_sock_release(self.socket) };
+    }
+}
+
+/// The namespaces that have a tunnel socket, one slot each (a freed slot
+/// is reused), under a mutex initialised once at module load.
 ///
 /// # Invariants
 ///
 /// `mutex` is initialised iff `ready` is true, and is never moved.
 struct Registry {
-    mutex: Opaque<Mutex<Slot>>,
+    mutex: Opaque<Mutex<KVec<Option<Entry>>>>,
     ready: AtomicBool,
 }
 
-// SAFETY: the mutex serialises every access to the slot; `ready` is atomic.
+// SAFETY: the mutex serialises every access to the entries; `ready` is
+// atomic.
 unsafe impl Sync for Registry {}
 
 static REGISTRY: Registry = Registry {
@@ -211,27 +263,7 @@ static REGISTRY: Registry = Registry {
     ready: AtomicBool::new(false),
 };
 
-/// Initialises the tunnel registry; call once from module init, before any
-/// device exists. Later calls do nothing.
-pub(crate) fn init() -> Result {
-    if REGISTRY.ready.load(Ordering::Acquire) {
-        return Ok(());
-    }
-    let init = new_mutex!(
-        Slot {
-            users: 0,
-            sock: core::ptr::null_mut()
-        },
-        "metaroce_tunnel"
-    );
-    // SAFETY: module init runs once and alone, so nothing else touches the
-    // static while it is initialised in place; a static never moves.
-    unsafe { init.__pinned_init(REGISTRY.mutex.get()) }?;
-    REGISTRY.ready.store(true, Ordering::Release);
-    Ok(())
-}
-
-fn registry() -> Result<&'static Mutex<Slot>> {
+fn registry() -> Result<&'static Mutex<KVec<Option<Entry>>>> {
     if !REGISTRY.ready.load(Ordering::Acquire) {
         return Err(EINVAL);
     }
@@ -239,40 +271,128 @@ fn registry() -> Result<&'static Mutex<Slot>> {
     Ok(unsafe { &*REGISTRY.mutex.get() })
 }
 
-/// One user's share of the tunnel socket. The first `get` creates the
-/// socket; dropping the last reference releases it (which waits for RCU, so
-/// only drop it in process context).
+/// How a log line names a namespace: nothing for the initial one (a host
+/// without namespaces logs what it always did), ` in net:[N]` otherwise.
+struct InNet(u32);
+
+impl InNet {
+    fn of(net: &Net) -> Self {
+        Self(if net.is_init() { 0 } else { net.inum() })
+    }
+}
+
+impl core::fmt::Display for InNet {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            0 => Ok(()),
+            n => write!(f, " in net:[{n}]"),
+        }
+    }
+}
+
+/// The namespace exit hook: a namespace that goes away with its socket
+/// still open (a device there not yet released) closes it.
+struct NamespaceExit;
+
+impl PernetHandler for NamespaceExit {
+    fn exit(net: &Net) {
+        let Ok(reg) = registry() else { return };
+        let mut entries = reg.lock();
+        let Some(entry) = entries
+            .iter_mut()
+            .find(|e| e.as_ref().is_some_and(|e| e.tunnel.net == net.as_raw()))
+            .and_then(Option::take)
+        else {
+            return;
+        };
+        entry.release();
+        pr_info!(
+            "UDP port {} closed with its namespace{}\n",
+            UDP_PORT,
+            InNet::of(net)
+        );
+    }
+}
+
+/// The tunnels' registration: the registry made ready and the namespace
+/// exit hook registered. Keep it until every device is gone (its drop
+/// calls the hook for every namespace).
+pub(crate) struct TunnelRegistration {
+    _exit: PernetRegistration<NamespaceExit>,
+}
+
+/// Sets the tunnels up; call once from module init, before any device
+/// exists.
+pub(crate) fn register() -> Result<TunnelRegistration> {
+    if !REGISTRY.ready.load(Ordering::Acquire) {
+        let init = new_mutex!(KVec::new(), "metaroce_tunnels");
+        // SAFETY: module init runs once and alone, so nothing else touches
+        // the static while it is initialised in place; a static never moves.
+        unsafe { init.__pinned_init(REGISTRY.mutex.get()) }?;
+        REGISTRY.ready.store(true, Ordering::Release);
+    }
+    Ok(TunnelRegistration {
+        _exit: PernetRegistration::register()?,
+    })
+}
+
+/// One device's share of its namespace's tunnel. The first `get` in a
+/// namespace opens the socket there; dropping the last reference releases
+/// it (which waits for RCU, so only drop it in process context).
 ///
 /// # Invariants
 ///
-/// This object counts as one of `Slot::users`, so `sk` (the socket's sock)
-/// stays alive until it is dropped.
+/// This object counts as one of its registry entry's `users` while the
+/// entry exists (the namespace's exit may remove it first).
 pub(crate) struct TunnelRef {
-    sk: NonNull<bindings::sock>,
+    tunnel: Arc<TunnelSock>,
 }
 
-// SAFETY: the socket may be used from any context; the count is updated
-// under the registry mutex.
-unsafe impl Send for TunnelRef {}
-// SAFETY: `&TunnelRef` only exposes `&TunnelSock`, whose transmit path is
-// safe to call concurrently.
-unsafe impl Sync for TunnelRef {}
-
 impl TunnelRef {
-    /// Takes a reference, creating the socket (UDP port 4792, IPv4, any
-    /// address) with `H` as its receive handler if there is none. Process
-    /// context only (it may sleep).
-    pub(crate) fn get<H: RxHandler>() -> Result<Self> {
-        let mut slot = registry()?.lock();
-        if slot.users == 0 {
-            slot.sock = create_socket::<H>()?;
+    /// Takes a reference on `net`'s tunnel, opening its socket (UDP port
+    /// 4792, IPv4, any address of `net`) with `H` as its receive handler
+    /// if it has none. Process context only (it may sleep).
+    pub(crate) fn get<H: RxHandler>(net: &Net) -> Result<Self> {
+        let mut entries = registry()?.lock();
+        if let Some(e) = entries
+            .iter_mut()
+            .flatten()
+            .find(|e| e.tunnel.net == net.as_raw())
+        {
+            e.users += 1;
+            return Ok(Self {
+                tunnel: e.tunnel.clone(),
+            });
         }
-        slot.users += 1;
-        // SAFETY: the socket exists while it has users; `sk` is its sock.
-        let sk = unsafe { (*slot.sock).sk };
-        Ok(Self {
-            sk: NonNull::new(sk).ok_or(EINVAL)?,
-        })
+        let tunnel = Arc::new(
+            TunnelSock {
+                net: net.as_raw(),
+                sk: AtomicPtr::new(core::ptr::null_mut()),
+            },
+            GFP_KERNEL,
+        )?;
+        let free = match entries.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                entries.push(None, GFP_KERNEL)?;
+                entries.len() - 1
+            }
+        };
+        let socket = create_socket::<H>(net, &tunnel)?;
+        // SAFETY: `socket` was just created and is open; its `sk` is set.
+        let sk = unsafe { (*socket).sk };
+        tunnel.sk.store(sk, Ordering::Release);
+        entries[free] = Some(Entry {
+            tunnel: tunnel.clone(),
+            socket,
+            users: 1,
+        });
+        Ok(Self { tunnel })
+    }
+
+    /// Whether `sock` is this reference's tunnel.
+    pub(crate) fn is(&self, sock: &TunnelSock) -> bool {
+        core::ptr::eq(&*self.tunnel, sock)
     }
 }
 
@@ -280,60 +400,66 @@ impl core::ops::Deref for TunnelRef {
     type Target = TunnelSock;
 
     fn deref(&self) -> &TunnelSock {
-        // SAFETY: alive while we count as a user (invariant).
-        unsafe { TunnelSock::from_raw(self.sk.as_ptr()) }
+        &self.tunnel
     }
 }
 
 impl Drop for TunnelRef {
     fn drop(&mut self) {
         let Ok(reg) = registry() else { return };
-        let mut slot = reg.lock();
-        slot.users -= 1;
-        if slot.users == 0 {
-            let sock = core::mem::replace(&mut slot.sock, core::ptr::null_mut());
-            // SAFETY: the last user is gone: no one can transmit on it. The
-            // release clears the encap hook, waits for RCU (receivers in
-            // flight finish) and frees the socket.
-            unsafe { bindings::udp_tunnel_sock_release(sock) };
-            pr_info!("UDP port {} closed\n", UDP_PORT);
+        let mut entries = reg.lock();
+        // Not found: the namespace went away first and closed the socket.
+        let Some(slot) = entries.iter_mut().find(|e| {
+            e.as_ref()
+                .is_some_and(|e| Arc::ptr_eq(&e.tunnel, &self.tunnel))
+        }) else {
+            return;
+        };
+        let last = slot.as_mut().is_some_and(|e| {
+            e.users -= 1;
+            e.users == 0
+        });
+        if let Some(entry) = slot.take_if(|_| last) {
+            // SAFETY: the entry existed, so its namespace has not run our
+            // exit hook and is alive while we hold the registry mutex.
+            let net = unsafe { Net::from_raw(entry.tunnel.net) };
+            let in_net = InNet::of(net);
+            entry.release();
+            pr_info!("UDP port {} closed{}\n", UDP_PORT, in_net);
         }
     }
 }
 
-fn create_socket<H: RxHandler>() -> Result<*mut bindings::socket> {
+/// Opens `net`'s tunnel socket, with `tunnel` as the receive hook's user
+/// data (the caller keeps it alive while the socket is open).
+fn create_socket<H: RxHandler>(net: &Net, tunnel: &TunnelSock) -> Result<*mut bindings::socket> {
     let mut cfg = bindings::udp_port_cfg {
         family: bindings::AF_INET as u8,
         local_udp_port: UDP_PORT.to_be(),
         ..Default::default()
     };
     let mut sock: *mut bindings::socket = core::ptr::null_mut();
-    // SAFETY: `init_net` lives forever; `cfg` and `sock` are valid locals.
-    to_result(unsafe {
-        bindings::udp_sock_create4(
-            core::ptr::addr_of_mut!(bindings::init_net),
-            &mut cfg,
-            &mut sock,
-        )
-    })
-    .inspect_err(|e| {
-        pr_err!(
-            "cannot open UDP port {}: error {}\n",
-            UDP_PORT,
-            e.to_errno()
-        )
-    })?;
+    // SAFETY: `net` is alive (type invariant); `cfg` and `sock` are valid
+    // locals.
+    to_result(unsafe { bindings::udp_sock_create4(net.as_raw(), &mut cfg, &mut sock) })
+        .inspect_err(|e| {
+            pr_err!(
+                "cannot open UDP port {}{}: error {}\n",
+                UDP_PORT,
+                InNet::of(net),
+                e.to_errno()
+            )
+        })?;
     let mut tnl = bindings::udp_tunnel_sock_cfg {
+        sk_user_data: core::ptr::from_ref(tunnel).cast_mut().cast(),
         encap_type: 1,
         encap_rcv: Some(encap_rcv::<H>),
         ..Default::default()
     };
-    // SAFETY: `sock` is the UDP socket just created; `tnl` is valid for the
-    // call (its values are copied into the socket).
-    unsafe {
-        bindings::setup_udp_tunnel_sock(core::ptr::addr_of_mut!(bindings::init_net), sock, &mut tnl)
-    };
-    pr_info!("UDP port {} open\n", UDP_PORT);
+    // SAFETY: `sock` is the UDP socket just created in `net`; `tnl` is
+    // valid for the call (its values are copied into the socket).
+    unsafe { bindings::setup_udp_tunnel_sock(net.as_raw(), sock, &mut tnl) };
+    pr_info!("UDP port {} open{}\n", UDP_PORT, InNet::of(net));
     Ok(sock)
 }
 
@@ -341,8 +467,9 @@ fn create_socket<H: RxHandler>() -> Result<*mut bindings::socket> {
 ///
 /// # Safety
 ///
-/// Called by the UDP layer with the live tunnel socket and an skb whose
-/// ownership passes to us (return value 0: consumed).
+/// Called by the UDP layer with a live tunnel socket made by
+/// `create_socket` and an skb whose ownership passes to us (return value
+/// 0: consumed).
 unsafe extern "C" fn encap_rcv<H: RxHandler>(
     sk: *mut bindings::sock,
     skb: *mut bindings::sk_buff,
@@ -352,17 +479,25 @@ unsafe extern "C" fn encap_rcv<H: RxHandler>(
     };
     // SAFETY: the UDP layer hands the skb over to us.
     let skb = unsafe { SkBuff::from_raw(skb) };
+    if sk.is_null() {
+        return 0; // `skb` is freed here.
+    }
+    // SAFETY: `sk` is alive for this call, and we run under RCU, as the
+    // helper's read of the user data requires.
+    let tunnel = unsafe { bindings::metaroce_helper_sk_user_data(sk) }.cast::<TunnelSock>();
     // SAFETY: a received skb's `dev` is its ingress device, held by the
     // stack while the packet is being received (this call); for a looped
     // back packet, the helper returns the device owning the destination
     // address, which RCU (held by our caller) keeps alive for this call.
     let dev = unsafe { bindings::metaroce_helper_skb_rx_dev(skb.as_raw()) };
-    if dev.is_null() || sk.is_null() {
+    if dev.is_null() || tunnel.is_null() {
         return 0; // `skb` is freed here.
     }
-    // SAFETY: `dev` and `sk` are alive for this call (see above; the socket
-    // is freed only after an RCU grace period, and we run under RCU).
-    let (ndev, sock) = unsafe { (NetDevice::from_raw(dev), TunnelSock::from_raw(sk)) };
-    H::receive(sock, ndev, skb);
+    // SAFETY: `dev` is alive for this call (see above). The user data is
+    // the `TunnelSock` of the socket's registry entry, which keeps it alive
+    // until after the socket's release has cleared the user data and
+    // waited for an RCU grace period, so for this call too.
+    let (ndev, tunnel) = unsafe { (NetDevice::from_raw(dev), &*tunnel) };
+    H::receive(tunnel, ndev, skb);
     0
 }

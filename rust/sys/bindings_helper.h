@@ -19,6 +19,7 @@
 #include <linux/skbuff.h>
 #include <net/ip.h>
 #include <net/route.h>
+#include <net/net_namespace.h>
 #include <net/udp_tunnel.h>
 #include "helpers.h"
 #include "trace.h"

@@ -16,9 +16,9 @@ void metaroce_helper_dev_hold(struct net_device *ndev)
 	dev_hold(ndev);
 }
 
-struct net_device *metaroce_helper_dev_get_by_index(int ifindex)
+struct net *metaroce_helper_dev_net(const struct net_device *ndev)
 {
-	return dev_get_by_index(&init_net, ifindex);
+	return dev_net(ndev);
 }
 
 __be32 metaroce_helper_netdev_ipv4(struct net_device *ndev)
@@ -136,6 +136,12 @@ struct net_device *metaroce_helper_skb_rx_dev(const struct sk_buff *skb)
 bool metaroce_helper_rt_is_local(const struct rtable *rt)
 {
 	return rt->rt_type == RTN_LOCAL;
+}
+
+/* A macro over an RCU read; the caller holds RCU (the receive path). */
+void *metaroce_helper_sk_user_data(const struct sock *sk)
+{
+	return rcu_dereference_sk_user_data(sk);
 }
 
 unsigned char metaroce_helper_skb_pkt_type(const struct sk_buff *skb)

@@ -20,7 +20,7 @@
 
 void metaroce_helper_dev_put(struct net_device *ndev);
 void metaroce_helper_dev_hold(struct net_device *ndev);
-struct net_device *metaroce_helper_dev_get_by_index(int ifindex);
+struct net *metaroce_helper_dev_net(const struct net_device *ndev);
 __be32 metaroce_helper_netdev_ipv4(struct net_device *ndev);
 bool metaroce_helper_netif_running(const struct net_device *ndev);
 bool metaroce_helper_netif_carrier_ok(const struct net_device *ndev);
@@ -46,6 +46,7 @@ bool metaroce_helper_pskb_may_pull(struct sk_buff *skb, unsigned int len);
 struct net_device *metaroce_helper_skb_dev(const struct sk_buff *skb);
 struct net_device *metaroce_helper_skb_rx_dev(const struct sk_buff *skb);
 bool metaroce_helper_rt_is_local(const struct rtable *rt);
+void *metaroce_helper_sk_user_data(const struct sock *sk);
 unsigned char metaroce_helper_skb_pkt_type(const struct sk_buff *skb);
 unsigned char *metaroce_helper_skb_network_header(const struct sk_buff *skb);
 unsigned char *metaroce_helper_skb_transport_header(const struct sk_buff *skb);
