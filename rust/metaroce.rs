@@ -38,6 +38,7 @@ pub mod engine {
     pub mod sack;
     pub mod sender;
     pub mod seq;
+    pub mod window;
     pub mod wire;
 }
 

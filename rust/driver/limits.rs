@@ -4,8 +4,9 @@
 
 /// Queue pairs per device: every index of a 12-bit QPN slot field
 /// (`qpn.rs`) from `FIRST_QPN` on. Meta validated 4,000 connections per
-/// device (issue 11); an idle connected QP costs at most 16 KiB
-/// (`qp::IDLE_QP_BYTES`), the tables of a device 8 B per QP each.
+/// device (issue 11); an idle connected QP costs the driver at most 8
+/// KiB (`qp::IDLE_QP_BYTES`; at most 16 KiB with the RDMA core's own
+/// objects), the tables of a device 8 B per QP each.
 pub(crate) const MAX_QP: u32 = (1 << 12) - FIRST_QPN;
 /// Work requests per send or receive queue.
 pub(crate) const MAX_QP_WR: u32 = 4096;

@@ -72,13 +72,17 @@ pub(crate) struct QpAttrs {
 /// What an idle connected RC QP allocates in the driver, in kmalloc
 /// classes: its data path ([`transport::IDLE_BYTES`]) and the locks and
 /// attributes below (the `QpState` itself is inside the core's `ib_qp`
-/// allocation, 80 B). Issue 11's bound for 4,000 QPs on a device; the
-/// accounting is in design.md, "Per-QP memory".
+/// allocation, 80 B). 8,064 B on the test kernel, 7,824 B on the
+/// benchmark kernel.
 pub(crate) const IDLE_QP_BYTES: usize = transport::IDLE_BYTES
     + 2 * kmalloc_size(size_of::<SpinLockIrq<()>>())
     + kmalloc_size(size_of::<Mutex<QpAttrs>>());
 
-const _: () = assert!(IDLE_QP_BYTES <= 16 * 1024);
+// Issue 11 allows 16 KiB per idle connected QP on a device of 4,000, the
+// RDMA core's own objects and the rings' metadata included (~4 KiB
+// measured on the test kernel): ours get half of it. The accounting is in
+// design.md, "Per-QP memory".
+const _: () = assert!(IDLE_QP_BYTES <= 8 * 1024);
 
 /// Driver state of a QP.
 pub(crate) struct QpState {

@@ -206,37 +206,42 @@ struct TakenRecv {
     wqe: RecvWqe,
 }
 
-/// The sender engine and the READ and atomic tables beside it, in one
-/// allocation: the `Sender` (7,040 B) takes an 8 KiB kmalloc object
-/// whatever it is boxed with, and these tables fill its rest
-/// (design.md, "Per-QP memory"; asserted below).
+/// The sender engine and the tables of what its messages carry, in one
+/// allocation: the `Sender` (1,416 B; its message window is taken with the
+/// first message) with the message table, the READ and atomic tables and
+/// the device's name fill one 4 KiB kmalloc object (design.md, "Per-QP
+/// memory"; asserted below).
 struct SendSide {
     sender: Sender,
+    /// What message `msn` carries, at `msn % MSG_WINDOW`.
+    out: [OutMsg; MSG_WINDOW],
     /// Our READs and atomics waiting for responses (at most
     /// `max_rd_atomic`).
     reads: [Option<PendingRead>; MAX_RD_ATOMIC as usize],
     /// The peer's READs and executed atomics to answer, oldest first.
     answers: [Option<ToAnswer>; MAX_RD_ATOMIC as usize],
     /// The device's name, for the QP's tracepoints (`tracing.rs`): here,
-    /// in the 8 KiB object's room, rather than in the `Transport`'s full
+    /// in the 4 KiB object's room, rather than in the `Transport`'s full
     /// 512 B one.
     dev_name: DevName,
 }
 
 /// The receiver engine and where its held ACKs go, in one allocation (a
-/// 4 KiB kmalloc object, as the `Receiver` alone would take).
+/// 1 KiB kmalloc object; the `Receiver`'s message window is taken with its
+/// first data packet).
 struct RecvSide {
     receiver: Receiver,
     /// Where the ACKs the receiver engine holds go (protocol.md 3.4).
     ack_routes: AckRoutes,
 }
 
-/// Empty engines, copied into each QP's memory (~8 and ~4 KiB: constants,
-/// so the copy comes straight from the module's data, not through the
-/// kernel stack). Their paths and per-PSN records are taken as the QP
-/// opens and uses them (`engine_heap.rs`).
+/// Empty engines, copied into each QP's memory (~3.3 and ~0.9 KiB:
+/// constants, so the copy comes straight from the module's data, not
+/// through the kernel stack). Their message windows, paths and per-PSN
+/// records are taken as the QP opens and uses them (`engine_heap.rs`).
 const EMPTY_SEND: SendSide = SendSide {
     sender: Sender::empty(Aimd),
+    out: [OutMsg::Wr { wr: 0, offset: 0 }; MSG_WINDOW],
     reads: [None; MAX_RD_ATOMIC as usize],
     answers: [None; MAX_RD_ATOMIC as usize],
     dev_name: DevName::NONE,
@@ -256,8 +261,6 @@ const NO_OPERANDS: [AtomicOperands; MSG_WINDOW] = [AtomicOperands {
 struct Inner {
     send: KVBox<SendSide>,
     recv: KVBox<RecvSide>,
-    /// What message `msn` carries, at `msn % MSG_WINDOW`.
-    out: KVVec<OutMsg>,
     /// Send work requests from `sq_head` to `sq_taken` (and the one at
     /// `sq_taken` while it is being split), at `wr_slot(index)`. Empty
     /// until the QP posts; grown to a power of two as requests are taken,
@@ -266,9 +269,12 @@ struct Inner {
     /// Slots `wrs` may grow to: as many as the send ring has, at most
     /// `WR_WINDOW`.
     wr_cap: usize,
-    /// A request waits for `wrs` to grow, which failed (no memory): the
-    /// tick has the transmit worker try again.
-    wrs_wanted: bool,
+    /// Work waits for memory the heap refused: a request for `wrs` to
+    /// grow or for the sender's message window (taken with the first
+    /// message), or a READ's or atomic's answer for that window. The tick
+    /// has the transmit worker try again (`kick_locked`, which clears it
+    /// first).
+    room_wanted: bool,
     /// Send ring index of the oldest work request not completed.
     sq_head: u32,
     /// Send ring index up to which work requests became messages.
@@ -344,7 +350,6 @@ impl Inner {
                 *to = *w;
             }
         }
-        self.wrs_wanted = false;
         core::mem::replace(&mut self.wrs, new)
     }
 
@@ -365,7 +370,7 @@ impl Inner {
                 true
             }
             Err(_) => {
-                self.wrs_wanted = true;
+                self.room_wanted = true;
                 false
             }
         }
@@ -389,23 +394,26 @@ fn empty_wrs(n: usize, flags: kernel::alloc::Flags) -> Result<KVVec<OutWr>> {
 }
 
 /// What an idle connected RC or UC QP's data path allocates, in kmalloc
-/// classes (design.md, "Per-QP memory"): the two engine boxes, the sender's
-/// first paths, the message table and the `Transport` itself (in its `Arc`,
-/// after the reference count). Nothing else until the QP carries data,
-/// grants `REMOTE_ATOMIC`, is UC or uses an SRQ; the rings are the
-/// process's, sized by it.
+/// classes (design.md, "Per-QP memory"): the two engine boxes (the
+/// sender's with the message table), the sender's first paths and the
+/// `Transport` itself (in its `Arc`, after the reference count). Nothing
+/// else until the QP carries data (the engines' message windows, 8 and 4
+/// KiB, and per-path memory), grants `REMOTE_ATOMIC`, is UC or uses an
+/// SRQ; the rings are the process's, sized by it.
 pub(crate) const IDLE_BYTES: usize = kmalloc_size(size_of::<SendSide>())
     + SenderConfig::DEFAULT.initial_paths as usize * kmalloc_size(size_of::<TxPath>())
     + kmalloc_size(size_of::<RecvSide>())
-    + kmalloc_size(size_of::<OutMsg>() * MSG_WINDOW)
     + kmalloc_size(size_of::<Transport>() + size_of::<u64>());
 
-// Each box fills its kmalloc class and no more: the `Sender` needs the 8
-// KiB class and the `Receiver` the 4 KiB one anyway, and what rides with
-// them must not push them into the next.
-const _: () = assert!(size_of::<SendSide>() <= 8192 && size_of::<Sender>() > 4096);
-const _: () = assert!(size_of::<RecvSide>() <= 4096 && size_of::<Receiver>() > 2048);
-const _: () = assert!(size_of::<OutMsg>() * MSG_WINDOW == 1024);
+// Each box fills its kmalloc class and no more: the `SendSide` needs the
+// 4 KiB class and the `RecvSide` the 1 KiB one, and nothing added to them
+// may push them into the next. The message windows a QP takes with its
+// first message (the sender's with the first it sends, the receiver's
+// with the first data packet it accepts; kept until the QP is destroyed)
+// are 8 and 4 KiB kmalloc objects.
+const _: () = assert!(size_of::<SendSide>() <= 4096 && size_of::<SendSide>() > 2048);
+const _: () = assert!(size_of::<RecvSide>() <= 1024 && size_of::<RecvSide>() > 512);
+const _: () = assert!(<Sender>::WINDOW_BYTES == 8192 && <Receiver>::WINDOW_BYTES == 4096);
 const _: () = assert!(size_of::<Transport>() + size_of::<u64>() <= 512);
 
 /// The data path of one RC QP. Its lock and state are in the same
@@ -495,9 +503,9 @@ struct TickWork {
     /// Our PLANES is repeated until the peer confirms it (protocol.md
     /// 1.8).
     planes: bool,
-    /// The request window could not grow (no memory): the transmit worker
+    /// Work waits for memory (`Inner::room_wanted`): the transmit worker
     /// tries again.
-    wrs_wanted: bool,
+    room_wanted: bool,
     /// The sender engine's next timer (retransmission timeouts, probes,
     /// the verdict probe, the retry budget, a refused allocation's retry).
     deadline: Option<u64>,
@@ -513,7 +521,7 @@ impl TickWork {
         self.flush_receives
             || self.held_acks
             || self.planes
-            || self.wrs_wanted
+            || self.room_wanted
             || self.deadline.is_some()
             || self.rcn_count
     }
@@ -611,10 +619,6 @@ impl Transport {
         let mut send = KVBox::new(EMPTY_SEND, GFP_KERNEL)?;
         send.dev_name = dev_name;
         let recv = KVBox::new(EMPTY_RECV, GFP_KERNEL)?;
-        let mut out = KVVec::with_capacity(MSG_WINDOW, GFP_KERNEL)?;
-        for _ in 0..MSG_WINDOW {
-            out.push(OutMsg::Wr { wr: 0, offset: 0 }, GFP_KERNEL)?;
-        }
         let mut srq_taken = KVVec::new();
         if srq.is_some() {
             srq_taken.reserve(MSG_WINDOW, GFP_KERNEL)?;
@@ -625,10 +629,9 @@ impl Transport {
         let inner = Inner {
             send,
             recv,
-            out,
             wrs: KVVec::new(),
             wr_cap: (sq.count() as usize).clamp(1, WR_WINDOW),
-            wrs_wanted: false,
+            room_wanted: false,
             sq_head: 0,
             sq_taken: 0,
             taking: false,
@@ -919,7 +922,7 @@ impl Transport {
             flush_receives: false,
             held_acks: i.recv.receiver.ack_deadline().is_some(),
             planes: i.send.sender.config().planes > 1 && !i.peer_planes.acked,
-            wrs_wanted: i.wrs_wanted,
+            room_wanted: i.room_wanted,
             deadline: i.send.sender.next_deadline(),
             rcn_count,
         }
@@ -977,9 +980,9 @@ impl Transport {
         if work.planes && i.peer_planes.due(now) {
             self.send_planes(tx, peer, &i.peer_planes);
         }
-        if work.wrs_wanted {
-            // The request window could not grow (no memory): the
-            // transmit worker takes the requests again.
+        if work.room_wanted {
+            // Work waits for memory the heap refused: the transmit worker
+            // takes the requests and answers again.
             self.kick_deferred.store(true, Ordering::Release);
             tx.defer(self.qpn);
         }
@@ -1004,9 +1007,13 @@ impl Transport {
     }
 
     fn kick_locked(&self, i: &mut Inner, tx: &TxCtx<'_>) {
+        // What waited for memory is tried again here, and asks again if
+        // it still finds none.
+        i.room_wanted = false;
         if i.failed {
             self.flush_locked(i);
         } else if i.peer.is_some() {
+            self.answer_reads(i);
             self.take_requests(i, tx);
             self.pump(i, tx);
         }

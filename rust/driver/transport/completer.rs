@@ -61,7 +61,7 @@ impl Transport {
     /// completes the finished requests in posting order.
     pub(super) fn complete_sends(&self, i: &mut Inner) {
         while let Some(c) = i.send.sender.pop_completion() {
-            match i.out[c.msn as usize % MSG_WINDOW] {
+            match i.send.out[c.msn as usize % MSG_WINDOW] {
                 OutMsg::Wr { wr, .. } => {
                     let k = i.wr_slot(wr);
                     let w = &mut i.wrs[k];

@@ -279,6 +279,13 @@ impl Transport {
                 Ok(msn) => msn,
                 // The message window is full: the rest waits for ACKs.
                 Err(PostError::QueueFull) => return false,
+                // No memory for the message window (the QP's first
+                // message): the rest waits for the transmit worker's retry
+                // (`Inner::room_wanted`).
+                Err(PostError::NoMemory) => {
+                    i.room_wanted = true;
+                    return false;
+                }
                 Err(_) => {
                     i.wrs[slot].status = WcStatus::LocLenErr;
                     i.sq_taken = index.wrapping_add(1);
@@ -289,7 +296,7 @@ impl Transport {
             if consumes_receive(op) && last {
                 i.tx_rsn = i.tx_rsn.wrapping_add(1);
             }
-            i.out[msn as usize % MSG_WINDOW] = OutMsg::Wr {
+            i.send.out[msn as usize % MSG_WINDOW] = OutMsg::Wr {
                 wr: index,
                 offset: w.posted,
             };
@@ -411,7 +418,7 @@ impl Transport {
                     let n = header.payload_len as usize;
                     let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
                     let mrs = tx.mrs;
-                    let out = i.out[header.msn as usize % MSG_WINDOW];
+                    let out = i.send.out[header.msn as usize % MSG_WINDOW];
                     let _ = self.send_data(tx, ndev, &to, len, |buf| {
                         put_data_packet(buf, &header, |body| {
                             if header.opcode == Opcode::ReadReq {

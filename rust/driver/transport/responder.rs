@@ -85,12 +85,18 @@ impl Transport {
             let msn = match i.send.sender.post(&msg) {
                 Ok(msn) => msn,
                 Err(PostError::QueueFull) => return,
+                // No memory for the message window: the answer waits for
+                // the transmit worker's retry (`Inner::room_wanted`).
+                Err(PostError::NoMemory) => {
+                    i.room_wanted = true;
+                    return;
+                }
                 Err(_) => {
                     i.failed = true;
                     return;
                 }
             };
-            i.out[msn as usize % MSG_WINDOW] = a.out;
+            i.send.out[msn as usize % MSG_WINDOW] = a.out;
             i.send.answers.rotate_left(1);
             if let Some(last) = i.send.answers.last_mut() {
                 *last = None;

@@ -18,12 +18,30 @@ use core::ops::DerefMut;
 /// Where the engine's records come from.
 pub trait Heap {
     /// An owned `T` in this heap's memory, freed when dropped.
-    type Box<T: Copy>: DerefMut<Target = T>;
+    type Box<T>: DerefMut<Target = T>;
 
     /// A copy of `init` in new memory, or `None` if there is none to be had
     /// now. Implementations copy straight into the new memory: the records
     /// are up to a few KiB, too large for a kernel stack's temporaries.
     fn copy_of<T: Copy>(init: &T) -> Option<Self::Box<T>>;
+
+    /// `T::EMPTY` in new memory, or `None` if there is none to be had now:
+    /// for records that own heap memory themselves and so are not `Copy`
+    /// (a message window, whose long messages hold their bitmaps).
+    /// Implementations write the constant straight into the new memory,
+    /// as [`Heap::copy_of`] copies.
+    fn empty<T: Empty>() -> Option<Self::Box<T>>;
+}
+
+/// A record's empty value, a constant: what [`Heap::empty`] fills new
+/// memory with.
+pub trait Empty: Sized {
+    /// The empty value.
+    const EMPTY: Self;
+}
+
+impl<T: Empty, const N: usize> Empty for [T; N] {
+    const EMPTY: Self = [const { T::EMPTY }; N];
 }
 
 /// The heap of the program the engine is built into: the default of every

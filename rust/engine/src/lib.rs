@@ -18,10 +18,14 @@
 extern crate alloc;
 
 impl heap::Heap for heap::Global {
-    type Box<T: Copy> = alloc::boxed::Box<T>;
+    type Box<T> = alloc::boxed::Box<T>;
 
     fn copy_of<T: Copy>(init: &T) -> Option<Self::Box<T>> {
         Some(alloc::boxed::Box::new(*init))
+    }
+
+    fn empty<T: heap::Empty>() -> Option<Self::Box<T>> {
+        Some(alloc::boxed::Box::new(T::EMPTY))
     }
 }
 
@@ -42,4 +46,5 @@ pub mod receiver;
 pub mod sack;
 pub mod sender;
 pub mod seq;
+pub mod window;
 pub mod wire;

@@ -12,11 +12,12 @@ use super::config::{
     validate_mtu, ConfigError, ReceiverConfig, MAX_PATHS, MSG_WINDOW, PATH_GENERATIONS,
     PATH_SLOT_BITS, PATH_SLOT_MASK,
 };
-use super::heap::{kmalloc_size, Global, Heap};
+use super::heap::{kmalloc_size, Empty, Global, Heap};
 use super::rcn::{self, Shares};
 use super::sack::{PsnVerdict, SackTracker};
 use super::sender::packets_for;
 use super::seq::seq_diff;
+use super::window::MsgWindow;
 use super::wire::{Ack, DataHeader, Nak, Opcode, Probe, Syndrome, FLAG_PEER_PSN};
 
 /// Where to put the payload of an accepted packet.
@@ -130,7 +131,7 @@ struct RxMsg<H: Heap> {
     rsn: u16,
 }
 
-impl<H: Heap> RxMsg<H> {
+impl<H: Heap> Empty for RxMsg<H> {
     const EMPTY: Self = Self {
         msn: 0,
         live: false,
@@ -178,7 +179,9 @@ pub struct Receiver<H: Heap = Global> {
     /// The paths packets arrived on, by slot (`None`: none yet since
     /// `reset`; a slot keeps its memory for later generations).
     paths: [Option<H::Box<RxPath>>; MAX_PATHS],
-    msgs: [RxMsg<H>; MSG_WINDOW],
+    /// The messages from `head` on, at `msn % MSG_WINDOW`; its memory is
+    /// taken with the first data packet accepted (none is live before).
+    msgs: MsgWindow<RxMsg<H>, H>,
     start: Start,
     head: u32,
     cum_msn: u32,
@@ -198,6 +201,12 @@ pub struct Receiver<H: Heap = Global> {
     /// Longest wait of an accepted packet for its ACK (ns).
     ack_delay_ns: u64,
     stats: ReceiverStats,
+}
+
+impl<H: Heap> Receiver<H> {
+    /// What the message window costs once the first data packet takes it
+    /// (kmalloc classes).
+    pub const WINDOW_BYTES: usize = MsgWindow::<RxMsg<H>, H>::SIZE;
 }
 
 impl Receiver {
@@ -221,7 +230,7 @@ impl<H: Heap> Receiver<H> {
             mtu: 1,
         },
         paths: [Self::NO_PATH; MAX_PATHS],
-        msgs: [RxMsg::EMPTY; MSG_WINDOW],
+        msgs: MsgWindow::NONE,
         start: Start::ZERO,
         head: 0,
         cum_msn: 0,
@@ -320,6 +329,7 @@ impl<H: Heap> Receiver<H> {
         let paths = self.paths.iter().flatten().count();
         let bitmaps = self.msgs.iter().filter(|m| m.got.is_long()).count();
         kmalloc_size(size_of::<Self>())
+            + self.msgs.footprint()
             + paths * kmalloc_size(size_of::<RxPath>())
             + bitmaps * kmalloc_size(size_of::<PktBitmap>())
     }
@@ -524,10 +534,10 @@ impl<H: Heap> Receiver<H> {
     }
 
     /// The memory an accepted packet needs before it is recorded: its
-    /// path's state (the path's first packet) and, for the first packet of
-    /// a message longer than [`INLINE_PKTS`], the message's bitmap
-    /// (returned, for [`Receiver::on_message`]). `None` if the heap
-    /// refused.
+    /// path's state (the path's first packet), the message window (the
+    /// QP's first data packet) and, for the first packet of a message
+    /// longer than [`INLINE_PKTS`], the message's bitmap (returned, for
+    /// [`Receiver::on_message`]). `None` if the heap refused.
     fn take_memory(
         &mut self,
         h: &DataHeader,
@@ -539,6 +549,9 @@ impl<H: Heap> Receiver<H> {
             if p.is_none() {
                 *p = Some(H::copy_of(&RxPath::EMPTY)?);
             }
+        }
+        if !self.msgs.take() {
+            return None;
         }
         if npkts > INLINE_PKTS && self.starts_message(h, ahead) {
             return Some(MsgBits::long(H::copy_of(&PktBitmap::new())?));

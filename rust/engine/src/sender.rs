@@ -10,12 +10,13 @@ use super::cc::{AckSignal, Aimd, CcParams, CongestionControl};
 use super::completion::{CompletionStatus, TxCompletion};
 use super::config::{ConfigError, SenderConfig, MAX_PATHS, MSG_WINDOW, PATH_GENERATIONS};
 use super::events::{CutCause, Events, FailCause, LossCause, RecoverCause, SenderEvent};
-use super::heap::{kmalloc_size, Global, Heap};
+use super::heap::{kmalloc_size, Empty, Global, Heap};
 use super::path::{
     EntryState, InflightEntry, PathRing, PathState, RtoUndo, RttEstimator, TxPath, EMPTY_RING,
     PATH_RING,
 };
 use super::seq::{seq_diff, seq_in_window};
+use super::window::MsgWindow;
 use super::wire::{
     Ack, DataHeader, Nak, Opcode, Probe, FLAG_IMM, FLAG_PEER_PSN, FLAG_RETRANSMIT, SACK_BITS,
 };
@@ -59,6 +60,10 @@ pub enum PostError {
     /// An atomic request or response whose length is not its operands'
     /// (see [`Opcode::atomic_len`]).
     BadLength,
+    /// The message window's memory, taken with the first message, could
+    /// not be had (the heap refused): nothing was queued, the caller
+    /// tries again later.
+    NoMemory,
 }
 
 /// What `next_packet` produced.
@@ -184,7 +189,7 @@ struct TxMsg<H: Heap> {
     last_loss_cause: LossCause,
 }
 
-impl<H: Heap> TxMsg<H> {
+impl<H: Heap> Empty for TxMsg<H> {
     const EMPTY: Self = Self {
         msn: 0,
         live: false,
@@ -206,7 +211,9 @@ impl<H: Heap> TxMsg<H> {
         last_loss_slot: usize::MAX,
         last_loss_cause: LossCause::Sack,
     };
+}
 
+impl<H: Heap> TxMsg<H> {
     /// Success needs the receiver's word (`cum_msn`), not only path ACKs of
     /// every packet: those also cover a message the receiver failed, whose
     /// NAK may be lost.
@@ -322,9 +329,10 @@ pub fn packets_for(opcode: Opcode, len: u32, mtu: u32) -> u32 {
 /// The sending side of one QP, generic over the congestion control and
 /// the heap its paths and long messages take memory from.
 ///
-/// What stays in place is the message window and the path slots (about
-/// 7 KiB); a path takes its state from the heap when it opens and its
-/// per-PSN records when it first carries data ([`Sender::footprint`]).
+/// What stays in place is the path slots and the QP-wide state (about
+/// 1.4 KiB); the message window (5.5 KiB) comes from the heap with the
+/// first message, a path's state when the path opens and its per-PSN
+/// records when it first carries data ([`Sender::footprint`]).
 pub struct Sender<C: CongestionControl = Aimd, H: Heap = Global> {
     cfg: SenderConfig,
     ccp: CcParams,
@@ -338,7 +346,9 @@ pub struct Sender<C: CongestionControl = Aimd, H: Heap = Global> {
     /// `open_path` and only `reset` closes them): the loops over paths
     /// visit these, typically a few of the 64.
     used: u64,
-    msgs: [TxMsg<H>; MSG_WINDOW],
+    /// The messages from `head` to `tail`, at `msn % MSG_WINDOW`; its
+    /// memory is taken by the first `post` (none is live before).
+    msgs: MsgWindow<TxMsg<H>, H>,
     head: u32,
     tail: u32,
     cursor: u32,
@@ -381,6 +391,10 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     const NO_PATH: Option<H::Box<TxPath>> = None;
     const NO_RING: Option<H::Box<PathRing>> = None;
 
+    /// What the message window costs once the first message takes it
+    /// (kmalloc classes).
+    pub const WINDOW_BYTES: usize = MsgWindow::<TxMsg<H>, H>::SIZE;
+
     /// A sender with a caller-chosen congestion control.
     pub fn with_cc(cfg: SenderConfig, cc: C, now: u64) -> Result<Self, ConfigError> {
         let mut s = Self::empty(cc);
@@ -390,7 +404,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
 
     /// An idle sender with no paths, usable only after [`Sender::reset`].
     /// A `const fn`, so a kernel can copy it into memory of its own (about
-    /// 7 KiB) without building it on the stack, then `reset` it in place.
+    /// 1.4 KiB) without building it on the stack, then `reset` it in place.
     pub const fn empty(cc: C) -> Self {
         Self {
             cfg: SenderConfig::DEFAULT,
@@ -404,7 +418,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             paths: [Self::NO_PATH; MAX_PATHS],
             rings: [Self::NO_RING; MAX_PATHS],
             used: 0,
-            msgs: [TxMsg::EMPTY; MSG_WINDOW],
+            msgs: MsgWindow::NONE,
             head: 0,
             tail: 0,
             cursor: 0,
@@ -522,6 +536,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             .map(|m| usize::from(m.acked.is_long()) + usize::from(m.lost.is_long()))
             .sum::<usize>();
         kmalloc_size(size_of::<Self>())
+            + self.msgs.footprint()
             + paths * kmalloc_size(size_of::<TxPath>())
             + rings * kmalloc_size(size_of::<PathRing>())
             + bitmaps * kmalloc_size(size_of::<PktBitmap>())
@@ -679,6 +694,8 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     }
 
     /// Queue a message; returns its MSN. Completions come back in MSN order.
+    /// The first message takes the window's memory from the heap
+    /// ([`PostError::NoMemory`] if it refuses).
     pub fn post(&mut self, msg: &Message) -> Result<u32, PostError> {
         if !msg.opcode.is_reliable_data() {
             return Err(PostError::BadOpcode);
@@ -695,6 +712,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         if self.tail.wrapping_sub(self.head) as usize >= MSG_WINDOW {
             return Err(PostError::QueueFull);
+        }
+        if !self.msgs.take() {
+            return Err(PostError::NoMemory);
         }
         let msn = self.tail;
         let m = self

@@ -10,35 +10,47 @@ use metaroce_engine::bitmap::PktBitmap;
 use metaroce_engine::cc::Aimd;
 use metaroce_engine::config::{ConfigError, ReceiverConfig, SenderConfig};
 use metaroce_engine::events::{EventQueue, FailCause, SenderEvent};
-use metaroce_engine::heap::Heap;
+use metaroce_engine::heap::{Empty, Heap};
 use metaroce_engine::path::{PathRing, TxPath};
 use metaroce_engine::receiver::{DropReason, Receiver, RxVerdict};
-use metaroce_engine::sender::{Message, Sender, TxKind, ALLOC_RETRY_NS};
+use metaroce_engine::sender::{Message, PostError, Sender, TxKind, ALLOC_RETRY_NS};
 use metaroce_engine::wire::{DataHeader, Opcode};
 
 thread_local! {
     /// Sizes of the records the heap refuses now (0: any).
     static REFUSED: Cell<[usize; 3]> = const { Cell::new([usize::MAX; 3]) };
+    /// The heap refuses message windows (`Heap::empty`) now.
+    static NO_WINDOWS: Cell<bool> = const { Cell::new(false) };
 }
 
 fn refuse(sizes: [usize; 3]) {
     REFUSED.with(|r| r.set(sizes));
 }
 
+fn refuse_windows(no: bool) {
+    NO_WINDOWS.with(|w| w.set(no));
+}
+
 fn allow_all() {
     refuse([usize::MAX; 3]);
+    refuse_windows(false);
 }
 
 /// A heap that refuses the records whose sizes are set in `REFUSED`.
 struct Tight;
 
 impl Heap for Tight {
-    type Box<T: Copy> = Box<T>;
+    type Box<T> = Box<T>;
 
     fn copy_of<T: Copy>(init: &T) -> Option<Box<T>> {
         let n = size_of::<T>();
         let refused = REFUSED.with(|r| r.get());
         (!refused.iter().any(|&s| s == 0 || s == n)).then(|| Box::new(*init))
+    }
+
+    fn empty<T: Empty>() -> Option<Box<T>> {
+        let refused = REFUSED.with(|r| r.get()).contains(&0) || NO_WINDOWS.with(|w| w.get());
+        (!refused).then(|| Box::new(T::EMPTY))
     }
 }
 
@@ -88,8 +100,8 @@ fn a_path_without_its_ring_waits_for_the_retry_timer() {
     refuse([size_of::<PathRing>(); 3]);
     let mut tx = sender(2).unwrap();
     assert_eq!(tx.path_count(), 2, "paths open without their rings");
-    let idle = tx.footprint();
     tx.post(&write(2)).unwrap();
+    let idle = tx.footprint();
     assert!(tx.next_packet(10).is_none(), "no ring, nothing sent");
     assert!(tx.has_ready(), "the message still waits to be sent");
     assert_eq!(tx.next_deadline(), Some(10 + ALLOC_RETRY_NS));
@@ -101,6 +113,26 @@ fn a_path_without_its_ring_waits_for_the_retry_timer() {
     let b = data(&mut tx, 20).unwrap();
     assert_ne!(a.path_id, b.path_id, "both paths carry data once they may");
     assert!(tx.footprint() > idle);
+}
+
+#[test]
+fn no_memory_for_the_message_window_queues_nothing() {
+    allow_all();
+    let mut tx = sender(2).unwrap();
+    let idle = tx.footprint();
+    refuse_windows(true);
+    assert_eq!(tx.post(&write(2)), Err(PostError::NoMemory));
+    assert_eq!(tx.outstanding(), 0);
+    assert!(!tx.has_ready());
+    assert!(tx.next_packet(0).is_none());
+    assert_eq!(tx.footprint(), idle, "nothing taken");
+    // Memory back: the same message is the first, numbered as it would
+    // have been, and sent.
+    allow_all();
+    let first = sender(2).unwrap().post(&write(2)).unwrap();
+    assert_eq!(tx.post(&write(2)), Ok(first));
+    assert!(tx.footprint() > idle, "the window is taken");
+    assert!(data(&mut tx, 1).is_some());
 }
 
 #[test]
@@ -162,6 +194,16 @@ fn a_receiver_without_memory_drops_without_a_trace() {
         RxVerdict::Drop(DropReason::NoMemory)
     );
     assert!(rx.ack_for(0).is_none());
+    // The path's memory, but none for the message window (the QP's first
+    // data packet): dropped the same way.
+    allow_all();
+    refuse_windows(true);
+    assert_eq!(
+        rx.on_data(&first, false, 0),
+        RxVerdict::Drop(DropReason::NoMemory)
+    );
+    assert!(rx.ack_for(0).is_none(), "the path saw nothing");
+    assert_eq!(rx.pop_completion(), None);
     // The path's memory, but none for a long message's bitmap: its packet
     // is not recorded on the path either (an ACK would have told the
     // sender it arrived).
