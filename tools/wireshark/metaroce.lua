@@ -239,6 +239,9 @@ metaroce.prefs.mtu = Pref.uint("Payload MTU", 0,
     .. "from the first packet that is not the last of its message")
 metaroce.prefs.check_icrc = Pref.bool("Verify the ICRC", true,
     "Compute the CRC-32 of every packet (turn off for speed on large captures)")
+metaroce.prefs.icrc_sample = Pref.uint("Verify the ICRC of the first N packets of each opcode", 0,
+    "With ICRC verification on: 0 verifies every packet; N only the first N packets of each "
+    .. "opcode in the capture (the others are Unverified), for speed on large captures")
 
 ------------------------------------------------------------------------
 -- ICRC: CRC-32, reflected 0xEDB88320, init and final XOR 0xFFFFFFFF (1.7)
@@ -316,6 +319,8 @@ local function init_state()
         path = {},       -- index -> { ts, psn, probe: two-level maps }
         npath = 0,
         frame = {},      -- frame number -> results of the first pass
+        icrc_seen = {},  -- opcode -> packets so far (metaroce.icrc_sample)
+        icrc_pick = {},  -- frame number -> whether its ICRC is verified
     }
 end
 init_state()
@@ -434,6 +439,24 @@ local function path_text(v)
     return string.format("%d:%d", rshift(v, 6), band(v, 0x3F))
 end
 
+-- Whether this packet's ICRC is computed: the preferences' choice, made
+-- on the first pass (capture order) and kept for later passes. Returns
+-- the reason when it is not.
+local function icrc_wanted(ctx)
+    if not metaroce.prefs.check_icrc then return false, "preference check_icrc off" end
+    local n = metaroce.prefs.icrc_sample
+    if n == 0 then return true end
+    local frame = ctx.pinfo.number
+    local pick = st.icrc_pick[frame]
+    if pick == nil then
+        local seen = st.icrc_seen[ctx.opcode] or 0
+        st.icrc_seen[ctx.opcode] = seen + 1
+        pick = seen < n
+        st.icrc_pick[frame] = pick
+    end
+    return pick, string.format("past the first %d packets of its opcode (preference icrc_sample)", n)
+end
+
 -- Length and ICRC of a packet whose non-ICRC part is `body` bytes (1.7),
 -- in the order of the engine's check_icrc.
 local function check_icrc(ctx, body)
@@ -449,11 +472,11 @@ local function check_icrc(ctx, body)
         violate(ctx, "TrailingBytes", t or nil, string.format(
             "%d bytes after the ICRC (1.7)", ctx.len - total))
     end
-    if not icrc_item or not metaroce.prefs.check_icrc then
+    local wanted, why = false, "packet cut short by the capture"
+    if icrc_item then wanted, why = icrc_wanted(ctx) end
+    if not wanted then
         ctx.tree:add(F.icrc_status, 2):set_generated()
-        ;(icrc_item or ctx.tree):add_proto_expert_info(E.unverified, not icrc_item
-            and "ICRC not verified: packet cut short by the capture"
-            or "ICRC not verified (preference off)")
+        ;(icrc_item or ctx.tree):add_proto_expert_info(E.unverified, "ICRC not verified: " .. why)
         return
     end
     local want = ctx.tvb(body, ICRC_LEN):uint()
