@@ -64,11 +64,14 @@ pin_on_b() {
 	echo true
 }
 pin_neighbours() {
-	local p dev ip mac
+	local p dev ip out macs
+	# shellcheck disable=SC2016
+	out=$(peer 'cat /sys/class/net/$PLANE0_DEV/address /sys/class/net/$PLANE1_DEV/address') ||
+		fail "host B's plane MACs: $out"
+	read -r -d '' -a macs <<< "$out"
 	for p in 0 1; do
 		dev=PLANE${p}_DEV ip=PEER_PLANE${p}_IP
-		mac=$(peer "cat /sys/class/net/\$$dev/address") || fail "plane $p MAC of host B"
-		ip neigh replace "${!ip}" lladdr "$mac" dev "${!dev}" nud permanent ||
+		ip neigh replace "${!ip}" lladdr "${macs[p]:-}" dev "${!dev}" nud permanent ||
 			fail "cannot pin host B's plane $p neighbour on host A"
 	done
 	peer "$(pin_on_b)" > /dev/null || fail "cannot pin host A's plane neighbours on host B"
@@ -109,40 +112,58 @@ capture="/usr/bin/python3 $METAROCE_REPO/selftests/metaroce_pkt.py capture --dev
 # shellcheck disable=SC2016
 qdisc_drops='n=0; for d in $PLANE0_DEV $PLANE1_DEV; do k=$(tc -s qdisc show dev $d | sed -n "s/.*dropped \([0-9]*\).*/\1/p" | head -1); n=$((n + ${k:-0})); done; echo $n'
 
-# settle: wait (up to 15 s) until neither device's counters have moved for
-# a second: the last ACKs and probes of the QPs just destroyed are in, so
-# the counters and the captures close on the same packets.
+# settle NAME WHEN: waits (up to 15 tries) until neither device's counters
+# have moved for a second: the last ACKs and probes of the QPs just
+# destroyed are in, so the counters and the captures close on the same
+# packets. Then both devices' counters are in $wa/NAME.aWHEN.json and
+# NAME.bWHEN.json, their planes' qdisc drops in $qa_now and $qb_now. Each
+# try is one peer call (a Python start on host A: seconds on the rig):
+# host B samples its counters a second apart and, if they held, prints
+# them and its qdisc drops; host A's, sampled before and after that call,
+# must have held too.
 settle() {
-	local last="" now
+	local n=$1 w=$2 a0 a1 out
 	for _ in $(seq 15); do
-		now="$(mr0_stats | tr -d '\n') $(mr0_stats peer | tr -d '\n')"
-		[ "$now" = "$last" ] && return 0
-		last=$now
-		sleep 1
+		a0=$(mr0_stats)
+		out=$(peer "s=\$(rdma -j statistic show link mr0/1); sleep 1; [ \"\$s\" = \"\$(rdma -j statistic show link mr0/1)\" ] && echo \"\$s\" && { $qdisc_drops; }")
+		a1=$(mr0_stats)
+		[ -n "$out" ] && [ "$a0" = "$a1" ] && break
+		out=""
 	done
-	log "settle: traffic still moving after 15 s"
+	if [ -z "$out" ]; then
+		log "settle: traffic still moving after 15 tries"
+		a1=$(mr0_stats)
+		out="$(mr0_stats peer)
+$(peer "$qdisc_drops")" || fail "qdisc counters on host B"
+	fi
+	echo "$a1" > "$wa/$n.a$w.json"
+	head -n -1 <<< "$out" > "$wa/$n.b$w.json"
+	qb_now=$(tail -1 <<< "$out")
+	qa_now=$(bash -c "$qdisc_drops")
 }
 
 # capture_begin NAME: both hosts record into DIR/NAME.pcap; then both
 # devices' counters and qdisc drops are taken.
 capture_begin() {
-	local n=$1 started=""
+	local n=$1
 	cap_name=$n
 	rm -f "$wa/$n.stop" "$wa/$n.ready"
 	bash -c "exec $capture --until $wa/$n.stop --ready $wa/$n.ready --out $wa/$n.pcap" > "$wa/$n.capture" 2>&1 &
 	cap_pid=$!
 	cap_job=$(peer_spawn "rm -f $wb/$n.stop $wb/$n.ready; $capture --until $wb/$n.stop --ready $wb/$n.ready --out $wb/$n.pcap") ||
 		fail "$n: cannot start the capture on host B"
-	# Python starts slowly on a busy TCG vCPU: traffic only once both record.
+	# Python starts slowly on a busy TCG vCPU: traffic only once both
+	# record (host B waits for its own in one peer call).
 	for _ in $(seq 60); do
-		[ -f "$wa/$n.ready" ] && peer "test -f $wb/$n.ready" && { started=1; break; }
+		[ -f "$wa/$n.ready" ] && break
 		sleep 0.5
 	done
-	[ -n "$started" ] || fail "$n: a capture never started: A: $(cat "$wa/$n.capture"); B: $(peer_poll "$cap_job" 1)"
-	settle
-	mr0_stats > "$wa/$n.a0.json"
-	mr0_stats peer > "$wa/$n.b0.json"
-	qa0=$(bash -c "$qdisc_drops") qb0=$(peer "$qdisc_drops") || fail "qdisc counters on host B"
+	if ! [ -f "$wa/$n.ready" ] ||
+		! peer "for _ in \$(seq 60); do [ -f $wb/$n.ready ] && exit 0; sleep 0.5; done; exit 1" > /dev/null; then
+		fail "$n: a capture never started: A: $(cat "$wa/$n.capture"); B: $(peer_poll "$cap_job" 1)"
+	fi
+	settle "$n" 0
+	qa0=$qa_now qb0=$qb_now
 }
 
 # report_of TEXT: "CAPTURED DROPS" from a capture's last line.
@@ -153,17 +174,14 @@ report_of() {
 # capture_end NAME: once the traffic has stopped, the counters again, then
 # the captures stop. What a host's capture cannot see of what its device
 # counted: packets its qdiscs dropped after the device counted them ($qa,
-# $qb: netem's on host B), sends counted before they failed ($txe_a,
-# $txe_b: tx_errors), and packets the kernel could not queue to the
-# capture socket ($drops_a, $drops_b; 0 unless it fell 64 MiB behind).
+# $qb: netem's on host B), sends counted before they failed (tx_errors:
+# counters.py --tx-slack-counter), and packets the kernel could not queue
+# to the capture socket ($drops_a, $drops_b; 0 unless it fell 64 MiB
+# behind).
 capture_end() {
 	local n=$1 out r
-	settle
-	mr0_stats > "$wa/$n.a1.json"
-	mr0_stats peer > "$wa/$n.b1.json"
-	qa=$(($(bash -c "$qdisc_drops") - qa0)) qb=$(($(peer "$qdisc_drops") - qb0))
-	txe_a=$(($(stat_of tx_errors "$(cat "$wa/$n.a1.json")") - $(stat_of tx_errors "$(cat "$wa/$n.a0.json")")))
-	txe_b=$(($(stat_of tx_errors "$(cat "$wa/$n.b1.json")") - $(stat_of tx_errors "$(cat "$wa/$n.b0.json")")))
+	settle "$n" 1
+	qa=$((qa_now - qa0)) qb=$((qb_now - qb0))
 	touch "$wa/$n.stop"
 	peer "touch $wb/$n.stop" || fail "$n: cannot stop the capture on host B"
 	wait "$cap_pid" || fail "$n: the capture failed on host A: $(cat "$wa/$n.capture")"
@@ -177,7 +195,7 @@ capture_end() {
 	[ -n "$r" ] || fail "$n: no capture report on B: $out"
 	read -r captured_b drops_b <<< "$r"
 	log "$n: A $(tail -1 "$wa/$n.capture"), $(stat -c %s "$wa/$n.pcap") bytes; B $(tail -1 <<< "$out")"
-	log "$n: qdisc drops A $qa, B $qb; tx_errors A $txe_a, B $txe_b"
+	log "$n: qdisc drops A $qa, B $qb"
 	[ $((drops_a + drops_b)) = 0 ] ||
 		log "$n: capture socket drops: counters may exceed the captures by that many"
 }
@@ -219,24 +237,24 @@ dissect() {
 	local n=$1 sa=$wa/$1.summary sb=$wa/$1.b.summary t0 job pa pb out k
 	pa="$PLANE0_IP,$PLANE1_IP" pb="$PEER_PLANE0_IP,$PEER_PLANE1_IP"
 	t0=$(date +%s)
-	job=$(peer_spawn "HOME=$wb $wire/summary.sh --icrc-sample $icrc_sample --device $pb --device $pa $wb/$n.pcap > $wb/$n.summary") ||
+	# Host B's summary comes back as the job's output (no further peer call).
+	job=$(peer_spawn "HOME=$wb $wire/summary.sh --icrc-sample $icrc_sample --device $pb --device $pa $wb/$n.pcap > $wb/$n.summary 2> $wb/$n.err && cat $wb/$n.summary || { cat $wb/$n.err; exit 1; }") ||
 		fail "$n: cannot start summary.sh on host B"
 	HOME=$wa "$wire/summary.sh" --icrc-sample "$icrc_sample" --device "$pa" --device "$pb" "$wa/$n.pcap" > "$sa" 2> "$wa/$n.err" ||
 		fail "$n: summary.sh failed on host A: $(cat "$wa/$n.err")"
 	log "$n: host A's capture dissected in $(($(date +%s) - t0)) s:"
 	grep -v '^device ' "$sa"
-	out=$(peer_wait "$job" 600) || fail "$n: summary.sh failed on host B: $out"
-	peer "cat $wb/$n.summary" > "$sb" || fail "$n: no summary from host B"
+	peer_wait "$job" 600 > "$sb" || fail "$n: summary.sh failed on host B: $(cat "$sb")"
 	log "$n: host B's capture dissected in $(($(date +%s) - t0)) s (both)"
 	verdict A "$sa" "$captured_a"
 	verdict B "$sb" "$captured_b"
 	/usr/bin/python3 "$wire/counters.py" --summary "$sa" --device "$pa" \
 		--before "$wa/$n.a0.json" --after "$wa/$n.a1.json" --label "$n, host A" \
-		--tx-slack $((drops_a + qa + txe_a)) --rx-slack "$drops_a" ||
+		--tx-slack $((drops_a + qa)) --tx-slack-counter tx_errors --rx-slack "$drops_a" ||
 		fail "$n: host A's counters disagree with its capture"
 	/usr/bin/python3 "$wire/counters.py" --summary "$sb" --device "$pb" \
 		--before "$wa/$n.b0.json" --after "$wa/$n.b1.json" --label "$n, host B" \
-		--tx-slack $((drops_b + qb + txe_b)) --rx-slack "$drops_b" ${2:+--only "$2"} ||
+		--tx-slack $((drops_b + qb)) --tx-slack-counter tx_errors --rx-slack "$drops_b" ${2:+--only "$2"} ||
 		fail "$n: host B's counters disagree with its capture"
 	log "ok: $n: each device's counters grew by its capture's totals"
 	# The wire between them (informational): what one host's capture saw

@@ -754,7 +754,8 @@ def check_rig_counters(ck, rig, rpath, tmp):
 
     # counters.py: snapshots whose deltas are exactly the capture's pass;
     # each one packet off fails, unless within the slack on its side.
-    names = {c for k in want["A"] for c in k.split("+")} | {"ud_rx_dropped", "rx_probes_limited"}
+    names = {c for k in want["A"] for c in k.split("+")} | {"ud_rx_dropped", "rx_probes_limited",
+                                                            "tx_errors"}
     before = {n: 1000 + i for i, n in enumerate(sorted(names))}
     exact = {n: before[n] + want["A"].get(n, 0) for n in names}
     exact["ud_rx_packets"] = before["ud_rx_packets"] + want["A"]["ud_rx_packets+ud_rx_dropped"]
@@ -789,6 +790,13 @@ def check_rig_counters(ck, rig, rpath, tmp):
         ("... outside --only ^plane0_", off("plane1_rx_packets", -1), ["--only", "^plane0_"], 0),
         ("a byte counter off by one", off("rx_bytes", 1), [], 1),
         ("a counter missing", {k: v for k, v in exact.items() if k != "ecn_marks"}, [], 2),
+        ("one more sent, tx_errors +1, --tx-slack-counter tx_errors",
+         dict(off("tx_packets", 1), tx_errors=exact["tx_errors"] + 1),
+         ["--tx-slack-counter", "tx_errors"], 0),
+        ("... two more sent", dict(off("tx_packets", 2), tx_errors=exact["tx_errors"] + 1),
+         ["--tx-slack-counter", "tx_errors"], 1),
+        ("--tx-slack-counter of a counter not in the snapshots", exact,
+         ["--tx-slack-counter", "no_such_counter"], 2),
     ]
     for what, after, opts, want_rc in cases:
         rc, text = verdict(after, *opts)
