@@ -340,16 +340,17 @@ capture_begin plane_down
 # Python start) takes ~10 s while the pingpong keeps both hosts' vCPUs
 # busy (the first rig run's window was 59 s, 40k packets, for 8 s of
 # sleeps). So host B takes its plane 1 down and up by itself, spawned
-# before the traffic: once plane 1 has brought it 200 packets, down for
+# before the traffic: once plane 1 has brought it 300 packets, down for
 # 2 s, then up with its neighbours pinned again (a link going down flushes
 # them). A path fails in well under a second (RTO and 3 probes: 0.3 s on
 # the rig). Host A follows it on its own plane 1's received packets:
-# they stop while host B's plane 1 is down and resume when it is up.
+# they stop while host B's plane 1 is down and resume when it is up (it
+# sees the traffic at 50 packets, well before host B's 300).
 # shellcheck disable=SC2016
 flap_b='d=$PLANE1_DEV rx=/sys/class/net/$PLANE1_DEV/statistics/rx_packets
 r0=$(cat $rx)
-for _ in $(seq 600); do [ $(($(cat $rx) - r0)) -ge 200 ] && break; sleep 0.1; done
-[ $(($(cat $rx) - r0)) -ge 200 ] || { echo "no traffic on plane 1 in 60 s"; exit 1; }
+for _ in $(seq 600); do [ $(($(cat $rx) - r0)) -ge 300 ] && break; sleep 0.1; done
+[ $(($(cat $rx) - r0)) -ge 300 ] || { echo "no traffic on plane 1 in 60 s"; exit 1; }
 ip link set $d down && echo "plane 1 down" && sleep 2 && ip link set $d up && echo "plane 1 up"'
 flap=$(peer_spawn "$flap_b && $(pin_on_b)") || fail "cannot start the plane flap on host B"
 job=$(peer_spawn "timeout 90 ibv_rc_pingpong -d mr0 -n 1000000 -s 64 -g $pgid") || fail "cannot start the server"
@@ -357,8 +358,8 @@ sleep 2
 timeout 90 ibv_rc_pingpong -d mr0 -n 1000000 -s 64 -g "$gid" "$PEER_PLANE0_IP" > "$wa/flap.out" 2>&1 &
 client=$!
 # plane1_rx WANT: waits (up to 60 s, polling every 0.1 s) until host A's
-# plane 1 has received 100 packets (WANT=traffic), then nothing for a
-# second (quiet), or anything (moving).
+# plane 1 has received 50 packets (WANT=traffic), nothing for a second
+# (quiet), or anything (moving).
 plane1_rx() {
 	local f=/sys/class/net/$PLANE1_DEV/statistics/rx_packets first last now same=0
 	first=$(cat "$f") last=$first
@@ -368,7 +369,7 @@ plane1_rx() {
 		if [ "$now" = "$last" ]; then same=$((same + 1)); else same=0; fi
 		last=$now
 		case $1 in
-		traffic) [ $((now - first)) -ge 100 ] && return 0 ;;
+		traffic) [ $((now - first)) -ge 50 ] && return 0 ;;
 		quiet) [ $same -ge 10 ] && return 0 ;;
 		moving) [ "$now" != "$first" ] && return 0 ;;
 		esac
