@@ -91,26 +91,7 @@ expect_values "$knobs" delay_target_us=0
 expect_ok knob_write delay_target_us 5000
 
 # --- QPs take the values when they connect ---
-# start_pingpong: a long ping-pong, server on B, client on A in the
-# background; sets $qpn to the client's QP once it is in RTS.
-start_pingpong() {
-	local args="-d mr0 -n 1000000 -s 64" bound=$((60 * ${METAROCE_TIMEOUT_SCALE:-1}))
-	peer_spawn "timeout $bound ibv_rc_pingpong $args -g $pgid" > /dev/null || fail "cannot start the server"
-	sleep 1
-	# shellcheck disable=SC2086 # $args: options, split on purpose
-	timeout $bound ibv_rc_pingpong $args -g "$gid" "$PEER_PLANE0_IP" > /dev/null 2>&1 &
-	client=$!
-	qpn=""
-	for _ in $(seq 50); do
-		qpn=$(rdma resource show qp link mr0/1 2>/dev/null |
-			sed -n 's/.*lqpn \([0-9]*\) .*type RC .*state RTS.*comm ibv_rc_pingpong.*/\1/p' | head -1)
-		[ -n "$qpn" ] && break
-		sleep 0.2
-	done
-	[ -n "$qpn" ] || fail "the ping-pong QP never reached RTS"
-	log "ok: ping-pong running, client QP $qpn"
-}
-
+# (start_pingpong: lib.sh)
 stop_pingpong() {
 	kill "$client" 2>/dev/null
 	wait "$client" 2>/dev/null

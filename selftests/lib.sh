@@ -356,6 +356,32 @@ mr0_counters() {
 	log "B QPs: $(peer rdma resource show qp link mr0/1 2>&1 | grep -v '\[')"
 }
 
+# start_pingpong: a long ibv_rc_pingpong (64-byte messages), server on
+# host B, client on host A in the background ($client), over the plane 0
+# GIDs $pgid/$gid (plane0_gids); sets $qpn to the client's QP once it is in
+# RTS. The test kills $client when its checks are done; the bound only
+# stops a stray one (scaled: a KASAN kernel, METAROCE_TIMEOUT_SCALE=3, took
+# longer than 60 s over qp_counters.sh's checks, and the QP was gone
+# before the last of them).
+start_pingpong() {
+	local args="-d mr0 -n 1000000 -s 64" bound=$((60 * ${METAROCE_TIMEOUT_SCALE:-1}))
+	peer_spawn "timeout $bound ibv_rc_pingpong $args -g $pgid" > /dev/null || fail "cannot start the server"
+	sleep 1
+	# shellcheck disable=SC2086 # $args: options, split on purpose
+	timeout $bound ibv_rc_pingpong $args -g "$gid" "$PEER_PLANE0_IP" > /dev/null 2>&1 &
+	# shellcheck disable=SC2034 # the caller's, to stop it
+	client=$!
+	qpn=""
+	for _ in $(seq 50); do
+		qpn=$(rdma resource show qp link mr0/1 2>/dev/null |
+			sed -n 's/.*lqpn \([0-9]*\) .*type RC .*state RTS.*comm ibv_rc_pingpong.*/\1/p' | head -1)
+		[ -n "$qpn" ] && break
+		sleep 0.2
+	done
+	[ -n "$qpn" ] || fail "the ping-pong QP never reached RTS"
+	log "ok: ping-pong running, client QP $qpn"
+}
+
 # pingpong_run TOOL SECONDS LABEL ARGS...: an rdma-core pingpong example
 # (ibv_rc_pingpong, ibv_ud_pingpong) with its server on host B and its
 # client on host A, retried while the server starts, over the plane 0 GIDs

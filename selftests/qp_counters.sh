@@ -20,28 +20,7 @@ command -v ibv_rc_pingpong > /dev/null || skip "ibverbs-utils not installed"
 
 mr0_on_both_hosts
 
-# Starts a long ping-pong (server on B, client on A in the background) and
-# sets $qpn to the client's QP number once it is connected.
-start_pingpong() {
-	# Killed when the checks are done; the bound only stops a stray one. A
-	# slower kernel (KASAN, METAROCE_TIMEOUT_SCALE=3) took longer than 60 s
-	# over the checks, and the QP was gone before the last of them.
-	local args="-d mr0 -n 1000000 -s 64" i bound=$((60 * ${METAROCE_TIMEOUT_SCALE:-1}))
-	peer_spawn "timeout $bound ibv_rc_pingpong $args -g $pgid" > /dev/null || fail "cannot start the server"
-	sleep 1
-	timeout $bound ibv_rc_pingpong $args -g "$gid" "$PEER_PLANE0_IP" > /dev/null 2>&1 &
-	client=$!
-	qpn=""
-	for i in $(seq 50); do
-		qpn=$(rdma resource show qp link mr0/1 2>/dev/null |
-			sed -n 's/.*lqpn \([0-9]*\) .*type RC .*state RTS.*comm ibv_rc_pingpong.*/\1/p' | head -1)
-		[ -n "$qpn" ] && break
-		sleep 0.2
-	done
-	[ -n "$qpn" ] || fail "the ping-pong QP never reached RTS"
-	log "ok: ping-pong running, client QP $qpn"
-}
-
+# (start_pingpong: lib.sh)
 stop_pingpong() {
 	kill "$client" 2>/dev/null
 	wait "$client" 2>/dev/null

@@ -25,21 +25,43 @@
 #define METAROCE_SYNDROMES \
 	{ 1, "remote_access" }, { 2, "remote_operation" }, { 3, "invalid_request" }
 
+/*
+ * Fields every event starts with (the device's name, the QP), and those
+ * retransmit and window_decrease end with (the path, its plane, a cause):
+ * in TP_STRUCT__entry and TP_fast_assign, which each pass of
+ * define_trace.h expands with its own __field and __entry. The events'
+ * other fields differ, so they are events of their own rather than of one
+ * class; path_failed and path_recovered share everything but the names of
+ * their causes, and are one class.
+ */
+#define METAROCE_QP_FIELDS \
+	__string(dev, dev) \
+	__field(u32, qpn)
+#define METAROCE_QP_ASSIGN \
+	__assign_str(dev); \
+	__entry->qpn = qpn
+#define METAROCE_PATH_CAUSE_FIELDS \
+	__field(u16, path) \
+	__field(u8, plane) \
+	__field(u8, cause)
+#define METAROCE_PATH_CAUSE_ASSIGN \
+	__entry->path = path; \
+	__entry->plane = plane; \
+	__entry->cause = cause
+
 /* A path: its id (generation << 6 | slot), plane and UDP source port. */
 DECLARE_EVENT_CLASS(metaroce_path_class,
 	TP_PROTO(const char *dev, u32 qpn, u16 path, u8 plane, u16 sport, u8 cause),
 	TP_ARGS(dev, qpn, path, plane, sport, cause),
 	TP_STRUCT__entry(
-		__string(dev, dev)
-		__field(u32, qpn)
+		METAROCE_QP_FIELDS
 		__field(u16, path)
 		__field(u16, sport)
 		__field(u8, plane)
 		__field(u8, cause)
 	),
 	TP_fast_assign(
-		__assign_str(dev);
-		__entry->qpn = qpn;
+		METAROCE_QP_ASSIGN;
 		__entry->path = path;
 		__entry->sport = sport;
 		__entry->plane = plane;
@@ -74,8 +96,7 @@ TRACE_EVENT(path_replaced,
 		 u16 old_sport, u16 new_sport),
 	TP_ARGS(dev, qpn, old_path, new_path, plane, old_sport, new_sport),
 	TP_STRUCT__entry(
-		__string(dev, dev)
-		__field(u32, qpn)
+		METAROCE_QP_FIELDS
 		__field(u16, old_path)
 		__field(u16, new_path)
 		__field(u16, old_sport)
@@ -83,8 +104,7 @@ TRACE_EVENT(path_replaced,
 		__field(u8, plane)
 	),
 	TP_fast_assign(
-		__assign_str(dev);
-		__entry->qpn = qpn;
+		METAROCE_QP_ASSIGN;
 		__entry->old_path = old_path;
 		__entry->new_path = new_path;
 		__entry->old_sport = old_sport;
@@ -102,24 +122,18 @@ TRACE_EVENT(retransmit,
 		 u32 offset, u8 cause),
 	TP_ARGS(dev, qpn, path, plane, psn, msn, offset, cause),
 	TP_STRUCT__entry(
-		__string(dev, dev)
-		__field(u32, qpn)
+		METAROCE_QP_FIELDS
 		__field(u32, psn)
 		__field(u32, msn)
 		__field(u32, offset)
-		__field(u16, path)
-		__field(u8, plane)
-		__field(u8, cause)
+		METAROCE_PATH_CAUSE_FIELDS
 	),
 	TP_fast_assign(
-		__assign_str(dev);
-		__entry->qpn = qpn;
+		METAROCE_QP_ASSIGN;
 		__entry->psn = psn;
 		__entry->msn = msn;
 		__entry->offset = offset;
-		__entry->path = path;
-		__entry->plane = plane;
-		__entry->cause = cause;
+		METAROCE_PATH_CAUSE_ASSIGN;
 	),
 	TP_printk("dev=%s qpn=%u path=%u plane=%u psn=%u msn=%u offset=%u cause=%s",
 		  __get_str(dev), __entry->qpn, __entry->path, __entry->plane,
@@ -133,22 +147,16 @@ TRACE_EVENT(window_decrease,
 		 u32 new_cwnd, u8 cause),
 	TP_ARGS(dev, qpn, path, plane, old_cwnd, new_cwnd, cause),
 	TP_STRUCT__entry(
-		__string(dev, dev)
-		__field(u32, qpn)
+		METAROCE_QP_FIELDS
 		__field(u32, old_cwnd)
 		__field(u32, new_cwnd)
-		__field(u16, path)
-		__field(u8, plane)
-		__field(u8, cause)
+		METAROCE_PATH_CAUSE_FIELDS
 	),
 	TP_fast_assign(
-		__assign_str(dev);
-		__entry->qpn = qpn;
+		METAROCE_QP_ASSIGN;
 		__entry->old_cwnd = old_cwnd;
 		__entry->new_cwnd = new_cwnd;
-		__entry->path = path;
-		__entry->plane = plane;
-		__entry->cause = cause;
+		METAROCE_PATH_CAUSE_ASSIGN;
 	),
 	TP_printk("dev=%s qpn=%u path=%u plane=%u cwnd=%u->%u cause=%s",
 		  __get_str(dev), __entry->qpn, __entry->path, __entry->plane,
@@ -162,8 +170,7 @@ TRACE_EVENT(nak,
 		 bool stale),
 	TP_ARGS(dev, qpn, path, psn, msn, syndrome, stale),
 	TP_STRUCT__entry(
-		__string(dev, dev)
-		__field(u32, qpn)
+		METAROCE_QP_FIELDS
 		__field(u32, psn)
 		__field(u32, msn)
 		__field(u16, path)
@@ -171,8 +178,7 @@ TRACE_EVENT(nak,
 		__field(bool, stale)
 	),
 	TP_fast_assign(
-		__assign_str(dev);
-		__entry->qpn = qpn;
+		METAROCE_QP_ASSIGN;
 		__entry->psn = psn;
 		__entry->msn = msn;
 		__entry->path = path;
@@ -190,13 +196,11 @@ TRACE_EVENT(give_up,
 	TP_PROTO(const char *dev, u32 qpn, u32 outstanding),
 	TP_ARGS(dev, qpn, outstanding),
 	TP_STRUCT__entry(
-		__string(dev, dev)
-		__field(u32, qpn)
+		METAROCE_QP_FIELDS
 		__field(u32, outstanding)
 	),
 	TP_fast_assign(
-		__assign_str(dev);
-		__entry->qpn = qpn;
+		METAROCE_QP_ASSIGN;
 		__entry->outstanding = outstanding;
 	),
 	TP_printk("dev=%s qpn=%u outstanding=%u", __get_str(dev), __entry->qpn,

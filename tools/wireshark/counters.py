@@ -3,7 +3,8 @@
 """Compare a capture's totals with the device counters of the same window.
 
   counters.py --summary FILE --device ADDRS --before FILE --after FILE
-              [--tx-slack N] [--rx-slack N] [--only REGEX] [--label TEXT]
+              [--tx-slack N] [--tx-slack-counter NAME]... [--rx-slack N]
+              [--only REGEX] [--label TEXT]
 
 --summary: the output of `tools/wireshark/summary.sh --device ADDRS ...`
 (its `device ADDRS: NAME N` lines: the device as its counters would count
@@ -15,8 +16,10 @@ path_failures, ud_tx_packets, probes_answered), --rx-slack for what it
 receives; N packets, 8,252 bytes each for the byte counters. Slack is for
 packets the device counted that the capture point could not see (a
 qdisc's drops on the way out, netem's; a capture socket's own drops);
-the counter never counts fewer than the capture holds. --only: compare
-only the names this regular expression finds.
+the counter never counts fewer than the capture holds.
+--tx-slack-counter NAME: add counter NAME's growth between the snapshots
+to the tx slack (tx_errors: sends the device counted before they
+failed). --only: compare only the names this regular expression finds.
 
 Prints one line per counter; exit 0 if all agree, 1 if any does not, 2 on
 bad input (a counter missing from a snapshot, no summary lines).
@@ -87,6 +90,7 @@ def main():
     ap.add_argument("--before", required=True)
     ap.add_argument("--after", required=True)
     ap.add_argument("--tx-slack", type=int, default=0)
+    ap.add_argument("--tx-slack-counter", action="append", default=[])
     ap.add_argument("--rx-slack", type=int, default=0)
     ap.add_argument("--only")
     ap.add_argument("--label", default="")
@@ -102,7 +106,12 @@ def main():
         print(f"{label}no 'device {a.device}:' lines in {a.summary}")
         return 2
     try:
-        rows = compare(captured, before, after, a.tx_slack, a.rx_slack, a.only)
+        tx_slack = a.tx_slack
+        for name in a.tx_slack_counter:
+            grown = after[name] - before[name]
+            print(f"{label}{name} +{grown}: tx slack")
+            tx_slack += grown
+        rows = compare(captured, before, after, tx_slack, a.rx_slack, a.only)
     except KeyError as e:
         print(f"{label}counter {e} missing from a snapshot")
         return 2

@@ -239,6 +239,9 @@ metaroce.prefs.mtu = Pref.uint("Payload MTU", 0,
     .. "from the first packet that is not the last of its message")
 metaroce.prefs.check_icrc = Pref.bool("Verify the ICRC", true,
     "Compute the CRC-32 of every packet (turn off for speed on large captures)")
+metaroce.prefs.icrc_sample = Pref.uint("Verify the ICRC of the first N packets of each opcode", 0,
+    "With ICRC verification on: 0 verifies every packet; N only the first N packets of each "
+    .. "opcode in the capture (the others are Unverified), for speed on large captures")
 
 ------------------------------------------------------------------------
 -- ICRC: CRC-32, reflected 0xEDB88320, init and final XOR 0xFFFFFFFF (1.7)
@@ -316,6 +319,8 @@ local function init_state()
         path = {},       -- index -> { ts, psn, probe: two-level maps }
         npath = 0,
         frame = {},      -- frame number -> results of the first pass
+        icrc_seen = {},  -- opcode -> packets so far (metaroce.icrc_sample)
+        icrc_pick = {},  -- frame number -> whether its ICRC is verified
     }
 end
 init_state()
@@ -434,6 +439,24 @@ local function path_text(v)
     return string.format("%d:%d", rshift(v, 6), band(v, 0x3F))
 end
 
+-- Whether this packet's ICRC is computed: the preferences' choice, made
+-- on the first pass (capture order) and kept for later passes. Returns
+-- the reason when it is not.
+local function icrc_wanted(ctx)
+    if not metaroce.prefs.check_icrc then return false, "preference check_icrc off" end
+    local n = metaroce.prefs.icrc_sample
+    if n == 0 then return true end
+    local frame = ctx.pinfo.number
+    local pick = st.icrc_pick[frame]
+    if pick == nil then
+        local seen = st.icrc_seen[ctx.opcode] or 0
+        st.icrc_seen[ctx.opcode] = seen + 1
+        pick = seen < n
+        st.icrc_pick[frame] = pick
+    end
+    return pick, string.format("past the first %d packets of its opcode (preference icrc_sample)", n)
+end
+
 -- Length and ICRC of a packet whose non-ICRC part is `body` bytes (1.7),
 -- in the order of the engine's check_icrc.
 local function check_icrc(ctx, body)
@@ -449,11 +472,11 @@ local function check_icrc(ctx, body)
         violate(ctx, "TrailingBytes", t or nil, string.format(
             "%d bytes after the ICRC (1.7)", ctx.len - total))
     end
-    if not icrc_item or not metaroce.prefs.check_icrc then
+    local wanted, why = false, "packet cut short by the capture"
+    if icrc_item then wanted, why = icrc_wanted(ctx) end
+    if not wanted then
         ctx.tree:add(F.icrc_status, 2):set_generated()
-        ;(icrc_item or ctx.tree):add_proto_expert_info(E.unverified, not icrc_item
-            and "ICRC not verified: packet cut short by the capture"
-            or "ICRC not verified (preference off)")
+        ;(icrc_item or ctx.tree):add_proto_expert_info(E.unverified, "ICRC not verified: " .. why)
         return
     end
     local want = ctx.tvb(body, ICRC_LEN):uint()
@@ -474,10 +497,16 @@ end
 -- Data packets (1.3)
 ------------------------------------------------------------------------
 
--- The 8 bytes at `off` as a UInt64 and as its high and low 32-bit words.
-local function u64_parts(ctx, off)
-    local v = ctx.tvb(off, 8):uint64()
-    return v, v:higher(), v:lower()
+-- Big-endian integers of `n` bytes at offset `off` of the string `s`: the
+-- data header is read once (one call into Wireshark, not one per field).
+local byte = string.byte
+local function be16(s, off)
+    local a, b = byte(s, off + 1, off + 2)
+    return a * 0x100 + b
+end
+local function be32(s, off)
+    local a, b, c, d = byte(s, off + 1, off + 4)
+    return ((a * 0x100 + b) * 0x100 + c) * 0x100 + d
 end
 
 -- The engine's DataHeader::validate, rule by rule, in its order.
@@ -611,15 +640,15 @@ local function dissect_data(ctx)
         end
         return nil
     end
+    local raw = tvb(0, DATA_HEADER_LEN):raw()
     local h = {
-        opcode = ctx.opcode, op = o, flags = flags, dst_qpn = uint(ctx, 4, 4),
-        path_id = uint(ctx, 8, 2), floor_delta = uint(ctx, 10, 2), psn = uint(ctx, 12, 4),
-        msn = uint(ctx, 16, 4), offset = uint(ctx, 20, 4), msg_len = uint(ctx, 24, 4),
-        payload_len = uint(ctx, 28, 2), rsn = uint(ctx, 30, 2), rkey = uint(ctx, 40, 4),
-        imm = uint(ctx, 44, 4),
+        opcode = ctx.opcode, op = o, flags = flags, dst_qpn = be32(raw, 4),
+        path_id = be16(raw, 8), floor_delta = be16(raw, 10), psn = be32(raw, 12),
+        msn = be32(raw, 16), offset = be32(raw, 20), msg_len = be32(raw, 24),
+        payload_len = be16(raw, 28), rsn = be16(raw, 30), va_hi = be32(raw, 32),
+        va_lo = be32(raw, 36), rkey = be32(raw, 40), imm = be32(raw, 44),
+        ts_raw = raw:sub(49, 56),
     }
-    h.remote_va, h.va_hi, h.va_lo = u64_parts(ctx, 32)
-    h.ts_raw = tvb(48, 8):raw()
 
     add_path_id(ctx, tree, 8)
     items.floor_delta = tree:add(F.floor_delta, tvb(10, 2))
@@ -634,9 +663,14 @@ local function dissect_data(ctx)
     -- remote_va, rkey and imm as the opcode reads them (1.3 table)
     items.remote_va = tree:add(F.remote_va, tvb(32, 8))
     if o.kind == "send" or o.kind == "inv" then
-        local more = band(h.va_hi, 0x80000000) ~= 0
-        gen(items.remote_va:add(F.part_offset, tvb(32, 8),
-            UInt64.new(h.va_lo, band(h.va_hi, 0x7FFFFFFF))))
+        local more = h.va_hi >= 0x80000000
+        if more then
+            gen(items.remote_va:add(F.part_offset, tvb(32, 8),
+                UInt64.new(h.va_lo, band(h.va_hi, 0x7FFFFFFF))))
+        else
+            -- The offset is remote_va itself: no UInt64 to build (slow).
+            gen(items.remote_va:add(F.part_offset, tvb(32, 8)))
+        end
         gen(items.remote_va:add(F.part_more, tvb(32, 1), more))
     elseif o.kind == "ud" then
         gen(items.remote_va:add(F.ud_src_qpn, tvb(37, 3), band(h.va_lo, UD_SRC_QPN_MAX)))
@@ -670,6 +704,8 @@ end
 -- Bodies are checked after the ICRC, as the engine's parse_packet does.
 ------------------------------------------------------------------------
 
+local SACK_EMPTY = string.rep("\0", SACK_BITS / 8)
+
 local function sack_ranges(psns)
     local out, i = {}, 1
     while i <= #psns do
@@ -693,16 +729,20 @@ local function dissect_ack(ctx)
         local item = tree:add(F.ack_sack, tvb(16, 32))
         local raw = tvb(16, 32):raw()
         local psns = {}
-        for i = 0, SACK_BITS - 1 do
-            local b = raw:byte(1 + math.floor(i / 8))
-            if band(b, lshift(1, i % 8)) ~= 0 then
-                local rel = i + 1
-                local psn = band(a.cum_psn + rel, 0xFFFFFFFF)
-                psns[#psns + 1] = psn
-                local byte_range = tvb(16 + math.floor(i / 8), 1)
-                local p = gen(item:add(F.ack_sack_psn, byte_range, psn))
-                p:append_text(string.format(" (cum_psn + %d, bit %d)", rel, i))
-                gen(p:add(F.ack_sack_rel, byte_range, rel))
+        -- Byte by byte, skipping empty ones: most ACKs carry no SACK bit.
+        for k = 0, raw == SACK_EMPTY and -1 or SACK_BITS / 8 - 1 do
+            local b = raw:byte(1 + k)
+            for j = 0, b ~= 0 and 7 or -1 do
+                if band(b, lshift(1, j)) ~= 0 then
+                    local i = 8 * k + j
+                    local rel = i + 1
+                    local psn = band(a.cum_psn + rel, 0xFFFFFFFF)
+                    psns[#psns + 1] = psn
+                    local byte_range = tvb(16 + k, 1)
+                    local p = gen(item:add(F.ack_sack_psn, byte_range, psn))
+                    p:append_text(string.format(" (cum_psn + %d, bit %d)", rel, i))
+                    gen(p:add(F.ack_sack_rel, byte_range, rel))
+                end
             end
         end
         gen(item:add(F.ack_sack_count, tvb(16, 32), #psns))

@@ -3,7 +3,7 @@
 # Totals of a MetaRoCE capture, to set beside the device counters of a run
 # (`rdma statistic show link DEV/1`, rust/driver/stats.rs):
 #
-#   tools/wireshark/summary.sh [--icrc] [--by-host] [--device ADDR,...]... CAPTURE
+#   tools/wireshark/summary.sh [--icrc | --icrc-sample N] [--by-host] [--device ADDR,...]... CAPTURE
 #
 # packets and UDP payload bytes, frames that are not MetaRoCE and frames the
 # dissector failed on, packets per opcode, data packets flagged
@@ -15,17 +15,24 @@
 # its counters would count this capture: one line `device ADDRS: NAME N`
 # per counter NAME (a sum `A+B` where the capture shows only the sum), for
 # tools/wireshark/counters.py to compare with the device's counters.
-# --icrc verifies every ICRC (a CRC-32 in Lua: a few MB/s), otherwise ICRCs
-# are not checked and IcrcMismatch is not counted.
+# --icrc verifies every ICRC (a CRC-32 in Lua: a few MB/s); --icrc-sample N
+# only those of the first N packets of each opcode in the capture (the
+# dissector's preference icrc_sample), in the same single pass; otherwise
+# ICRCs are not checked. IcrcMismatch is counted (malformed) among the
+# packets verified, shown in the row "ICRCs verified".
 # A capture: any pcap/pcapng that tshark reads, e.g. from
 # `selftests/metaroce_pkt.py capture --pcap` (a host's own sent packets).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-icrc=FALSE by_host=0 devices=""
-usage() { echo "usage: $0 [--icrc] [--by-host] [--device ADDR[,ADDR...]]... CAPTURE" >&2; exit 2; }
+icrc=FALSE sample=0 by_host=0 devices=""
+usage() { echo "usage: $0 [--icrc | --icrc-sample N] [--by-host] [--device ADDR[,ADDR...]]... CAPTURE" >&2; exit 2; }
 while [ $# -gt 1 ]; do
 	case $1 in
-	--icrc) icrc=TRUE ;;
+	--icrc) icrc=TRUE sample=0 ;;
+	--icrc-sample)
+		[[ $2 =~ ^[1-9][0-9]*$ ]] || usage
+		icrc=TRUE sample=$2
+		shift ;;
 	--by-host) by_host=1 ;;
 	--device)
 		[[ $2 =~ ^[0-9A-Fa-f.:]+(,[0-9A-Fa-f.:]+)*$ ]] || usage
@@ -45,13 +52,14 @@ command -v tshark > /dev/null || { echo "summary: tshark not installed (apt-get 
 fields=(ip.src ipv6.src ip.dst ipv6.dst udp.length ip.dsfield.ecn ipv6.tclass.ecn
 	metaroce.opcode metaroce.flags.retransmit metaroce.flags.ce metaroce.drop_reason
 	metaroce.dst_qpn metaroce.path_id.generation metaroce.path_id.slot
-	metaroce.qp_stream metaroce.path_stream frame.protocols metaroce.valid _ws.malformed)
+	metaroce.qp_stream metaroce.path_stream frame.protocols metaroce.valid _ws.malformed
+	metaroce.icrc.status)
 args=()
 for f in "${fields[@]}"; do args+=(-e "$f"); done
 
-tshark -n -r "$cap" -X "lua_script:$here/metaroce.lua" -o "metaroce.check_icrc:$icrc" \
+tshark -n -r "$cap" -X "lua_script:$here/metaroce.lua" -o "metaroce.check_icrc:$icrc" -o "metaroce.icrc_sample:$sample" \
 	-T fields -E separator=/t -E occurrence=f "${args[@]}" 2> >(grep -v '^Running as user' >&2) |
-awk -F'\t' -v cap="$cap" -v by_host="$by_host" -v icrc="$icrc" -v devices="$devices" '
+awk -F'\t' -v cap="$cap" -v by_host="$by_host" -v icrc="$icrc" -v sample="$sample" -v devices="$devices" '
 BEGIN {
 	split("01 SEND 02 SEND_IMM 03 WRITE 04 WRITE_IMM 05 READ_REQ 06 READ_RESP 07 UD_SEND " \
 	      "08 CMP_SWAP 09 FETCH_ADD 0a ATOMIC_WRITE 0b ATOMIC_RESP 0f SEND_INV 10 ACK 11 NAK " \
@@ -80,6 +88,7 @@ $17 !~ /(^|:)udp:metaroce$/ || $17 ~ /icmp/ { other++; next }
 	bytes = $5 - 8; ecn = $6 != "" ? $6 : $7
 	op = $8; retx = $9 == "1"; ce = $10 == "1"; reason = $11
 	n++; b += bytes
+	if ($20 == "0" || $20 == "1") verified++
 	ops[op]++
 	tx[src]++; txb[src] += bytes; rx[dst]++; rxb[dst] += bytes
 	if (retx) { nretx++; txretx[src]++ }
@@ -138,6 +147,8 @@ END {
 	row("data flagged RETRANSMIT", nretx, "retransmissions, at the senders")
 	row("IP ECN-CE marked", nce, "ecn_marks, at the receivers")
 	row("ACKs echoing CE", nackce, "")
+	which = icrc == "FALSE" ? "see --icrc" : sample > 0 ? "the first " sample " of each opcode" : ""
+	row("ICRCs verified", verified, which)
 	row("malformed", nmal, "rx_malformed" (icrc == "TRUE" ? "" : "; ICRCs not checked, see --icrc"))
 	row("dropped by receiver rules", nrdrop, "part of rx_data_dropped")
 	for (r in why) printf "  %-26s %10d\n", r, why[r] | "sort"

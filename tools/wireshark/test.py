@@ -13,6 +13,9 @@ from the dissector), dissects them with tshark and checks:
                a correct ICRC unless the ICRC is the point: the expected
                drop reason and expert item, and no other
   learn.pcap   the payload MTU learnt from a QP's traffic (preference 0)
+  sample       preference icrc_sample N: the ICRCs of the first N packets
+               of each opcode verified (a bad one found), the others not;
+               summary.sh --icrc-sample's count of them
   rig.pcap     two devices on two planes as selftests/dissect.sh captures
                them: summary.sh --device's totals per counter, and
                counters.py's verdicts against snapshots that agree and
@@ -446,6 +449,7 @@ def run(tshark, lua, verbose=False, silent=False):
         check_two_pass(ck, valid.names, vrows, vrows_mtu)
         check_broken(ck, broken.names, want, brows)
         check_learn(ck, learn.names, lrows)
+        check_sample(ck, tshark, lua, vpath, valid, tmp)
         check_summary(ck, valid, vpath, want, bpath)
         check_rig_counters(ck, rig, rpath, tmp)
         check_golden(ck, tshark, lua, tmp)
@@ -627,6 +631,60 @@ def check_broken(ck, names, want, rows):
              f"missing {sorted(set(REASONS) - set(want.values()))}")
 
 
+def sample_capture():
+    """Three WRITEs, the second with a bad ICRC, then two ACKs."""
+    c = Capture()
+    for i in range(3):
+        c.add(f"write{i}", A0, B0, 50010, data(P.OP_WRITE, pid(0, 0), i, i, 0, 16, remote_va=0x100,
+                                               rkey=1))
+    bad = c.payloads["write1"]
+    c.payloads["write1"] = bad[:-1] + bytes([bad[-1] ^ 1])
+    c.frames[1] = (c.frames[1][0], P.ethernet(P.ipv4_udp(A0, B0, 50010, c.payloads["write1"])))
+    for i in range(2):
+        c.add(f"ack{i}", B0, A0, 50010, P.ack(QA, pid(0, 0), False, i, [], 1_000_000, i, 0))
+    return c
+
+
+def check_sample(ck, tshark, lua, vpath, valid, tmp):
+    """Preference icrc_sample, and summary.sh --icrc-sample."""
+    cap = sample_capture()
+    spath = os.path.join(tmp, "sample.pcap")
+    cap.write(spath)
+    status = {1: ["1", "2", "2", "1", "2"], 2: ["1", "0", "2", "1", "1"], 0: ["1", "0", "1", "1", "1"]}
+    for n, want in status.items():
+        rows = dissect(tshark, lua, spath, [f"metaroce.icrc_sample:{n}"])
+        got = [rows.get(i, {}).get("metaroce.icrc.status") for i in range(1, len(cap.frames) + 1)]
+        ck.check(f"icrc_sample {n}: ICRC status per frame {want}", got == want, got)
+        reason = rows.get(cap.names["write1"], {}).get("metaroce.drop_reason", "")
+        ck.check(f"icrc_sample {n}: the bad ICRC {'found' if want[1] == '0' else 'not verified'}",
+                 reason == ("IcrcMismatch" if want[1] == "0" else ""), reason)
+    rows = dissect(tshark, lua, spath, ["metaroce.icrc_sample:2", "metaroce.check_icrc:FALSE"])
+    got = {r.get("metaroce.icrc.status") for r in rows.values()}
+    ck.check("icrc_sample with check_icrc off: nothing verified", got == {"2"}, got)
+    out = subprocess.run([os.path.join(HERE, "summary.sh"), "--icrc-sample", "2", spath],
+                         capture_output=True, text=True)
+    rows = summary_rows(out.stdout)
+    ck.check("summary.sh --icrc-sample 2: 4 ICRCs verified, the bad one malformed",
+             out.returncode == 0 and rows.get("ICRCs verified") == 4 and rows.get("malformed") == 1,
+             out.stdout + out.stderr)
+    out = subprocess.run([os.path.join(HERE, "summary.sh"), "--icrc-sample", "1", vpath],
+                         capture_output=True, text=True)
+    nops = len({p[1] for p in valid.payloads.values()})
+    ck.check(f"summary.sh --icrc-sample 1: one ICRC verified per opcode ({nops})",
+             out.returncode == 0 and summary_rows(out.stdout).get("ICRCs verified") == nops,
+             out.stdout + out.stderr)
+
+
+def summary_rows(text):
+    """summary.sh's rows as {label: number}."""
+    rows = {}
+    for line in text.splitlines():
+        label, rest = line[:28].strip(), line[28:].split()
+        if rest and rest[0].isdigit():
+            rows[label] = int(rest[0])
+    return rows
+
+
 def check_learn(ck, names, rows):
     r = rows.get(names["second"], {})
     ck.check("learn: MTU 1000 from the first packet", r.get("metaroce.mtu") == "1000"
@@ -641,12 +699,7 @@ def check_summary(ck, valid, vpath, want, bpath):
         """summary.sh's rows as {label: number}, and its output."""
         out = subprocess.run([os.path.join(HERE, "summary.sh"), *args], capture_output=True,
                              text=True)
-        rows = {}
-        for line in out.stdout.splitlines():
-            label, rest = line[:28].strip(), line[28:].split()
-            if rest and rest[0].isdigit():
-                rows[label] = int(rest[0])
-        return out.returncode, rows, out.stdout
+        return out.returncode, summary_rows(out.stdout), out.stdout
 
     rc, rows, text = summary(vpath)
     expect = {"SEND": 7, "ACK": 2, "data flagged RETRANSMIT": 1, "IP ECN-CE marked": 1,
@@ -694,18 +747,15 @@ def check_rig_counters(ck, rig, rpath, tmp):
         diff = {k: (got.get(k), v) for k, v in want[d].items() if got.get(k) != v}
         ck.check(f"summary.sh --device: host {d}'s counters in the rig capture",
                  out.returncode == 0 and not diff, f"(got, want) {diff}\n{out.stdout}")
-    rows = {}
-    for line in out.stdout.splitlines():
-        label, rest = line[:28].strip(), line[28:].split()
-        if rest and rest[0].isdigit():
-            rows[label] = int(rest[0])
+    rows = summary_rows(out.stdout)
     ck.check("summary.sh: 1 frame not MetaRoCE, no dissector error, 1 path replacement (a PROBE's)",
              rows.get("not MetaRoCE") == 1 and rows.get("dissector errors") == 0
              and rows.get("path replacements") == 1, out.stdout)
 
     # counters.py: snapshots whose deltas are exactly the capture's pass;
     # each one packet off fails, unless within the slack on its side.
-    names = {c for k in want["A"] for c in k.split("+")} | {"ud_rx_dropped", "rx_probes_limited"}
+    names = {c for k in want["A"] for c in k.split("+")} | {"ud_rx_dropped", "rx_probes_limited",
+                                                            "tx_errors"}
     before = {n: 1000 + i for i, n in enumerate(sorted(names))}
     exact = {n: before[n] + want["A"].get(n, 0) for n in names}
     exact["ud_rx_packets"] = before["ud_rx_packets"] + want["A"]["ud_rx_packets+ud_rx_dropped"]
@@ -740,6 +790,13 @@ def check_rig_counters(ck, rig, rpath, tmp):
         ("... outside --only ^plane0_", off("plane1_rx_packets", -1), ["--only", "^plane0_"], 0),
         ("a byte counter off by one", off("rx_bytes", 1), [], 1),
         ("a counter missing", {k: v for k, v in exact.items() if k != "ecn_marks"}, [], 2),
+        ("one more sent, tx_errors +1, --tx-slack-counter tx_errors",
+         dict(off("tx_packets", 1), tx_errors=exact["tx_errors"] + 1),
+         ["--tx-slack-counter", "tx_errors"], 0),
+        ("... two more sent", dict(off("tx_packets", 2), tx_errors=exact["tx_errors"] + 1),
+         ["--tx-slack-counter", "tx_errors"], 1),
+        ("--tx-slack-counter of a counter not in the snapshots", exact,
+         ["--tx-slack-counter", "no_such_counter"], 2),
     ]
     for what, after, opts, want_rc in cases:
         rc, text = verdict(after, *opts)
