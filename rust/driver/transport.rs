@@ -729,12 +729,12 @@ impl Transport {
             ConfigError::NoMemory => ENOMEM,
             _ => EINVAL,
         })?;
+        // Planes other than 0 wait for the PLANES exchange, their slots'
+        // paths on plane 0 meanwhile: not a failure (and the events' queue
+        // goes back to the heap, design.md "Per-QP memory").
         for k in 1..planes {
-            i.send.sender.plane_down(k);
+            i.send.sender.plane_down(k, now);
         }
-        // Planes other than 0 wait for the PLANES exchange: not a failure
-        // (and the events' queue goes back to the heap, design.md
-        // "Per-QP memory").
         i.send.sender.clear_events();
         i.recv
             .receiver

@@ -5,7 +5,7 @@
 
 use kernel::prelude::*;
 
-use super::{Inner, Peer, Transport, TxCtx};
+use super::{now_ns, Inner, Peer, Transport, TxCtx};
 use crate::driver::plane::{PeerPlanes, PlaneTable};
 use crate::engine::wire::{self, Planes};
 use crate::ib::lock::SpinLockBh;
@@ -60,9 +60,9 @@ impl Transport {
             let mut i = self.lock();
             if i.peer.is_some() && !i.failed && plane < i.send.sender.config().planes {
                 if !up {
-                    i.send.sender.plane_down(plane);
+                    i.send.sender.plane_down(plane, now_ns());
                 } else if Self::plane_usable(tx, &i.peer_planes, plane) {
-                    i.send.sender.plane_up(plane);
+                    i.send.sender.plane_up(plane, now_ns());
                 }
                 self.pump(&mut i, tx);
             }
@@ -85,7 +85,7 @@ impl Transport {
         if i.peer_planes.learn(pl.count, &pl.addrs) || confirmed != i.peer_planes.acked {
             for k in 1..i.send.sender.config().planes {
                 if Self::plane_usable(tx, &i.peer_planes, k) {
-                    i.send.sender.plane_up(k);
+                    i.send.sender.plane_up(k, now_ns());
                 }
             }
         }
