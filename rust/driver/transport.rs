@@ -1079,7 +1079,7 @@ impl Transport {
             // requester whose NAK was lost learns why (protocol.md 3.2).
             tx.counters.inc(Counter::RxQpInError);
             if let Packet::Data { header, .. } = pkt {
-                if self.from_peer(i, plane, pkt, meta) {
+                if self.from_peer(i, tx, plane, pkt, meta) {
                     if let Some(nak) = i.recv.receiver.nak_again(header) {
                         let reply = meta.reply_to();
                         let _ =
@@ -1091,7 +1091,7 @@ impl Transport {
             }
             return RxFate::Dropped;
         }
-        if !self.from_peer(i, plane, pkt, meta) {
+        if !self.from_peer(i, tx, plane, pkt, meta) {
             tx.counters.inc(Counter::RxNotPeer);
             return RxFate::Dropped;
         }
@@ -1115,19 +1115,35 @@ impl Transport {
     /// plane it arrived on (`plane`); a PLANES packet from its plane-0
     /// address (the one the QP was connected to), or on plane k > 0 from
     /// the plane-k address it lists if it lists that plane-0 address first
-    /// (sent there while the peer's plane 0 is down) (protocol.md 1.8, 3).
-    fn from_peer(&self, i: &Inner, plane: Option<u8>, pkt: &Packet<'_>, meta: &RxMeta) -> bool {
+    /// (sent there while the peer's plane 0 is down) and the peer's plane-k
+    /// address, if already known (this QP's exchange, else the device's
+    /// directory), is that one (protocol.md 1.8, 3).
+    fn from_peer(
+        &self,
+        i: &Inner,
+        tx: &TxCtx<'_>,
+        plane: Option<u8>,
+        pkt: &Packet<'_>,
+        meta: &RxMeta,
+    ) -> bool {
         let Some(peer) = i.peer else { return false };
         if let Packet::Planes(pl) = pkt {
+            if meta.src == peer.remote {
+                return true;
+            }
+            let Some(k @ 1..) = plane else { return false };
             let listed = |k: u8| {
                 (k < pl.count)
                     .then(|| pl.addrs.get(usize::from(k)).and_then(gid_ipv4))
                     .flatten()
             };
-            return meta.src == peer.remote
-                || plane.is_some_and(|k| {
-                    k > 0 && listed(k) == Some(meta.src) && listed(0) == Some(peer.remote)
-                });
+            let known = i
+                .peer_planes
+                .addr(k)
+                .or_else(|| tx.peers.lock().get(peer.remote)?.addr(k));
+            return listed(k) == Some(meta.src)
+                && listed(0) == Some(peer.remote)
+                && known.is_none_or(|a| a == meta.src);
         }
         plane.and_then(|k| i.peer_planes.addr(k)) == Some(meta.src)
     }
