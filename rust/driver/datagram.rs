@@ -3,10 +3,12 @@
 //! Datagrams: UD and GSI (QP1) queue pairs on the wire (protocol.md
 //! section 5). A send work request becomes one UD_SEND packet (`rkey` =
 //! Q_Key, `remote_va` = source QPN, `imm` = immediate data with the IMM
-//! flag) to the IPv4 address of its address handle; no ACK, no
-//! retransmission. A received datagram takes the next receive
+//! flag) to the IPv4 address of its address handle (on plane 0, or while
+//! plane 0 has no carrier on a plane that has: `Datagram::transmit`); no
+//! ACK, no retransmission. A received datagram takes the next receive
 //! buffer of its QP (or SRQ): a 40-byte GRH area first, whose bytes 20..40
-//! hold the IPv4 header as received (RoCEv2 over IPv4, what
+//! hold the IPv4 header as received, addresses as on plane 0
+//! ([`as_on_plane0`]) (RoCEv2 over IPv4, what
 //! `ib_init_ah_attr_from_wc` and `ibv_init_ah_from_wc` read), then the
 //! payload.
 //!
@@ -23,6 +25,7 @@ use kernel::sync::Arc;
 use super::gid::gid_ipv4;
 use super::limits::{MAX_AH, MAX_QP};
 use super::mr::MrTable;
+use super::peers::PeerDirectory;
 use super::qpn;
 use super::stats::Counter;
 use super::transport::{gather_sges, now_ns, put_data_packet, scatter, Transport, TxCtx};
@@ -31,7 +34,6 @@ use super::wqe::{self, Completion};
 use crate::abi::opcode::{SendFlags, WcFlags};
 use crate::engine::wire::{self, DataHeader, Opcode, Syndrome};
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
-use crate::ib::netdev::NetDeviceRef;
 use crate::ib::skb::{Ecn, Ipv4Addr, IPV4_HEADER_LEN};
 use crate::ib::types::{WcOpcode, WcStatus, WrOpcode};
 use crate::ib::udp::TxV4;
@@ -118,8 +120,8 @@ impl AhTable {
 
 /// Send state of a datagram QP, changed under its lock.
 struct Inner {
-    /// The plane datagrams leave on (from RTR on).
-    ndev: Option<NetDeviceRef>,
+    /// The QP reached RTR: it sends.
+    attached: bool,
     /// Largest datagram payload (the port's active MTU at RTR).
     mtu: u32,
     /// Numbers the QP's datagrams (`psn` and `msn` on the wire).
@@ -178,7 +180,7 @@ impl Datagram {
     /// The datagram side of QP `t` (`gsi`: QP1).
     pub(crate) fn new(t: Arc<Transport>, gsi: bool) -> Result<Arc<Self>> {
         let inner = Inner {
-            ndev: None,
+            attached: false,
             mtu: 256,
             next_psn: 0,
         };
@@ -198,10 +200,10 @@ impl Datagram {
         self.qkey.store(qkey, Ordering::Relaxed);
     }
 
-    /// RTR: datagrams leave on `ndev`, payloads up to `mtu` bytes.
-    pub(crate) fn attach(&self, ndev: NetDeviceRef, mtu: u32) {
+    /// RTR: datagrams go out from now on, payloads up to `mtu` bytes.
+    pub(crate) fn attach(&self, mtu: u32) {
         let mut i = self.inner.lock();
-        i.ndev = Some(ndev);
+        i.attached = true;
         i.mtu = mtu;
     }
 
@@ -232,13 +234,12 @@ impl Datagram {
     }
 
     fn send_queued_locked(&self, tx: &TxCtx<'_>, ahs: &AhTable, i: &mut Inner) -> Result {
-        let Some(ndev) = i.ndev.take() else {
+        if !i.attached {
             return Ok(());
-        };
+        }
         let sq = &self.t.sq;
         let mut cons = sq.consumer();
         let Some(pending) = sq.pending_from(cons) else {
-            i.ndev = Some(ndev);
             pr_warn!(
                 "metaroce: QP {}: send ring indices corrupted by the process; QP in error\n",
                 self.t.qpn
@@ -247,7 +248,7 @@ impl Datagram {
             return Err(EIO);
         };
         for _ in 0..pending {
-            let status = self.send_one(tx, ahs, &ndev, i, cons);
+            let status = self.send_one(tx, ahs, i, cons);
             cons = cons.wrapping_add(1);
             sq.set_consumer(cons);
             if status.is_err() {
@@ -256,20 +257,12 @@ impl Datagram {
                 break;
             }
         }
-        i.ndev = Some(ndev);
         Ok(())
     }
 
     /// Sends request `index` of the send ring and completes it; `Err` when
     /// the completion queue overflowed.
-    fn send_one(
-        &self,
-        tx: &TxCtx<'_>,
-        ahs: &AhTable,
-        ndev: &NetDeviceRef,
-        i: &mut Inner,
-        index: u32,
-    ) -> Result {
+    fn send_one(&self, tx: &TxCtx<'_>, ahs: &AhTable, i: &mut Inner, index: u32) -> Result {
         let t = &*self.t;
         let (status, wr_id, len, signaled) = match wqe::get_send(&t.sq, index) {
             Err(_) => (WcStatus::LocQpOpErr, 0, 0, true),
@@ -317,13 +310,7 @@ impl Datagram {
                                 | ((t.qpn.wrapping_mul(0x9e37_79b1)
                                     ^ psn.wrapping_mul(0x85eb_ca6b))
                                     >> 18) as u16;
-                            let to = TxV4 {
-                                src,
-                                dst,
-                                src_port,
-                                ecn: Ecn::Ect0,
-                            };
-                            self.transmit(tx, ndev, &to, &h, &req)
+                            self.transmit(tx, src, dst, src_port, &h, &req)
                         }
                     }
                 };
@@ -340,19 +327,36 @@ impl Datagram {
         t.send_cq.data().push(&t.send_cq, &wc, t.qp_addr, false)
     }
 
-    /// Puts one datagram on the wire; the work request's status.
+    /// Puts one datagram from `src` to `dst` (the AH's plane-0 addresses)
+    /// on the wire, on a plane that has carrier (protocol.md 5): plane 0,
+    /// or while it has none another plane where the device knows the
+    /// peer's address (`peers.rs`). A peer it knows nothing of is sent to
+    /// on plane 0 all the same. Returns the work request's status.
     fn transmit(
         &self,
         tx: &TxCtx<'_>,
-        ndev: &NetDeviceRef,
-        to: &TxV4,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        src_port: u16,
         h: &DataHeader,
         req: &wqe::SendReq,
     ) -> WcStatus {
+        let known = tx.peers.lock().get(dst);
+        let planes = tx.planes.lock();
+        let Some((ndev, src, dst)) = planes.live_route(src, dst, |k| known?.addr(k)) else {
+            // No plane 0 (the device is going away): lost like on the wire.
+            return WcStatus::Success;
+        };
+        let to = TxV4 {
+            src,
+            dst,
+            src_port,
+            ecn: Ecn::Ect0,
+        };
         let n = h.payload_len as usize;
         let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
         let mut unreadable = false;
-        let sent = send_data(tx.counters, tx.sock, ndev, to, len, |buf| {
+        let sent = send_data(tx.counters, tx.sock, ndev, &to, len, |buf| {
             put_data_packet(buf, h, |body| {
                 let read = if req.is_inline {
                     body.put(req.inline.get(..n).ok_or(EINVAL)?)
@@ -492,6 +496,35 @@ fn place(
     grh[GRH_LEN - IPV4_HEADER_LEN..].copy_from_slice(ip);
     scatter(sges, 0, &grh, mrs, &t.local)?;
     scatter(sges, GRH_LEN, payload, mrs, &t.local)
+}
+
+/// The IPv4 header of a datagram that arrived on plane `k`, rewritten as
+/// if it had come on plane 0 (protocol.md 5): the sender's plane-0 address
+/// as source and ours, as that sender knows it, as destination, the
+/// checksum recomputed. The GRH area then names addresses of the port's
+/// GID table, so a reply built from it (`ib_init_ah_attr_from_wc`,
+/// `ibv_init_ah_from_wc`, the CM) is valid and goes where the device
+/// knows the sender. A sender the directory does not know (`peers.rs`), or
+/// plane 0 itself, leaves the header as received.
+pub(crate) fn as_on_plane0(
+    ip: &mut [u8; IPV4_HEADER_LEN],
+    k: u8,
+    peers: &SpinLockBh<PeerDirectory>,
+) {
+    let src = Ipv4Addr([ip[12], ip[13], ip[14], ip[15]]);
+    let Some(peer) = peers.lock().by_plane_addr(k, src) else {
+        return;
+    };
+    let Some(remote) = peer.addr(0) else { return };
+    ip[12..16].copy_from_slice(&remote.0);
+    ip[16..20].copy_from_slice(&peer.local.0);
+    ip[10..12].fill(0);
+    let sum = ip.chunks_exact(2).fold(0u32, |acc, w| {
+        acc + u32::from(u16::from_be_bytes([w[0], w[1]]))
+    });
+    let folded = (sum & 0xffff) + (sum >> 16);
+    let folded = (folded & 0xffff) + (folded >> 16);
+    ip[10..12].copy_from_slice(&(!(folded as u16)).to_be_bytes());
 }
 
 /// A UD_SEND packet arrived (receive softirq): hands it to its QP in `uds`.

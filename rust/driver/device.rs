@@ -15,6 +15,7 @@ use super::datagram::{self, AhTable, DatagramTable};
 use super::ids::IdPool;
 use super::limits::*;
 use super::mr::{MrKeys, MrTable};
+use super::peers::PeerDirectory;
 use super::plane::{owners_of, PlaneTable};
 use super::qp_counters::CounterTable;
 use super::qp_marks::QpMarks;
@@ -91,6 +92,10 @@ pub(crate) struct DeviceState {
     /// order: after the QP table and a transport, before the MR table.
     #[pin]
     pub(crate) planes: SpinLockBh<PlaneTable>,
+    /// What PLANES packets told of each peer's planes (`peers.rs`), for
+    /// datagrams and for QPs connecting with plane 0 down. A leaf lock.
+    #[pin]
+    pub(crate) peers: SpinLockBh<PeerDirectory>,
     /// UD and GSI QPs by number, for the datagram receive path.
     #[pin]
     pub(crate) uds: SpinLockBh<DatagramTable>,
@@ -213,6 +218,7 @@ impl DeviceState {
             mrs <- new_spinlock_bh!(MrTable::new()?, "metaroce_mrs"),
             qps <- new_spinlock_bh!(QpTable::new()?, "metaroce_qps"),
             planes <- new_spinlock_bh!(planes, "metaroce_planes"),
+            peers <- new_spinlock_bh!(PeerDirectory::new(), "metaroce_peers"),
             uds <- new_spinlock_bh!(DatagramTable::new()?, "metaroce_uds"),
             ahs: AhTable::new()?,
             knobs <- new_spinlock_bh!(knobs, "metaroce_knobs"),
@@ -238,6 +244,7 @@ impl DeviceState {
             qp_counters: &self.qp_counters,
             mrs: &self.mrs,
             planes: &self.planes,
+            peers: &self.peers,
             sock,
             pending: &self.tx_pending,
             rcn: &self.rcn,

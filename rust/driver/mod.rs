@@ -21,6 +21,7 @@ pub(crate) mod link;
 pub(crate) mod mr;
 pub(crate) mod net;
 pub(crate) mod ops;
+pub(crate) mod peers;
 pub(crate) mod plane;
 pub(crate) mod port;
 pub(crate) mod qp;

@@ -63,7 +63,7 @@ fn receive_on(
         ecn: ip.ecn,
     };
     // Datagram receives report the IP header in their GRH area.
-    let ip_header = skb.ipv4_header();
+    let mut ip_header = skb.ipv4_header();
     if meta.ecn == Ecn::Ce {
         st.counters.inc(Counter::EcnMarks);
     }
@@ -92,6 +92,10 @@ fn receive_on(
         }
         Ok(Packet::Data { header, payload }) if header.opcode == Opcode::UdSend => {
             let tx = st.tx(sock, 0);
+            let plane = st.planes.lock().index_of(ndev);
+            if let (Some(ip), Some(k @ 1..)) = (ip_header.as_mut(), plane) {
+                super::datagram::as_on_plane0(ip, k, &st.peers);
+            }
             if super::datagram::receive(&st.uds, &tx, &header, payload, ip_header.as_ref()) {
                 RxFate::Consumed
             } else {

@@ -13,13 +13,16 @@
 //! a plane other than plane 0 (`device_of_plane`, in `device.rs`).
 //!
 //! A QP learns the peer's address on every plane from a PLANES packet
-//! (protocol section 1.8), exchanged on plane 0 after RTR ([`PeerPlanes`]).
+//! (protocol section 1.8), exchanged after RTR on plane 0, or on a plane
+//! that is up when plane 0 is down ([`PeerPlanes`]); the device keeps what
+//! its QPs learned in its peer directory (`peers.rs`).
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
 use super::gid::{gid_ipv4, ipv4_gid};
+use super::peers::PeerAddrs;
 use crate::engine::wire::MAX_PLANES as WIRE_MAX_PLANES;
 use crate::ib::netdev::{NetDevice, NetDeviceRef};
 use crate::ib::skb::Ipv4Addr;
@@ -153,6 +156,29 @@ impl PlaneTable {
         }
     }
 
+    /// Where a packet that may take any plane goes (a datagram, a PLANES
+    /// packet), for a peer connected from `src` to `dst` (plane-0
+    /// addresses): plane 0 while its netdev has carrier; else the first
+    /// plane with carrier where we have an address and the peer's is known
+    /// (`peer_addr`); else plane 0 all the same (no plane known to work).
+    /// Returns the plane's netdev, source and destination.
+    pub(crate) fn live_route(
+        &self,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        peer_addr: impl Fn(u8) -> Option<Ipv4Addr>,
+    ) -> Option<(&NetDevice, Ipv4Addr, Ipv4Addr)> {
+        let first = self.get(0)?;
+        if first.is_running_with_carrier() {
+            return Some((first, src, dst));
+        }
+        let other = (1..self.count()).find_map(|k| {
+            let ndev = self.get(k).filter(|n| n.is_running_with_carrier())?;
+            Some((ndev, ndev.ipv4_addr()?, peer_addr(k)?))
+        });
+        Some(other.unwrap_or((first, src, dst)))
+    }
+
     /// This device's address on each plane, for a PLANES packet: `count`
     /// and the IPv4-mapped GIDs (zero where a plane has no IPv4 address or
     /// no netdev). Plane 0 is `local`, the address the QP connected from.
@@ -214,6 +240,15 @@ impl PeerPlanes {
     /// The peer's address on plane `k`.
     pub(crate) fn addr(&self, k: u8) -> Option<Ipv4Addr> {
         *self.addrs.get(k as usize)?
+    }
+
+    /// What this QP learned, as the device's directory keeps it
+    /// (`peers.rs`); `local` is our plane-0 address on the connection.
+    pub(crate) fn as_peer(&self, local: Ipv4Addr) -> PeerAddrs {
+        PeerAddrs {
+            local,
+            addrs: self.addrs,
+        }
     }
 
     /// Whether our PLANES is due (the peer has not confirmed it), and if so

@@ -416,7 +416,13 @@ impl QpState {
                 ));
             };
             let mtu = n.path_mtu.unwrap_or(Mtu::Bytes256).bytes();
-            let planes = dev.data().planes.lock().count();
+            let (planes, plane0_up) = {
+                let p = dev.data().planes.lock();
+                (
+                    p.count(),
+                    p.get(0).is_some_and(|n| n.is_running_with_carrier()),
+                )
+            };
             // The device's knobs as they are now: later changes are for
             // QPs that connect after them.
             let knobs = dev.data().knobs.lock().sender;
@@ -429,6 +435,7 @@ impl QpState {
                 },
                 mtu,
                 planes,
+                plane0_up,
                 n.rq_psn,
             )?;
             dev.data().qps.lock().insert(self.qpn, t.clone());
@@ -440,8 +447,7 @@ impl QpState {
         }
         if next == Qps::Rtr && prev != Qps::Rtr {
             if let Some(d) = &self.datagram {
-                let ndev = dev.netdev(FIRST_PORT).ok_or(ENODEV)?;
-                d.attach(ndev, active_mtu(dev).bytes());
+                d.attach(active_mtu(dev).bytes());
                 dev.data().uds.lock().insert(self.qpn, d.clone());
                 // As for a connected QP: a kernel request marked before
                 // the QP was in the table is not passed over.

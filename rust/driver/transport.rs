@@ -30,8 +30,10 @@ use kernel::time::Ktime;
 
 use super::ack_routes::AckRoutes;
 use super::cq::CqState;
+use super::gid::gid_ipv4;
 use super::limits::{MAX_INLINE, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::{MrTable, Requester};
+use super::peers::PeerDirectory;
 use super::plane::{PeerPlanes, PlaneTable};
 use super::qp_counters::{CounterTable, QpCounters};
 use super::qp_marks::QpMarks;
@@ -539,6 +541,8 @@ pub(crate) struct TxCtx<'a> {
     pub(crate) mrs: &'a SpinLockBh<MrTable>,
     /// The netdevs the device sends on and receives from, by plane.
     pub(crate) planes: &'a SpinLockBh<PlaneTable>,
+    /// What PLANES packets told of each peer's planes.
+    pub(crate) peers: &'a SpinLockBh<PeerDirectory>,
     /// The tunnel socket packets go out through.
     pub(crate) sock: &'a TunnelSock,
     /// The QPs with work for the device's transmit worker.
@@ -712,9 +716,8 @@ impl Transport {
     /// RTR/RTS: the peer is known and the path MTU agreed; the engine starts
     /// from the device's knobs `base` (the paths it opens, windows, RTO
     /// floor, ...), with its paths spread over the device's `planes`
-    /// planes. Only plane 0
-    /// carries packets until the peer's PLANES packet names its address on
-    /// the others.
+    /// planes. Only plane 0 (`plane0_up`: it has carrier) carries packets
+    /// until the peer's PLANES packet names its address on the others.
     ///
     /// The peer's first message is expected at `rq_psn`, the initial PSN
     /// the ends exchanged (protocol.md 2). Ours are numbered from `sq_psn`
@@ -727,6 +730,7 @@ impl Transport {
         peer: Peer,
         mtu: u32,
         planes: u8,
+        plane0_up: bool,
         rq_psn: u32,
     ) -> Result {
         let now = now_ns();
@@ -743,12 +747,17 @@ impl Transport {
             ConfigError::NoMemory => ENOMEM,
             _ => EINVAL,
         })?;
+        // Planes other than 0 wait for the PLANES exchange, their slots'
+        // paths on plane 0 meanwhile (or, with plane 0 down too, waiting
+        // for the first plane the exchange brings up): not a failure (and
+        // the events' queue goes back to the heap, design.md "Per-QP
+        // memory").
         for k in 1..planes {
-            i.send.sender.plane_down(k);
+            i.send.sender.plane_down(k, now);
         }
-        // Planes other than 0 wait for the PLANES exchange: not a failure
-        // (and the events' queue goes back to the heap, design.md
-        // "Per-QP memory").
+        if !plane0_up {
+            i.send.sender.plane_down(0, now);
+        }
         i.send.sender.clear_events();
         i.recv
             .receiver
@@ -1104,7 +1113,7 @@ impl Transport {
             // requester whose NAK was lost learns why (protocol.md 3.2).
             tx.counters.inc(Counter::RxQpInError);
             if let Packet::Data { header, .. } = pkt {
-                if self.from_peer(i, plane, pkt, meta) {
+                if self.from_peer(i, tx, plane, pkt, meta) {
                     if let Some(nak) = i.recv.receiver.nak_again(header) {
                         let reply = meta.reply_to();
                         let _ =
@@ -1116,7 +1125,7 @@ impl Transport {
             }
             return RxFate::Dropped;
         }
-        if !self.from_peer(i, plane, pkt, meta) {
+        if !self.from_peer(i, tx, plane, pkt, meta) {
             tx.counters.inc(Counter::RxNotPeer);
             return RxFate::Dropped;
         }
@@ -1137,12 +1146,38 @@ impl Transport {
     }
 
     /// Whether `pkt` comes from the connected peer: from its address on the
-    /// plane it arrived on (`plane`), and a PLANES packet from its plane-0
-    /// address (the one the QP was connected to) only (protocol.md 3).
-    fn from_peer(&self, i: &Inner, plane: Option<u8>, pkt: &Packet<'_>, meta: &RxMeta) -> bool {
+    /// plane it arrived on (`plane`); a PLANES packet from its plane-0
+    /// address (the one the QP was connected to), or on plane k > 0 from
+    /// the plane-k address it lists if it lists that plane-0 address first
+    /// (sent there while the peer's plane 0 is down) and the peer's plane-k
+    /// address, if already known (this QP's exchange, else the device's
+    /// directory), is that one (protocol.md 1.8, 3).
+    fn from_peer(
+        &self,
+        i: &Inner,
+        tx: &TxCtx<'_>,
+        plane: Option<u8>,
+        pkt: &Packet<'_>,
+        meta: &RxMeta,
+    ) -> bool {
         let Some(peer) = i.peer else { return false };
-        if matches!(pkt, Packet::Planes(_)) {
-            return meta.src == peer.remote;
+        if let Packet::Planes(pl) = pkt {
+            if meta.src == peer.remote {
+                return true;
+            }
+            let Some(k @ 1..) = plane else { return false };
+            let listed = |k: u8| {
+                (k < pl.count)
+                    .then(|| pl.addrs.get(usize::from(k)).and_then(gid_ipv4))
+                    .flatten()
+            };
+            let known = i
+                .peer_planes
+                .addr(k)
+                .or_else(|| tx.peers.lock().get(peer.remote)?.addr(k));
+            return listed(k) == Some(meta.src)
+                && listed(0) == Some(peer.remote)
+                && known.is_none_or(|a| a == meta.src);
         }
         plane.and_then(|k| i.peer_planes.addr(k)) == Some(meta.src)
     }

@@ -109,8 +109,9 @@ pub(crate) fn path_recovered(dev: &DevName, qpn: u32, path: PathTag, cause: Reco
     }
 }
 
-/// `metaroce:path_replaced`: QP `qpn`'s path `old` failed its probes and
-/// `new` took its slot.
+/// `metaroce:path_replaced`: QP `qpn`'s path `old` failed its probes, or
+/// was re-homed to or from a plane that went down or came back, and `new`
+/// took its slot.
 pub(crate) fn path_replaced(dev: &DevName, qpn: u32, old: PathTag, new: PathTag) {
     // SAFETY: as in `path_failed`.
     unsafe {

@@ -5,7 +5,7 @@
 
 use kernel::prelude::*;
 
-use super::{Inner, Peer, Transport, TxCtx};
+use super::{now_ns, Inner, Peer, Transport, TxCtx};
 use crate::driver::plane::{PeerPlanes, PlaneTable};
 use crate::engine::wire::{self, Planes};
 use crate::ib::lock::SpinLockBh;
@@ -14,11 +14,14 @@ use crate::ib::skb::{Ecn, Ipv4Addr};
 use crate::ib::udp::TxV4;
 
 impl Transport {
-    /// Sends our plane list to the peer on plane 0, saying whether we hold
-    /// its list and asking for an answer until it said it holds ours.
+    /// Sends our plane list to the peer, saying whether we hold its list
+    /// and asking for an answer until it said it holds ours: on plane 0,
+    /// or while plane 0 has no carrier on the first plane that has and
+    /// where the peer's address is known (from this QP's exchange or the
+    /// device's directory, `peers.rs`); with none, on plane 0 anyway.
     pub(super) fn send_planes(&self, tx: &TxCtx<'_>, peer: Peer, pp: &PeerPlanes) {
+        let known = tx.peers.lock().get(peer.remote);
         let planes = tx.planes.lock();
-        let Some(ndev) = planes.get(0) else { return };
         let (count, addrs) = planes.addrs(peer.local);
         let pl = Planes {
             dst_qpn: peer.qpn,
@@ -28,9 +31,14 @@ impl Transport {
             count,
             addrs,
         };
+        let Some((ndev, src, dst)) = planes.live_route(peer.local, peer.remote, |k| {
+            pp.addr(k).or_else(|| known?.addr(k))
+        }) else {
+            return;
+        };
         let to = TxV4 {
-            src: peer.local,
-            dst: peer.remote,
+            src,
+            dst,
             src_port: wire::UDP_PORT,
             ecn: Ecn::Ect0,
         };
@@ -60,9 +68,9 @@ impl Transport {
             let mut i = self.lock();
             if i.peer.is_some() && !i.failed && plane < i.send.sender.config().planes {
                 if !up {
-                    i.send.sender.plane_down(plane);
+                    i.send.sender.plane_down(plane, now_ns());
                 } else if Self::plane_usable(tx, &i.peer_planes, plane) {
-                    i.send.sender.plane_up(plane);
+                    i.send.sender.plane_up(plane, now_ns());
                 }
                 self.pump(&mut i, tx);
             }
@@ -82,10 +90,14 @@ impl Transport {
         if pl.known {
             i.peer_planes.acked = true;
         }
-        if i.peer_planes.learn(pl.count, &pl.addrs) || confirmed != i.peer_planes.acked {
+        let new = i.peer_planes.learn(pl.count, &pl.addrs);
+        if new {
+            tx.peers.lock().learn(i.peer_planes.as_peer(peer.local));
+        }
+        if new || confirmed != i.peer_planes.acked {
             for k in 1..i.send.sender.config().planes {
                 if Self::plane_usable(tx, &i.peer_planes, k) {
-                    i.send.sender.plane_up(k);
+                    i.send.sender.plane_up(k, now_ns());
                 }
             }
         }

@@ -121,6 +121,9 @@ pub struct SenderStats {
     pub paths_replaced: u64,
     /// Paths opened beyond the initial set (long RTT growth).
     pub paths_opened: u64,
+    /// Paths moved to another plane: off a plane reported down, or back
+    /// to their home plane when it came up (protocol.md 1.8).
+    pub paths_rehomed: u64,
     /// ACKs for an unknown or stale path id.
     pub stale_acks: u64,
     /// NAKs received.
@@ -149,12 +152,19 @@ impl SenderStats {
         probes: 0,
         paths_replaced: 0,
         paths_opened: 0,
+        paths_rehomed: 0,
         stale_acks: 0,
         stale_naks: 0,
         naks: 0,
         verdict_probes: 0,
         give_ups: 0,
     };
+}
+
+/// Bit of plane `k` in [`Sender`]'s `planes_down` (0 for a plane beyond
+/// the eight a mask holds: never reported down).
+fn plane_bit(k: u8) -> u8 {
+    1u8.checked_shl(u32::from(k)).unwrap_or(0)
 }
 
 /// How long a sender the heap refused memory waits before it tries again
@@ -373,6 +383,9 @@ pub struct Sender<C: CongestionControl = Aimd, H: Heap = Global> {
     /// The heap refused a path's ring or a message's bitmaps: when to try
     /// again (a timer, so the caller comes back to send).
     alloc_retry: Option<u64>,
+    /// Bit `k` set while the caller reports plane `k` down
+    /// ([`Sender::plane_down`] until [`Sender::plane_up`]).
+    planes_down: u8,
     stats: SenderStats,
     /// Path failures, recoveries, window cuts and give-ups not yet taken
     /// by the caller (`pop_event`); the queue is taken from the heap at the
@@ -434,6 +447,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             numbered: false,
             peer_psn: false,
             alloc_retry: None,
+            planes_down: 0,
             stats: SenderStats::ZERO,
             events: Events::EMPTY,
         }
@@ -493,6 +507,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.verdict_deadline = None;
         self.progress_at = None;
         self.alloc_retry = None;
+        self.planes_down = 0;
         self.stats = SenderStats::ZERO;
         self.events.clear();
         for slot in 0..usize::from(cfg.initial_paths) {
@@ -616,7 +631,21 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     /// had a path (a replacement), else in new memory from the heap. False
     /// if the heap refused: the slot stays unused.
     fn open_path(&mut self, slot: usize, generation: u16, state: PathState, now: u64) -> bool {
-        let planes = self.cfg.planes.max(1) as usize;
+        let plane = self
+            .plane_for(slot)
+            .unwrap_or_else(|| self.home_plane(slot));
+        self.open_path_on(slot, generation, plane, state, now)
+    }
+
+    /// [`Sender::open_path`] on plane `plane`.
+    fn open_path_on(
+        &mut self,
+        slot: usize,
+        generation: u16,
+        plane: u8,
+        state: PathState,
+        now: u64,
+    ) -> bool {
         let seed = self.cfg.entropy_seed;
         let qp_rtt = self.qp_rtt;
         let ccp = self.ccp;
@@ -630,7 +659,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             return false;
         };
         self.used |= 1 << slot;
-        p.reset(slot, generation, (slot % planes) as u8, seed);
+        p.reset(slot, generation, plane, seed);
         p.state = state;
         p.rtt = qp_rtt;
         p.probe_due = state == PathState::Probing;
@@ -1265,8 +1294,12 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         });
     }
 
-    /// The caller learned that `plane` is down: drain its paths now.
-    pub fn plane_down(&mut self, plane: u8) {
+    /// The caller learned that `plane` is down: drain its paths now, and
+    /// move their slots to the planes that are up (protocol.md 1.8), so the
+    /// QP keeps its path count and window while the plane is down. With no
+    /// plane up the paths stay suspended on their own plane.
+    pub fn plane_down(&mut self, plane: u8, now: u64) {
+        self.planes_down |= plane_bit(plane);
         for slot in Slots(self.used) {
             let Some(p) = open(&self.paths, slot) else {
                 continue;
@@ -1288,16 +1321,88 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 p.probe_deadline = None;
             }
         }
+        self.rehome(now);
     }
 
-    /// The caller learned that `plane` is up: probe its paths.
-    pub fn plane_up(&mut self, plane: u8) {
+    /// The caller learned that `plane` is up: the slots whose home it is
+    /// come back to it, and its suspended paths are probed.
+    pub fn plane_up(&mut self, plane: u8, now: u64) {
+        self.planes_down &= !plane_bit(plane);
         for p in self.paths.iter_mut().filter_map(|p| p.as_deref_mut()) {
             if p.state == PathState::Suspended && p.plane == plane {
                 p.state = PathState::Probing;
                 p.probe_due = true;
                 p.probes_failed = 0;
                 p.backoff = 0;
+            }
+        }
+        self.rehome(now);
+    }
+
+    /// Whether plane `k` is one of this connection's and not reported down.
+    fn plane_live(&self, k: u8) -> bool {
+        k < self.cfg.planes.max(1) && self.planes_down & plane_bit(k) == 0
+    }
+
+    /// The plane slot `slot` belongs on when all planes are up: planes
+    /// take the slots in turn (protocol.md 1.8).
+    fn home_plane(&self, slot: usize) -> u8 {
+        (slot % self.cfg.planes.max(1) as usize) as u8
+    }
+
+    /// The plane a path opened in `slot` now goes on: its home plane when
+    /// that is up, else the plane that is up with the fewest other paths
+    /// (the lowest such number); `None` when no plane is up.
+    fn plane_for(&self, slot: usize) -> Option<u8> {
+        let home = self.home_plane(slot);
+        if self.plane_live(home) {
+            return Some(home);
+        }
+        (0..self.cfg.planes.max(1))
+            .filter(|&k| self.plane_live(k))
+            .min_by_key(|&k| {
+                Slots(self.used & !(1u64 << slot))
+                    .filter_map(|s| open(&self.paths, s))
+                    .filter(|p| p.plane == k)
+                    .count()
+            })
+    }
+
+    /// Puts every slot's path on the plane [`Sender::plane_for`] chooses,
+    /// after a plane went down or came up: a path on a plane that is down,
+    /// or away from its home plane when that is up, is replaced in its
+    /// slot by the next generation on the chosen plane (as after failed
+    /// probes, `on_timer`), its packets in flight drained to be resent.
+    /// A path already away from a home plane that is down stays where it
+    /// is. The new path starts active when the chosen plane has an active
+    /// path (the plane works), else probing.
+    fn rehome(&mut self, now: u64) {
+        for slot in Slots(self.used) {
+            let Some((plane, id)) = open(&self.paths, slot).map(|p| (p.plane, p.id)) else {
+                continue;
+            };
+            let home = self.home_plane(slot);
+            if self.plane_live(plane) && (plane == home || !self.plane_live(home)) {
+                continue;
+            }
+            let Some(to) = self.plane_for(slot) else {
+                continue;
+            };
+            if to == plane {
+                continue;
+            }
+            self.drain_path(slot, LossCause::PlaneDown);
+            let state = if self.plane_usable(to) {
+                PathState::Active
+            } else {
+                PathState::Probing
+            };
+            let gen = ((id >> super::config::PATH_SLOT_BITS) + 1) % PATH_GENERATIONS;
+            let old = open(&self.paths, slot).map(TxPath::tag);
+            self.open_path_on(slot, gen, to, state, now);
+            self.stats.paths_rehomed += 1;
+            if let (Some(old), Some(new)) = (old, open(&self.paths, slot).map(TxPath::tag)) {
+                self.events.push(SenderEvent::PathReplaced { old, new });
             }
         }
     }
@@ -2203,7 +2308,7 @@ mod tests {
         for _ in 0..8 {
             tx.next_packet(0).unwrap();
         }
-        tx.plane_down(1);
+        tx.plane_down(1, 1);
         assert!(!tx.plane_usable(1));
         // The 4 packets that were on plane 1 are re-sprayed on plane 0.
         for _ in 0..4 {
@@ -2217,7 +2322,7 @@ mod tests {
                 }
             ));
         }
-        tx.plane_up(1);
+        tx.plane_up(1, 2);
         let p = tx.next_packet(2).unwrap();
         assert!(matches!(p.kind, TxKind::Probe(_)));
         if let TxKind::Probe(pr) = p.kind {
@@ -2889,7 +2994,7 @@ mod tests {
             pump_only_path(&mut tx, &mut rx, now, 1);
         }
         assert!(tx.stats().paths_replaced > 0);
-        tx.plane_down(0);
+        tx.plane_down(0, now);
         assert_eq!((tx.used, in_use(&tx)), (0b1_1111, 0b1_1111));
         // The spray visits exactly the used slots, round-robin from `rr`.
         tx.reset(cfg(2, 1), now).unwrap();

@@ -241,13 +241,17 @@ fn events_without_their_queue_are_counted_dropped() {
     .unwrap();
     let idle = tx.footprint();
     refuse([size_of::<EventQueue>(), usize::MAX, usize::MAX]);
-    tx.plane_down(1);
+    tx.plane_down(1, 0);
     assert_eq!(tx.pop_event(), None);
-    assert_eq!(tx.events_dropped(), 2, "plane 1's 2 paths' failures");
+    assert_eq!(
+        tx.events_dropped(),
+        4,
+        "plane 1's 2 paths' failures and their moves to plane 0"
+    );
     assert_eq!(tx.footprint(), idle);
     // Memory back: the next events are kept.
     allow_all();
-    tx.plane_down(0);
+    tx.plane_down(0, 0);
     assert!(matches!(
         tx.pop_event(),
         Some(SenderEvent::PathFailed {

@@ -37,7 +37,7 @@ fn run() -> [u64; 2] {
         ..SenderConfig::default()
     };
     let mut tx = Sender::new(cfg, 0).unwrap();
-    tx.plane_down(1);
+    tx.plane_down(1, 0);
     let mut rx = Receiver::new(ReceiverConfig {
         peer_qpn: 0,
         mtu: MTU,
@@ -51,7 +51,7 @@ fn run() -> [u64; 2] {
     let mut now = 0;
     while now < END_NS {
         if now == PLANE1_UP_NS {
-            tx.plane_up(1);
+            tx.plane_up(1, now);
         }
         let msg = Message {
             opcode: Opcode::Write,

@@ -143,7 +143,7 @@ fn the_connects_plane_setup_events_leave_no_memory_behind() {
         0,
     )
     .unwrap();
-    tx.plane_down(1);
+    tx.plane_down(1, 0);
     assert!(tx.footprint() > idle_tx.footprint(), "events were queued");
     tx.clear_events();
     tx.start_at(1000, false);

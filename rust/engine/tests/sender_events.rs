@@ -210,18 +210,30 @@ fn a_plane_down_fails_its_paths_once_and_their_packets_go_elsewhere() {
     for _ in 0..8 {
         tx.next_packet(0).unwrap();
     }
-    tx.plane_down(1);
-    tx.plane_down(1);
+    let (old1, old3) = (tag(&tx, 1), tag(&tx, 3));
+    tx.plane_down(1, 0);
+    tx.plane_down(1, 0);
+    // Failed on plane 1, then each slot's next generation opened on plane 0.
+    let (new1, new3) = (tag(&tx, 1), tag(&tx, 3));
+    assert_eq!((new1.plane, new3.plane), (0, 0));
     assert_eq!(
         events(&mut tx),
         [
             SenderEvent::PathFailed {
-                path: tag(&tx, 1),
+                path: old1,
                 cause: FailCause::PlaneDown,
             },
             SenderEvent::PathFailed {
-                path: tag(&tx, 3),
+                path: old3,
                 cause: FailCause::PlaneDown,
+            },
+            SenderEvent::PathReplaced {
+                old: old1,
+                new: new1
+            },
+            SenderEvent::PathReplaced {
+                old: old3,
+                new: new3
             },
         ]
     );
@@ -230,9 +242,24 @@ fn a_plane_down_fails_its_paths_once_and_their_packets_go_elsewhere() {
         assert_eq!(p.plane, 0);
         assert_eq!(data(&p).1, Some(LossCause::PlaneDown));
     }
-    // Back up: probed, not yet recovered.
-    tx.plane_up(1);
-    assert!(events(&mut tx).is_empty());
+    // Back up: the slots go home (replaced again), probed, not yet
+    // recovered.
+    tx.plane_up(1, 0);
+    let (home1, home3) = (tag(&tx, 1), tag(&tx, 3));
+    assert_eq!((home1.plane, home3.plane), (1, 1));
+    assert_eq!(
+        events(&mut tx),
+        [
+            SenderEvent::PathReplaced {
+                old: new1,
+                new: home1
+            },
+            SenderEvent::PathReplaced {
+                old: new3,
+                new: home3
+            },
+        ]
+    );
 }
 
 #[test]
@@ -307,10 +334,10 @@ fn giving_up_reports_the_messages_failed() {
 #[test]
 fn reset_and_clear_forget_held_events() {
     let mut tx = Sender::new(cfg(4, 2), 0).unwrap();
-    tx.plane_down(1);
+    tx.plane_down(1, 0);
     tx.clear_events();
     assert!(events(&mut tx).is_empty());
-    tx.plane_down(0);
+    tx.plane_down(0, 0);
     tx.reset(cfg(4, 2), 0).unwrap();
     assert!(events(&mut tx).is_empty());
 }

@@ -198,7 +198,7 @@ impl<V: Verbs> Host<V> {
         let scfg = sender_config(&cfg);
         let mut tx = Box::new(Sender::new(scfg, now)?);
         for k in 1..scfg.planes {
-            tx.plane_down(k);
+            tx.plane_down(k, now);
         }
         tx.start_at(cfg.sq_psn, false);
         let mut rx = Box::new(Receiver::new(ReceiverConfig {
@@ -326,7 +326,7 @@ impl<V: Verbs> Host<V> {
                 self.after_progress();
             }
             Packet::ProbeReply(p) => self.tx.on_probe_reply(&p, now),
-            Packet::Planes(pl) => self.receive_planes(&pl),
+            Packet::Planes(pl) => self.receive_planes(&pl, now),
             Packet::Probe(_) => {}
         }
     }
@@ -439,7 +439,7 @@ impl<V: Verbs> Host<V> {
         (k == 0 || (self.planes.known && self.planes.acked)) && self.planes.addr(k).is_some()
     }
 
-    fn receive_planes(&mut self, pl: &Planes) {
+    fn receive_planes(&mut self, pl: &Planes, now: u64) {
         if pl.src_qpn != self.cfg.peer_qpn {
             return;
         }
@@ -450,7 +450,7 @@ impl<V: Verbs> Host<V> {
         if self.planes.learn(pl) || confirmed != self.planes.acked {
             for k in 1..self.planes() {
                 if self.plane_usable(k) {
-                    self.tx.plane_up(k);
+                    self.tx.plane_up(k, now);
                 }
             }
         }

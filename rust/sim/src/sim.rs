@@ -515,9 +515,9 @@ pub fn run(sc: &Scenario) -> Outcome {
             Ev::ReportPlane(p, up) => {
                 for (s, h) in hosts.iter_mut().enumerate() {
                     if up {
-                        h.tx.plane_up(p as u8);
+                        h.tx.plane_up(p as u8, now);
                     } else {
-                        h.tx.plane_down(p as u8);
+                        h.tx.plane_down(p as u8, now);
                     }
                     for q in 0..sc.planes {
                         if !h.port_busy[q] {

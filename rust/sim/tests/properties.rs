@@ -192,10 +192,10 @@ fn engine_survives_hostile_input() {
             );
         }
         if i % 97 == 0 {
-            tx.plane_down(0);
+            tx.plane_down(0, now);
         }
         if i % 89 == 0 {
-            tx.plane_up(0);
+            tx.plane_up(0, now);
         }
         tx.on_timer(now);
         for _ in 0..4 {
