@@ -110,9 +110,12 @@ hints() {
 import json, sys
 field = sys.argv[1]
 qps = json.loads(sys.stdin.read())
-print(" ".join(str(q.get("drv_" + field, q.get(field, "?"))) for q in qps
-               if q.get("comm") == "ib_write_bw" and q.get("type") == "RC" and q.get("state") == "RTS"))
-' "$field" <<< "$json" || echo "?"
+mine = [q for q in qps if q.get("comm") == "ib_write_bw" and q.get("type") == "RC"
+        and q.get("state") in ("RTR", "RTS")]
+# None found: what there was, so that the check that fails says it.
+print(" ".join(str(q.get("drv_" + field, q.get(field, "?"))) for q in mine) or
+      "no-QP:" + ",".join("{}/{}/{}".format(q.get("comm"), q.get("type"), q.get("state")) for q in qps))
+' "$field" <<< "$json" || echo "?:${json:0:200}"
 }
 
 # incast LABEL: N ib_write_bw clients on A into N servers on B for SECS
