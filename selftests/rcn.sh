@@ -27,7 +27,7 @@
 . "$(dirname "$0")/lib.sh"
 N=4
 RATE=${METAROCE_RCN_RATE:-10}     # Mbit/s at the bottleneck
-SECS=${METAROCE_RCN_SECS:-15}     # ib_write_bw -D
+SECS=${METAROCE_RCN_SECS:-30}     # ib_write_bw -D (about 0.4 s each in TCG)
 SIZE=65536
 PORT0=18830
 knobs=/sys/class/infiniband/mr0/metaroce
@@ -118,11 +118,19 @@ print(" ".join(str(q.get("drv_" + field, q.get(field, "?"))) for q in mine) or
 ' "$field" <<< "$json" || echo "?:${json:0:200}"
 }
 
+# all_running PID...: whether every PID is still running.
+all_running() {
+	local p
+	for p; do
+		kill -0 "$p" 2> /dev/null || return 1
+	done
+}
+
 # incast LABEL: N ib_write_bw clients on A into N servers on B for SECS
 # seconds through a fresh bottleneck; logs and sets $goodputs (MB/s per
 # sender), $jain, $total, $drops, $marked, $bmax, $bmean, $hints_a, $hints_b.
 incast() {
-	local label=$1 k j g jobs=() pids=() outs=() samples=() s n=0 sum=0 sampler_out start
+	local label=$1 k j g jobs=() pids=() outs=() samples=() s n=0 sum=0 sampler_out ha="" hb=""
 	bottleneck
 	for ((k = 0; k < N; k++)); do
 		j=$(peer_spawn "timeout $((SECS + 60)) ib_write_bw -d mr0 -x $pgid -p $((PORT0 + k)) -s $SIZE -D $SECS") ||
@@ -136,21 +144,26 @@ incast() {
 			"$METAROCE_PEER_ADDR" > "${outs[k]}" 2>&1 &
 		pids+=($!)
 	done
-	# The backlog every 0.5 s while the clients run; the hints halfway
-	# through their SECS (by the clock: sampling takes time of its own).
+	# The backlog every 0.5 s while the clients run; the hints as often as
+	# they can be read (a read takes seconds in TCG), the last one taken
+	# while every client still ran kept. Not by the clock: perftest times
+	# -D with the TSC at /proc/cpuinfo's MHz, which TCG does not keep to
+	# (a -D 10 run took about 4 s of wall time on the rig).
 	sampler_out=$(mktemp)
 	backlog_sampler "$sampler_out" &
 	sampler=$!
-	start=$SECONDS
-	while [ $((SECONDS - start)) -lt $((SECS / 2 + 2)) ]; do
+	hints_a="" hints_b=""
+	while all_running "${pids[@]}"; do
+		ha=$(hints A)
+		hb=$(hints B)
+		if all_running "${pids[@]}" && [ "$(wc -w <<< "$ha")" = "$N" ] &&
+			[ "$(wc -w <<< "$hb")" = "$N" ]; then
+			hints_a=$ha hints_b=$hb
+		fi
 		sleep 0.5
 	done
-	for ((k = 0; k < N; k++)); do
-		kill -0 "${pids[k]}" 2> /dev/null ||
-			fail "$label: client $k ended within $((SECONDS - start)) s of a ${SECS} s run: $(tail -5 "${outs[k]}")"
-	done
-	hints_a=$(hints A)
-	hints_b=$(hints B)
+	[ -n "$hints_a" ] ||
+		fail "$label: no reading of the hints while all $N clients ran (last: A [$ha], B [$hb])"
 	for ((k = 0; k < N; k++)); do
 		wait "${pids[k]}" || fail "$label: client $k failed: $(tail -5 "${outs[k]}")"
 		peer_wait "${jobs[k]}" 90 > /dev/null || fail "$label: server $k failed on B"
@@ -223,7 +236,7 @@ log "summary: RCN on: goodput $on_total MB/s, Jain $on_jain, drops $on_drops, me
 if peer "ethtool \$PLANE0_DEV 2>/dev/null | grep -q 'Speed: Unknown'"; then
 	peer "echo 0 > $knobs/rcn_capacity_mbps && echo 1 > $knobs/rcn" > /dev/null ||
 		fail "cannot set B's RCN knobs"
-	SECS=6
+	SECS=15
 	bmax=0
 	incast "RCN on, capacity from an unknown link speed"
 	expect_hints "unknown link speed" 0 0
