@@ -130,7 +130,7 @@ all_running() {
 # seconds through a fresh bottleneck; logs and sets $goodputs (MB/s per
 # sender), $jain, $total, $drops, $marked, $bmax, $bmean, $hints_a, $hints_b.
 incast() {
-	local label=$1 k j g jobs=() pids=() outs=() samples=() s n=0 sum=0 sampler_out ha="" hb=""
+	local label=$1 k j g jobs=() pids=() outs=() samples=() s n=0 sum=0 sampler_out ha="" hb="" start
 	bottleneck
 	for ((k = 0; k < N; k++)); do
 		j=$(peer_spawn "timeout $((SECS + 60)) ib_write_bw -d mr0 -x $pgid -p $((PORT0 + k)) -s $SIZE -D $SECS") ||
@@ -153,17 +153,23 @@ incast() {
 	backlog_sampler "$sampler_out" &
 	sampler=$!
 	hints_a="" hints_b=""
+	start=$SECONDS
 	while all_running "${pids[@]}"; do
 		ha=$(hints A)
 		hb=$(hints B)
+		log "$label: hints at +$((SECONDS - start)) s: A [$ha], B [$hb]"
 		if all_running "${pids[@]}" && [ "$(wc -w <<< "$ha")" = "$N" ] &&
 			[ "$(wc -w <<< "$hb")" = "$N" ]; then
 			hints_a=$ha hints_b=$hb
 		fi
 		sleep 0.5
 	done
-	[ -n "$hints_a" ] ||
+	if [ -z "$hints_a" ]; then
+		for ((k = 0; k < N; k++)); do
+			all_running "${pids[k]}" || log "$label: client $k ended: $(tail -3 "${outs[k]}" | tr '\n' ' ')"
+		done
 		fail "$label: no reading of the hints while all $N clients ran (last: A [$ha], B [$hb])"
+	fi
 	for ((k = 0; k < N; k++)); do
 		wait "${pids[k]}" || fail "$label: client $k failed: $(tail -5 "${outs[k]}")"
 		peer_wait "${jobs[k]}" 90 > /dev/null || fail "$label: server $k failed on B"
