@@ -130,33 +130,37 @@ all_running() {
 # seconds through a fresh bottleneck; logs and sets $goodputs (MB/s per
 # sender), $jain, $total, $drops, $marked, $bmax, $bmean, $hints_a, $hints_b.
 incast() {
-	local label=$1 k j g jobs=() pids=() outs=() samples=() s n=0 sum=0 sampler_out ha="" hb="" start
+	local label=$1 k j g jobs=() pids=() outs=() samples=() s n=0 sum=0 sampler_out ha="" hb="" start hb_out
 	bottleneck
 	for ((k = 0; k < N; k++)); do
-		j=$(peer_spawn "timeout $((SECS + 60)) ib_write_bw -d mr0 -x $pgid -p $((PORT0 + k)) -s $SIZE -D $SECS") ||
+		j=$(peer_spawn "timeout $((SECS + 60)) ib_write_bw -e -d mr0 -x $pgid -p $((PORT0 + k)) -s $SIZE -D $SECS") ||
 			fail "$label: cannot start server $k on B"
 		jobs+=("$j")
 	done
 	sleep 3
 	for ((k = 0; k < N; k++)); do
 		outs+=("$(mktemp)")
-		timeout $((SECS + 60)) ib_write_bw -d mr0 -x "$gid" -p $((PORT0 + k)) -s $SIZE -D "$SECS" \
+		timeout $((SECS + 60)) ib_write_bw -e -d mr0 -x "$gid" -p $((PORT0 + k)) -s $SIZE -D "$SECS" \
 			"$METAROCE_PEER_ADDR" > "${outs[k]}" 2>&1 &
 		pids+=($!)
 	done
 	# The backlog every 0.5 s while the clients run; the hints as often as
-	# they can be read (a read takes seconds in TCG), the last one taken
-	# while every client still ran kept. Not by the clock: perftest times
+	# they can be read (both hosts at once: a read takes seconds in TCG),
+	# the last one taken while every client still ran kept. The clients
+	# wait for completions with events (-e): four busy-polling perftests
+	# left a reading 38 s of a one-vCPU guest. Not by the clock: perftest times
 	# -D with the TSC at /proc/cpuinfo's MHz, which TCG does not keep to
 	# (a -D 10 run took about 4 s of wall time on the rig).
-	sampler_out=$(mktemp)
+	sampler_out=$(mktemp) hb_out=$(mktemp)
 	backlog_sampler "$sampler_out" &
 	sampler=$!
 	hints_a="" hints_b=""
 	start=$SECONDS
 	while all_running "${pids[@]}"; do
+		hints B > "$hb_out" &
 		ha=$(hints A)
-		hb=$(hints B)
+		wait $!
+		hb=$(< "$hb_out")
 		log "$label: hints at +$((SECONDS - start)) s: A [$ha], B [$hb]"
 		if all_running "${pids[@]}" && [ "$(wc -w <<< "$ha")" = "$N" ] &&
 			[ "$(wc -w <<< "$hb")" = "$N" ]; then
@@ -178,7 +182,7 @@ incast() {
 	wait "$sampler" 2> /dev/null
 	sampler=""
 	mapfile -t samples < <(backlogs "$sampler_out")
-	rm -f "$sampler_out"
+	rm -f "$sampler_out" "$hb_out"
 	read -r drops marked <<< "$(qdisc_stat)"
 	log "$label: bottleneck: $(tc -s qdisc show dev "$PLANE0_DEV" | tr '\n' ' ')"
 	goodputs=""
