@@ -27,7 +27,7 @@
 . "$(dirname "$0")/lib.sh"
 N=4
 RATE=${METAROCE_RCN_RATE:-10}     # Mbit/s at the bottleneck
-SECS=${METAROCE_RCN_SECS:-15}     # ib_write_bw -D
+SECS=${METAROCE_RCN_SECS:-30}     # ib_write_bw -D (about 0.4 s each in TCG)
 SIZE=65536
 PORT0=18830
 knobs=/sys/class/infiniband/mr0/metaroce
@@ -110,44 +110,70 @@ hints() {
 import json, sys
 field = sys.argv[1]
 qps = json.loads(sys.stdin.read())
-print(" ".join(str(q.get("drv_" + field, q.get(field, "?"))) for q in qps
-               if q.get("comm") == "ib_write_bw" and q.get("type") == "RC" and q.get("state") == "RTS"))
-' "$field" <<< "$json" || echo "?"
+mine = [q for q in qps if q.get("comm") == "ib_write_bw" and q.get("type") == "RC"
+        and q.get("state") in ("RTR", "RTS")]
+# None found: what there was, so that the check that fails says it.
+print(" ".join(str(q.get("drv_" + field, q.get(field, "?"))) for q in mine) or
+      "no-QP:" + ",".join("{}/{}/{}".format(q.get("comm"), q.get("type"), q.get("state")) for q in qps))
+' "$field" <<< "$json" || echo "?:${json:0:200}"
+}
+
+# all_running PID...: whether every PID is still running.
+all_running() {
+	local p
+	for p; do
+		kill -0 "$p" 2> /dev/null || return 1
+	done
 }
 
 # incast LABEL: N ib_write_bw clients on A into N servers on B for SECS
 # seconds through a fresh bottleneck; logs and sets $goodputs (MB/s per
 # sender), $jain, $total, $drops, $marked, $bmax, $bmean, $hints_a, $hints_b.
 incast() {
-	local label=$1 k j g jobs=() pids=() outs=() samples=() s n=0 sum=0 sampler_out start
+	local label=$1 k j g jobs=() pids=() outs=() samples=() s n=0 sum=0 sampler_out ha="" hb="" start hb_out
 	bottleneck
 	for ((k = 0; k < N; k++)); do
-		j=$(peer_spawn "timeout $((SECS + 60)) ib_write_bw -d mr0 -x $pgid -p $((PORT0 + k)) -s $SIZE -D $SECS") ||
+		j=$(peer_spawn "timeout $((SECS + 60)) ib_write_bw -e -d mr0 -x $pgid -p $((PORT0 + k)) -s $SIZE -D $SECS") ||
 			fail "$label: cannot start server $k on B"
 		jobs+=("$j")
 	done
 	sleep 3
 	for ((k = 0; k < N; k++)); do
 		outs+=("$(mktemp)")
-		timeout $((SECS + 60)) ib_write_bw -d mr0 -x "$gid" -p $((PORT0 + k)) -s $SIZE -D "$SECS" \
+		timeout $((SECS + 60)) ib_write_bw -e -d mr0 -x "$gid" -p $((PORT0 + k)) -s $SIZE -D "$SECS" \
 			"$METAROCE_PEER_ADDR" > "${outs[k]}" 2>&1 &
 		pids+=($!)
 	done
-	# The backlog every 0.5 s while the clients run; the hints halfway
-	# through their SECS (by the clock: sampling takes time of its own).
-	sampler_out=$(mktemp)
+	# The backlog every 0.5 s while the clients run; the hints as often as
+	# they can be read (both hosts at once: a read takes seconds in TCG),
+	# the last one taken while every client still ran kept. The clients
+	# wait for completions with events (-e): four busy-polling perftests
+	# left a reading 38 s of a one-vCPU guest. Not by the clock: perftest times
+	# -D with the TSC at /proc/cpuinfo's MHz, which TCG does not keep to
+	# (a -D 10 run took about 4 s of wall time on the rig).
+	sampler_out=$(mktemp) hb_out=$(mktemp)
 	backlog_sampler "$sampler_out" &
 	sampler=$!
+	hints_a="" hints_b=""
 	start=$SECONDS
-	while [ $((SECONDS - start)) -lt $((SECS / 2 + 2)) ]; do
+	while all_running "${pids[@]}"; do
+		hints B > "$hb_out" &
+		ha=$(hints A)
+		wait $!
+		hb=$(< "$hb_out")
+		log "$label: hints at +$((SECONDS - start)) s: A [$ha], B [$hb]"
+		if all_running "${pids[@]}" && [ "$(wc -w <<< "$ha")" = "$N" ] &&
+			[ "$(wc -w <<< "$hb")" = "$N" ]; then
+			hints_a=$ha hints_b=$hb
+		fi
 		sleep 0.5
 	done
-	for ((k = 0; k < N; k++)); do
-		kill -0 "${pids[k]}" 2> /dev/null ||
-			fail "$label: client $k ended within $((SECONDS - start)) s of a ${SECS} s run: $(tail -5 "${outs[k]}")"
-	done
-	hints_a=$(hints A)
-	hints_b=$(hints B)
+	if [ -z "$hints_a" ]; then
+		for ((k = 0; k < N; k++)); do
+			all_running "${pids[k]}" || log "$label: client $k ended: $(tail -3 "${outs[k]}" | tr '\n' ' ')"
+		done
+		fail "$label: no reading of the hints while all $N clients ran (last: A [$ha], B [$hb])"
+	fi
 	for ((k = 0; k < N; k++)); do
 		wait "${pids[k]}" || fail "$label: client $k failed: $(tail -5 "${outs[k]}")"
 		peer_wait "${jobs[k]}" 90 > /dev/null || fail "$label: server $k failed on B"
@@ -156,7 +182,7 @@ incast() {
 	wait "$sampler" 2> /dev/null
 	sampler=""
 	mapfile -t samples < <(backlogs "$sampler_out")
-	rm -f "$sampler_out"
+	rm -f "$sampler_out" "$hb_out"
 	read -r drops marked <<< "$(qdisc_stat)"
 	log "$label: bottleneck: $(tc -s qdisc show dev "$PLANE0_DEV" | tr '\n' ' ')"
 	goodputs=""
@@ -220,7 +246,7 @@ log "summary: RCN on: goodput $on_total MB/s, Jain $on_jain, drops $on_drops, me
 if peer "ethtool \$PLANE0_DEV 2>/dev/null | grep -q 'Speed: Unknown'"; then
 	peer "echo 0 > $knobs/rcn_capacity_mbps && echo 1 > $knobs/rcn" > /dev/null ||
 		fail "cannot set B's RCN knobs"
-	SECS=6
+	SECS=15
 	bmax=0
 	incast "RCN on, capacity from an unknown link speed"
 	expect_hints "unknown link speed" 0 0

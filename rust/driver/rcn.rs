@@ -16,7 +16,8 @@
 //! The count is the tick's (`device.rs`), which visits only the QPs
 //! marked as having work for it (design.md, "The tick and many QPs"): a
 //! QP that accepted data is such a QP (`TickWork::rcn_count`) until the
-//! tick finds its 4 ms window passed, and that visit, which no longer
+//! tick finds its receiving window passed (4 ms, longer at a small
+//! share: `engine::rcn::receiving_window_ns`), and that visit, which no longer
 //! counts it, lets it go idle. Each visit hands the QP its hint from the
 //! last count and counts it again (`Receiver::rcn_count`). A QP the last
 //! count did not find receiving is not visited, so its first ACKs take a

@@ -2,8 +2,9 @@
 //! device's capacity that each of its QPs advertises in its ACKs.
 //!
 //! The device counts its *receiving* QPs now and then (the driver: at every
-//! tick of its timer), those that accepted a data packet within
-//! [`RECEIVING_WINDOW_NS`]. Until the next count, a QP that was one of the
+//! tick of its timer), those that accepted a data packet within their
+//! receiving window ([`receiving_window_ns`]: 4 ms, or 8 packet times at
+//! the QP's hint when that is longer). Until the next count, a QP that was one of the
 //! `N` counted advertises `C / N`, and any other `C / (N + 1)`: the share
 //! it would have if it started receiving, so that a newcomer's first ACKs
 //! already slow it to its share rather than to the whole capacity. A
@@ -24,12 +25,38 @@
 //! share, [`Shares::hint`]`(false)` of its last count.
 
 /// How long after its last accepted data packet a QP still counts as
-/// receiving (ns). Several RTTs of a host stack and several ticks of the
-/// driver's 1 ms timer, so that a steady stream whose packets come in
-/// bursts (a descheduled vCPU, a sender that waits for completions) is
-/// counted at every tick; short enough that a QP that stopped gives its
-/// share back within a few milliseconds.
+/// receiving at the least (ns). Several RTTs of a host stack and several
+/// ticks of the driver's 1 ms timer, so that a steady stream whose packets
+/// come in bursts (a descheduled vCPU, a sender that waits for
+/// completions) is counted at every tick; short enough that a QP that
+/// stopped gives its share back within a few milliseconds.
 pub const RECEIVING_WINDOW_NS: u64 = 4_000_000;
+
+/// Packet times at a QP's own hint that its receiving window spans at the
+/// least: a QP held to its share sends a packet every `MTU / hint`, which
+/// at a small share (4 QPs on 10 Mbit/s: 3.3 ms per 1 KiB packet) is
+/// close to [`RECEIVING_WINDOW_NS`]; a window of a few packets would let a
+/// QP that sends at exactly its share drop out of every other count and
+/// double the others' hints.
+pub const RECEIVING_WINDOW_PACKETS: u64 = 8;
+
+/// The receiving window (ns) of a QP whose hint is `hint_mbps` (0: none)
+/// and whose packets carry `mtu` payload bytes: [`RECEIVING_WINDOW_NS`],
+/// or [`RECEIVING_WINDOW_PACKETS`] packet times at the hint when that is
+/// longer (at most 8 x 4096 x 8 bits at 1 Mbit/s, 262 ms).
+pub const fn receiving_window_ns(hint_mbps: u32, mtu: u32) -> u64 {
+    if hint_mbps == 0 {
+        return RECEIVING_WINDOW_NS;
+    }
+    // bits / (Mbit/s) = us; x 1000 = ns.
+    let packet_ns = mtu as u64 * 8 * 1000 / hint_mbps as u64;
+    let window = RECEIVING_WINDOW_PACKETS * packet_ns;
+    if window > RECEIVING_WINDOW_NS {
+        window
+    } else {
+        RECEIVING_WINDOW_NS
+    }
+}
 
 /// A device's RCN settings (the knobs `rcn` and `rcn_capacity_mbps`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -384,12 +384,13 @@ impl<H: Heap> Receiver<H> {
     /// `now`, visiting this QP: takes its hint from the previous count's
     /// `shares` (as one of the QPs it counted, or not), and returns
     /// whether this QP counts as receiving now
-    /// ([`rcn::RECEIVING_WINDOW_NS`]), which the caller adds up into the
+    /// ([`rcn::receiving_window_ns`] at its new hint), which the caller adds up into the
     /// next count's shares. A QP not receiving is no longer
     /// [`due`](Receiver::rcn_due) for counts until its next data packet.
     pub fn rcn_count(&mut self, shares: &Shares, now: u64) -> bool {
         self.rate_hint_mbps = shares.hint(self.rcn_counted);
-        self.rcn_counted = self.receiving(now, rcn::RECEIVING_WINDOW_NS);
+        let window = rcn::receiving_window_ns(self.rate_hint_mbps, self.cfg.mtu);
+        self.rcn_counted = self.receiving(now, window);
         if !self.rcn_counted {
             self.last_data_ns = None;
         }

@@ -4,7 +4,7 @@
 //! flight at what the hint allows over its base RTT.
 
 use metaroce_engine::config::{ReceiverConfig, SenderConfig};
-use metaroce_engine::rcn::{Shares, RECEIVING_WINDOW_NS};
+use metaroce_engine::rcn::{receiving_window_ns, Shares, RECEIVING_WINDOW_NS};
 use metaroce_engine::receiver::Receiver;
 use metaroce_engine::sender::{Message, Sender, TxKind};
 use metaroce_engine::wire::{DataHeader, Opcode};
@@ -94,6 +94,62 @@ fn n_receiving_qps_each_advertise_a_share_and_a_newcomer_the_next() {
         assert_eq!(idle.receiving(), 0);
         count(&mut qps, C, idle, later + MS);
         assert!(qps.iter().all(|r| r.rate_hint_mbps() == 0));
+    }
+}
+
+#[test]
+fn qps_held_to_a_small_share_stay_counted_at_every_tick() {
+    // The rig's incast: 4 QPs into 10 Mbit/s. At its 2 Mbit/s share a
+    // QP's 4 KiB packet takes 16 ms, four times the 4 ms floor: with a
+    // fixed 4 ms window a QP sending at its share would drop out of most
+    // counts and the others' hints would double.
+    const C: u32 = 10;
+    let pkt = one_packet();
+    let mut qps: Vec<Receiver> = (0..4).map(|_| receiver()).collect();
+    let packet_ns = u64::from(MTU) * 8 * 1000 / u64::from(C / 4);
+    assert_eq!(receiving_window_ns(C / 4, MTU), 8 * packet_ns);
+    assert_eq!(
+        receiving_window_ns(0, MTU),
+        RECEIVING_WINDOW_NS,
+        "no hint: the floor"
+    );
+    assert_eq!(
+        receiving_window_ns(100_000, MTU),
+        RECEIVING_WINDOW_NS,
+        "a fast share: the floor"
+    );
+    let mut shares = Shares::NONE;
+    let mut next = [0u64; 4];
+    for tick in 1..2_000u64 {
+        let now = tick * MS;
+        for (i, rx) in qps.iter_mut().enumerate() {
+            // Each QP a packet every 1.5 packet times, staggered.
+            if now >= next[i] {
+                rx.on_data(&pkt, false, now);
+                next[i] = now + packet_ns * 3 / 2 + i as u64 * MS;
+            }
+        }
+        shares = count(&mut qps, C, shares, now);
+        if tick > 2 {
+            assert_eq!(shares.receiving(), 4, "tick {tick}");
+            assert!(
+                qps.iter().all(|r| r.rate_hint_mbps() == C / 4),
+                "tick {tick}"
+            );
+        }
+    }
+    // Stopped: each gives its share back within its window and a tick.
+    let stop = 2_000 * MS;
+    let window = receiving_window_ns(C / 4, MTU);
+    let mut t = stop;
+    while shares.receiving() > 0 {
+        t += MS;
+        assert!(
+            t <= stop + window + 2 * MS,
+            "still {} receiving",
+            shares.receiving()
+        );
+        shares = count(&mut qps, C, shares, t);
     }
 }
 
