@@ -341,7 +341,7 @@ capture_begin plane_down
 # busy (the first rig run's window was 59 s, 40k packets, for 8 s of
 # sleeps). So host B takes its plane 1 down and up by itself, spawned
 # before the traffic: once plane 1 has brought it 300 packets, down for
-# 2 s, then up with its neighbours pinned again (a link going down flushes
+# 4 s, then up with its neighbours pinned again (a link going down flushes
 # them). A path fails in well under a second (RTO and 3 probes: 0.3 s on
 # the rig). Host A follows it on its own plane 1's received packets:
 # they stop while host B's plane 1 is down and resume when it is up (it
@@ -351,26 +351,30 @@ flap_b='d=$PLANE1_DEV rx=/sys/class/net/$PLANE1_DEV/statistics/rx_packets
 r0=$(cat $rx)
 for _ in $(seq 600); do [ $(($(cat $rx) - r0)) -ge 300 ] && break; sleep 0.1; done
 [ $(($(cat $rx) - r0)) -ge 300 ] || { echo "no traffic on plane 1 in 60 s"; exit 1; }
-ip link set $d down && echo "plane 1 down" && sleep 2 && ip link set $d up && echo "plane 1 up"'
+ip link set $d down && echo "plane 1 down" && sleep 4 && ip link set $d up && echo "plane 1 up"'
 flap=$(peer_spawn "$flap_b && $(pin_on_b)") || fail "cannot start the plane flap on host B"
-job=$(peer_spawn "timeout 90 ibv_rc_pingpong -d mr0 -n 1000000 -s 64 -g $pgid") || fail "cannot start the server"
+# The pingpongs wait for completions with events (-e): busy-polling, they
+# left host A's watcher below a sample every 0.3 s or more, too few to see
+# a 2 s pause, and the client ran out its time.
+job=$(peer_spawn "timeout 120 ibv_rc_pingpong -e -d mr0 -n 1000000 -s 64 -g $pgid") || fail "cannot start the server"
 sleep 2
-timeout 90 ibv_rc_pingpong -d mr0 -n 1000000 -s 64 -g "$gid" "$PEER_PLANE0_IP" > "$wa/flap.out" 2>&1 &
+timeout 120 ibv_rc_pingpong -e -d mr0 -n 1000000 -s 64 -g "$gid" "$PEER_PLANE0_IP" > "$wa/flap.out" 2>&1 &
 client=$!
 # plane1_rx WANT: waits (up to 60 s, polling every 0.1 s) until host A's
-# plane 1 has received 50 packets (WANT=traffic), nothing for a second
-# (quiet), or anything (moving).
+# plane 1 has received 50 packets (WANT=traffic), nothing for a second by
+# the clock (quiet), or anything (moving). No fork per sample.
 plane1_rx() {
-	local f=/sys/class/net/$PLANE1_DEV/statistics/rx_packets first last now same=0
-	first=$(cat "$f") last=$first
-	for _ in $(seq 600); do
+	local f=/sys/class/net/$PLANE1_DEV/statistics/rx_packets first last now since end
+	read -r first < "$f"
+	last=$first since=${EPOCHREALTIME/./} end=$((${EPOCHREALTIME/./} + 60000000))
+	while [ "${EPOCHREALTIME/./}" -lt "$end" ]; do
 		sleep 0.1
-		now=$(cat "$f")
-		if [ "$now" = "$last" ]; then same=$((same + 1)); else same=0; fi
+		read -r now < "$f"
+		[ "$now" = "$last" ] || since=${EPOCHREALTIME/./}
 		last=$now
 		case $1 in
 		traffic) [ $((now - first)) -ge 50 ] && return 0 ;;
-		quiet) [ $same -ge 10 ] && return 0 ;;
+		quiet) [ $((${EPOCHREALTIME/./} - since)) -ge 1000000 ] && return 0 ;;
 		moving) [ "$now" != "$first" ] && return 0 ;;
 		esac
 	done
