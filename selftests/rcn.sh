@@ -162,7 +162,9 @@ incast() {
 		wait $!
 		hb=$(< "$hb_out")
 		log "$label: hints at +$((SECONDS - start)) s: A [$ha], B [$hb]"
-		if all_running "${pids[@]}" && [ "$(wc -w <<< "$ha")" = "$N" ] &&
+		# Every client ran when the reading began (the loop's test), and
+		# it found all N QPs on both hosts.
+		if [ "$(wc -w <<< "$ha")" = "$N" ] &&
 			[ "$(wc -w <<< "$hb")" = "$N" ]; then
 			hints_a=$ha hints_b=$hb
 		fi
@@ -246,7 +248,7 @@ log "summary: RCN on: goodput $on_total MB/s, Jain $on_jain, drops $on_drops, me
 if peer "ethtool \$PLANE0_DEV 2>/dev/null | grep -q 'Speed: Unknown'"; then
 	peer "echo 0 > $knobs/rcn_capacity_mbps && echo 1 > $knobs/rcn" > /dev/null ||
 		fail "cannot set B's RCN knobs"
-	SECS=15
+	SECS=30
 	bmax=0
 	incast "RCN on, capacity from an unknown link speed"
 	expect_hints "unknown link speed" 0 0
