@@ -212,6 +212,19 @@ mr0_on_both_planes() {
 	plane0_gids mr0
 }
 
+# peer_listening PORT SECS SERVER_ARGS: waits up to SECS for a perftest
+# server on host B to listen on PORT (perftest's default 18515 if empty):
+# an rdma_cm listener (-R, seen in the core's cm_id tracking) or a TCP
+# socket. A fixed wait lost the race under
+# TCG: a client whose connect request came before the listener was
+# rejected (RDMA_CM_EVENT_REJECTED, reason 8: no such service ID).
+peer_listening() {
+	local port=${1:-18515} secs=$2 probe
+	probe="ss -ltn | grep -Eq ':$port( |\$)'"
+	case " $3 " in *" -R "*) probe="rdma resource show cm_id | grep 'state LISTEN' | grep -Eq ':$port( |\$)'" ;; esac
+	peer "for i in \$(seq $((secs * 4))); do $probe && exit 0; sleep 0.25; done; exit 1" > /dev/null
+}
+
 # perftest_pair SECS "SERVER_ARGS" "CLIENT_ARGS" TARGET TEST ARGS...: perftest
 # TEST with ARGS, server on host B, client on host A towards TARGET, each
 # bounded by SECS; fails unless both sides complete and the client prints
@@ -221,7 +234,8 @@ perftest_pair() {
 	shift 5
 	# shellcheck disable=SC2086
 	job=$(peer_spawn "timeout $secs $t $srv $*") || fail "cannot start $t on host B"
-	sleep 3
+	peer_listening "$(sed -n 's/.*-p \([0-9]*\).*/\1/p' <<< " $srv")" 60 "$srv" ||
+		log "$t: no listener on host B after 60 s (its server's output will say why)"
 	# shellcheck disable=SC2086
 	out=$(timeout "$secs" "$t" $cli "$@" "$target" 2>&1) ||
 		{
