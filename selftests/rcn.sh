@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # Receiver rate hints (RCN, protocol.md 6.5; user guide section 9) in an
-# incast: 4 ib_write_bw processes on host A (4 QPs) write into 4 servers on
+# incast: one ib_write_bw on host A with N = 4 QPs (-q 4) writes into one on
 # host B over mr0 on plane 0, through a rate-limited, ECN-marking
 # bottleneck: host A's plane-0 egress, the one link all 4 QPs share (tbf
 # at $RATE Mbit/s with a RED child that marks ECT packets CE; the test
@@ -15,25 +15,52 @@
 #  unknown: rcn=1, rcn_capacity_mbps=0 on B: the link speed as virtio-net
 #           reports it; unknown there, so no hints (only if ethtool on B
 #           says so)
-# Each reports per-sender goodput (ib_write_bw's BW average), Jain's
-# fairness index, the qdisc's drops and ECN marks (tc -s), its backlog
-# sampled every 0.5 s, and the hints in `rdma resource show qp -dd`
-# (rate_hint_mbps on A's senders, rx_rate_hint_mbps on B's receivers).
+#
+# How a run is read, for the TCG rig (one vCPU per host, which perftest's
+# client busy-polls; a Python start takes about a second):
+# - One client process with N QPs, not N processes: its QPs start and end
+#   together, so a reading during the transfer finds all N on both hosts.
+#   N processes started and ended seconds apart, and a reading with all N
+#   on both hosts was luck (one run had none in 80 s).
+# - -t 16 (16 messages of 64 KiB queued per QP, not 128) keeps the drain
+#   after -D's end short: 4 MiB, about 3 s at 10 Mbit/s, not 27 s, and
+#   the QPs end within those seconds.
+# - A reading: `rdma -dd resource show qp` on each host at once, A's run
+#   here, B's through the peer channel from bash, each reduced by awk
+#   (rcn_readings.sh); about one a second, no Python in the loop.
+# - A reading is steady when both hosts list the N QPs and every sender on
+#   A sent new data both since the reading before and by the reading after
+#   it: all N were sending around it, none starting or draining. The hints
+#   checked are the middle steady reading's, the farthest from the start
+#   and the drain (rate_hint_mbps on A's senders, rx_rate_hint_mbps on B's
+#   receivers).
+# - Goodput per QP, for Jain's fairness index: the data packets each
+#   sender sent between the first and the last steady reading, from its
+#   paths' counters (pK_sent - pK_retx), one window for all N. perftest
+#   reports one number for all its QPs, and times it with the TSC at
+#   /proc/cpuinfo's MHz, which TCG does not keep to.
+# - The bottleneck's backlog: sampled every 0.5 s by tc alone, its mean
+#   and maximum taken over the same window; its drops and CE marks (tc -s)
+#   over the whole run.
 # Asserts: with RCN on every sender's hint and every receiver's is
 # non-zero and C/N (between C/(N+1) and C/(N-1), Mbit/s rounded down);
 # off and unknown, all are 0; with RCN on the bottleneck drops no more
 # packets than with it off (3 packets of slack for the first RTT's burst,
-# which no hint can cap).
+# which no hint can cap), and its mean backlog is below that with RCN off.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/rcn_readings.sh"
 N=4
 RATE=${METAROCE_RCN_RATE:-10}     # Mbit/s at the bottleneck
-SECS=${METAROCE_RCN_SECS:-30}     # ib_write_bw -D (about 0.4 s each in TCG)
+SECS=${METAROCE_RCN_SECS:-30}     # ib_write_bw -D
 SIZE=65536
-PORT0=18830
+DEPTH=16
+PORT=18830
 knobs=/sys/class/infiniband/mr0/metaroce
 sampler=""
+work=$(mktemp -d)
 cleanup() {
 	[ -n "$sampler" ] && kill "$sampler" 2> /dev/null
+	rm -rf "$work"
 	tc qdisc del dev "$PLANE0_DEV" root 2> /dev/null
 	two_host_cleanup -k ib_write_bw -q
 }
@@ -45,6 +72,7 @@ command -v tc > /dev/null || skip "tc not installed"
 mr0_on_both_hosts
 [ -f "$knobs/rcn" ] || fail "no rcn knob in $knobs"
 log "B's plane 0 link speed: $(peer "ethtool \$PLANE0_DEV 2>&1 | grep -i speed" 2>&1)"
+peer_text "true" || fail "no answer from host B's peer channel to bash (/dev/tcp/$METAROCE_PEER_ADDR)"
 
 # bottleneck: tbf at $RATE on A's plane 0, RED child marking CE (ecn)
 # between 15 and 45 KB of average queue, 160 KB hard limit: the first
@@ -70,144 +98,83 @@ marked = red.get("marked", red.get("options", {}).get("marked", 0))
 print(root.get("drops", 0), marked)' || echo "? ?"
 }
 
-# backlog_sampler FILE: the root qdisc's statistics every 0.5 s, one JSON
-# line each, into FILE until killed (tc alone in the loop: a Python start
-# per sample takes about a second in a TCG guest).
+# backlog_sampler FILE: the root qdisc's statistics every 0.5 s into FILE
+# until killed, one line each: the time (now_us) and tc's JSON (tc alone in
+# the loop).
 backlog_sampler() {
 	while :; do
+		printf '%s ' "${EPOCHREALTIME/[.,]/}"
 		tc -s -j qdisc show dev "$PLANE0_DEV"
 		echo
 		sleep 0.5
 	done > "$1" 2> /dev/null
 }
 
-# backlogs FILE: the tbf backlogs (bytes) in a sampler's FILE, one a line.
-backlogs() {
+# backlog_stats FILE FROM TO: "MAX MEAN COUNT" of the tbf backlogs (bytes)
+# in a backlog_sampler FILE sampled from FROM to TO (now_us).
+backlog_stats() {
 	/usr/bin/python3 -c '
 import json, sys
+lo, hi, b = int(sys.argv[2]), int(sys.argv[3]), []
 for line in open(sys.argv[1]):
+    t, _, doc = line.partition(" ")
     try:
-        qs = json.loads(line)
+        t, qs = int(t), json.loads(doc)
     except ValueError:
         continue
-    b = next((q.get("backlog") for q in qs if q.get("kind") == "tbf"), None)
-    if b is not None:
-        print(b)' "$1"
+    v = next((q.get("backlog") for q in qs if q.get("kind") == "tbf"), None)
+    if v is not None and lo <= t <= hi:
+        b.append(v)
+print(max(b, default=0), sum(b) // max(len(b), 1), len(b))' "$@"
 }
 
-# hints WHO: the hints of the ib_write_bw RC QPs on host WHO (A: the
-# senders' rate_hint_mbps, B: the receivers' rx_rate_hint_mbps), space
-# separated.
-hints() {
-	local cmd="rdma -j -dd resource show qp link mr0/1" field=rate_hint_mbps json
-	if [ "$1" = B ]; then
-		json=$(peer "$cmd" 2>&1)
-		field=rx_rate_hint_mbps
-	else
-		json=$($cmd 2>&1)
-	fi
-	/usr/bin/python3 -c '
-import json, sys
-field = sys.argv[1]
-qps = json.loads(sys.stdin.read())
-mine = [q for q in qps if q.get("comm") == "ib_write_bw" and q.get("type") == "RC"
-        and q.get("state") in ("RTR", "RTS")]
-# None found: what there was, so that the check that fails says it.
-print(" ".join(str(q.get("drv_" + field, q.get(field, "?"))) for q in mine) or
-      "no-QP:" + ",".join("{}/{}/{}".format(q.get("comm"), q.get("type"), q.get("state")) for q in qps))
-' "$field" <<< "$json" || echo "?:${json:0:200}"
-}
-
-# all_running PID...: whether every PID is still running.
-all_running() {
-	local p
-	for p; do
-		kill -0 "$p" 2> /dev/null || return 1
-	done
-}
-
-# incast LABEL: N ib_write_bw clients on A into N servers on B for SECS
-# seconds through a fresh bottleneck; logs and sets $goodputs (MB/s per
-# sender), $jain, $total, $drops, $marked, $bmax, $bmean, $hints_a, $hints_b.
+# incast LABEL: ib_write_bw with N QPs from A into B for SECS seconds
+# through a fresh bottleneck; logs and sets $goodputs (data packets per
+# QP over the steady window), $jain, $rate (data packets/s of all), $drops,
+# $marked, $bmax, $bmean, $hints_a, $hints_b.
 incast() {
-	local label=$1 k j g jobs=() pids=() outs=() samples=() s n=0 sum=0 sampler_out ha="" hb="" start hb_out
+	local label=$1 args="-d mr0 -p $PORT -s $SIZE -q $N -t $DEPTH -D $SECS" job pid out dir
+	local k=0 steadies=() first last mid t0 t1 n
 	bottleneck
-	for ((k = 0; k < N; k++)); do
-		j=$(peer_spawn "timeout $((SECS + 60)) ib_write_bw -d mr0 -x $pgid -p $((PORT0 + k)) -s $SIZE -D $SECS") ||
-			fail "$label: cannot start server $k on B"
-		jobs+=("$j")
-	done
+	job=$(peer_spawn "timeout $((SECS + 90)) ib_write_bw $args -x $pgid") ||
+		fail "$label: cannot start the server on B"
 	sleep 3
-	for ((k = 0; k < N; k++)); do
-		outs+=("$(mktemp)")
-		timeout $((SECS + 60)) nice -n 19 ib_write_bw -d mr0 -x "$gid" -p $((PORT0 + k)) -s $SIZE -D "$SECS" \
-			"$METAROCE_PEER_ADDR" > "${outs[k]}" 2>&1 &
-		pids+=($!)
-	done
-	# The backlog every 0.5 s while the clients run; the hints as often as
-	# they can be read (both hosts at once: a read takes seconds in TCG),
-	# the last one taken while every client still ran kept. The clients
-	# busy-poll their CQs (ib_write_bw has no -e) at nice 19: at the
-	# default priority four of them left a reading 38 s of host A's vCPU. Not by the clock: perftest times
-	# -D with the TSC at /proc/cpuinfo's MHz, which TCG does not keep to
-	# (a -D 10 run took about 4 s of wall time on the rig).
-	sampler_out=$(mktemp) hb_out=$(mktemp)
-	backlog_sampler "$sampler_out" &
+	out=$work/client.out dir=$work/readings
+	rm -rf "$dir" && mkdir "$dir"
+	# shellcheck disable=SC2086 # $args: options, split on purpose
+	timeout $((SECS + 90)) nice -n 19 ib_write_bw $args -x "$gid" "$METAROCE_PEER_ADDR" > "$out" 2>&1 &
+	pid=$!
+	backlog_sampler "$work/backlog" &
 	sampler=$!
-	hints_a="" hints_b=""
-	start=$SECONDS
-	while all_running "${pids[@]}"; do
-		hints B > "$hb_out" &
-		ha=$(hints A)
-		wait $!
-		hb=$(< "$hb_out")
-		log "$label: hints at +$((SECONDS - start)) s: A [$ha], B [$hb]"
-		# Every client ran when the reading began (the loop's test), and
-		# it found all N QPs on both hosts.
-		if [ "$(wc -w <<< "$ha")" = "$N" ] &&
-			[ "$(wc -w <<< "$hb")" = "$N" ]; then
-			hints_a=$ha hints_b=$hb
+	t0=$(now_us)
+	while kill -0 "$pid" 2> /dev/null; do
+		k=$((k + 1))
+		qp_reading "$dir" $k
+		log "$label: +$((($(< "$dir/t.$k") - t0) / 1000)) ms: A hints [$(qp_hints "$dir/a.$k")] data [$(qp_data "$dir/a.$k")], B hints [$(qp_hints "$dir/b.$k")]"
+		if [ $k -ge 3 ] && qp_steady "$dir" $((k - 1)) $N; then
+			steadies+=($((k - 1)))
 		fi
-		sleep 0.5
+		sleep 1
 	done
-	if [ -z "$hints_a" ]; then
-		for ((k = 0; k < N; k++)); do
-			all_running "${pids[k]}" || log "$label: client $k ended: $(tail -3 "${outs[k]}" | tr '\n' ' ')"
-		done
-		fail "$label: no reading of the hints while all $N clients ran (last: A [$ha], B [$hb])"
-	fi
-	for ((k = 0; k < N; k++)); do
-		wait "${pids[k]}" || fail "$label: client $k failed: $(tail -5 "${outs[k]}")"
-		peer_wait "${jobs[k]}" 90 > /dev/null || fail "$label: server $k failed on B"
-	done
+	wait "$pid" || fail "$label: the client failed on A: $(tail -5 "$out")"
+	peer_wait "$job" 90 > /dev/null || fail "$label: the server failed on B"
 	kill "$sampler" 2> /dev/null
 	wait "$sampler" 2> /dev/null
 	sampler=""
-	mapfile -t samples < <(backlogs "$sampler_out")
-	rm -f "$sampler_out" "$hb_out"
+	log "$label: perftest (all $N QPs): $(awk -v s=$SIZE '$1 == s { print; exit }' "$out")"
 	read -r drops marked <<< "$(qdisc_stat)"
 	log "$label: bottleneck: $(tc -s qdisc show dev "$PLANE0_DEV" | tr '\n' ' ')"
-	goodputs=""
-	for ((k = 0; k < N; k++)); do
-		# The result line: "#bytes #iterations BW peak BW average MsgRate".
-		g=$(awk -v s=$SIZE '$1 == s { print $4; exit }' "${outs[k]}")
-		[ -n "$g" ] || fail "$label: client $k printed no result: $(tail -5 "${outs[k]}")"
-		goodputs+="$g "
-		rm -f "${outs[k]}"
-	done
-	# shellcheck disable=SC2086 # $goodputs: one argument per sender
-	read -r jain total <<< "$(/usr/bin/python3 -c '
-import sys
-x = [float(v) for v in sys.argv[1:]]
-s, q = sum(x), sum(v * v for v in x)
-print(f"{s * s / (len(x) * q) if q else 1:.3f} {s:.3f}")' $goodputs)"
-	for s in "${samples[@]}"; do
-		n=$((n + 1))
-		sum=$((sum + s))
-		[ "$s" -gt "${bmax:-0}" ] && bmax=$s
-	done
-	bmean=$((sum / (n > 0 ? n : 1)))
-	log "$label: goodput MB/s per sender: ${goodputs}(total $total, Jain $jain); drops $drops, CE marks $marked; backlog max ${bmax:-0} B, mean $bmean B over $n samples; hints A (rate_hint_mbps): [$hints_a], B (rx_rate_hint_mbps): [$hints_b]"
+	[ ${#steadies[@]} -ge 2 ] ||
+		fail "$label: fewer than 2 steady readings (the $N QPs on both hosts, every sender sending before and after) in $k"
+	first=${steadies[0]} last=${steadies[-1]} mid=${steadies[${#steadies[@]} / 2]}
+	hints_a=$(qp_hints "$dir/a.$mid") hints_b=$(qp_hints "$dir/b.$mid")
+	goodputs=$(qp_sent_between "$dir/a.$first" "$dir/a.$last")
+	t0=$(< "$dir/t.$first") t1=$(< "$dir/t.$last")
+	# shellcheck disable=SC2086 # $goodputs: one argument per QP
+	read -r jain n <<< "$(jain $goodputs)"
+	rate=$((n * 1000000 / (t1 - t0)))
+	read -r bmax bmean bcount <<< "$(backlog_stats "$work/backlog" "$t0" "$t1")"
+	log "$label: over $(((t1 - t0) / 1000)) ms (steady readings ${steadies[*]} of $k): data packets per QP $goodputs ($rate/s in all, Jain $jain); backlog max $bmax B, mean $bmean B over $bcount samples; whole run: drops $drops, CE marks $marked; hints at reading $mid: A (rate_hint_mbps) [$hints_a], B (rx_rate_hint_mbps) [$hints_b]"
 }
 
 # expect_hints LABEL LOW HIGH: every hint on both hosts is in LOW..HIGH,
@@ -216,8 +183,9 @@ expect_hints() {
 	local h count=0
 	for h in $hints_a $hints_b; do
 		[[ "$h" =~ ^[0-9]+$ ]] || fail "$1: hint '$h' (A: [$hints_a], B: [$hints_b])"
-		[ "$h" -ge "$2" ] && [ "$h" -le "$3" ] ||
+		if [ "$h" -lt "$2" ] || [ "$h" -gt "$3" ]; then
 			fail "$1: hint $h outside $2..$3 Mbit/s (A: [$hints_a], B: [$hints_b])"
+		fi
 		count=$((count + 1))
 	done
 	[ "$count" = $((2 * N)) ] || fail "$1: $count hints for $N QPs on each host (A: [$hints_a], B: [$hints_b])"
@@ -225,31 +193,30 @@ expect_hints() {
 }
 
 # --- RCN on: the capacity is the bottleneck's ---
+[ $((RATE / (N + 1))) -gt 0 ] || fail "RATE $RATE too low for $N hints to be non-zero"
 peer "echo 1 > $knobs/rcn && echo $RATE > $knobs/rcn_capacity_mbps" > /dev/null || fail "cannot set B's RCN knobs"
-bmax=0
 incast "RCN on (C $RATE Mbit/s)"
 expect_hints "RCN on" $((RATE / (N + 1))) $((RATE / (N - 1)))
-[ $((RATE / (N + 1))) -gt 0 ] || fail "RATE $RATE too low for $N hints to be non-zero"
-on_drops=$drops on_jain=$jain on_total=$total on_bmean=$bmean
+on_drops=$drops on_jain=$jain on_rate=$rate on_bmean=$bmean
 
 # --- RCN off ---
 peer "echo 0 > $knobs/rcn" > /dev/null || fail "cannot turn B's hints off"
-bmax=0
 incast "RCN off"
 expect_hints "RCN off" 0 0
-off_drops=$drops off_jain=$jain off_total=$total off_bmean=$bmean
+off_drops=$drops off_jain=$jain off_rate=$rate off_bmean=$bmean
 
+log "summary: RCN on: $on_rate data packets/s, Jain $on_jain, drops $on_drops, mean backlog $on_bmean B; off: $off_rate data packets/s, Jain $off_jain, drops $off_drops, mean backlog $off_bmean B"
 [ "$on_drops" -le $((off_drops + 3)) ] ||
 	fail "more drops with RCN on ($on_drops) than off ($off_drops)"
 log "ok: drops with RCN on $on_drops, off $off_drops"
-log "summary: RCN on: goodput $on_total MB/s, Jain $on_jain, drops $on_drops, mean backlog $on_bmean B; off: goodput $off_total MB/s, Jain $off_jain, drops $off_drops, mean backlog $off_bmean B"
+[ "$on_bmean" -lt "$off_bmean" ] ||
+	fail "mean backlog with RCN on ($on_bmean B) not below that with it off ($off_bmean B)"
+log "ok: mean backlog with RCN on $on_bmean B, off $off_bmean B"
 
 # --- Unknown link speed (virtio-net): no hints unless the knob gives one ---
 if peer "ethtool \$PLANE0_DEV 2>/dev/null | grep -q 'Speed: Unknown'"; then
 	peer "echo 0 > $knobs/rcn_capacity_mbps && echo 1 > $knobs/rcn" > /dev/null ||
 		fail "cannot set B's RCN knobs"
-	SECS=30
-	bmax=0
 	incast "RCN on, capacity from an unknown link speed"
 	expect_hints "unknown link speed" 0 0
 else

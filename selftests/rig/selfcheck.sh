@@ -2,7 +2,8 @@
 # Host-side check of the rig's own judges, no VM needed: the TAP runner
 # reports failing tests as failures, expect_err rejects a success and a wrong
 # error, dmesg-check catches each kind of kernel report, and lib.sh's
-# teardown and counter helpers do what the tests rely on (libcheck.sh).
+# teardown and counter helpers do what the tests rely on (libcheck.sh), as
+# do rcn.sh's readings (rcncheck.sh).
 set -u
 rig=$(cd "$(dirname "$0")" && pwd)
 pass=0 fail=0
@@ -42,6 +43,7 @@ check "dmesg-check catches a kernel general protection fault beside it" 1 "$rig/
 
 check "hostctl drives QMP set_link and counts plane bytes (nftables)" 0 python3 "$rig/hostctl.py" --selftest
 check "lib.sh's teardown and counter helpers (fake commands)" 0 "$rig/libcheck.sh"
+check "rcn.sh's readings of rdma's QP details (captured output, peer.py on the loopback)" 0 "$rig/rcncheck.sh"
 
 sel=$(cd "$rig/.." && pwd)
 check "expect_err accepts the expected error" 0 env METAROCE_TESTS=rig/fixtures/passes.sh "$sel/run_tests.sh"

@@ -1,0 +1,149 @@
+#!/bin/bash
+# Host-side check of rcn.sh's readings (selftests/rcn_readings.sh), no VM
+# needed: `rdma -dd resource show qp` text as iproute2 prints it (one line
+# per QP, the driver's attributes as "drv_NAME VALUE") from a fake rdma on
+# PATH, host B's through a peer.py server on the loopback, reduced and
+# compared with what rcn.sh relies on.
+set -u
+rig=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+server=""
+cleanup() {
+	[ -n "$server" ] && kill "$server" 2> /dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+pass=0 fail=0
+expect() { # name, got, want
+	if [ "$2" = "$3" ]; then
+		pass=$((pass + 1)); echo "ok - $1"
+	else
+		fail=$((fail + 1)); echo "not ok - $1"; printf '#   got:  %q\n#   want: %q\n' "$2" "$3"
+	fi
+}
+# shellcheck source=/dev/null
+. "$rig/../rcn_readings.sh"
+
+# qp LQPN STATE HINT RX_HINT PATH...: a QP's line, each PATH
+# SPORT:SENT:RETX (slots 0, 1...).
+qp() {
+	local lqpn=$1 state=$2 k=0 p sport sent retx
+	printf 'link mr0/1 lqpn %s rqpn %s type RC state %s rq-psn 2076252 sq-psn 4435639 path-mig-state MIGRATED pdn 1 pid 935 comm ib_write_bw ' \
+		"$lqpn" $((lqpn + 1000)) "$state"
+	printf 'drv_paths %s drv_active_paths %s drv_qwnd 11 drv_inflight 11 drv_outstanding 16 drv_rate_hint_mbps %s drv_rx_rate_hint_mbps %s ' \
+		$(($# - 4)) $(($# - 4)) "$3" "$4"
+	shift 4
+	for p; do
+		IFS=: read -r sport sent retx <<< "$p"
+		printf 'drv_p%d_plane 0 drv_p%d_sport %s drv_p%d_state active drv_p%d_cwnd 2 drv_p%d_srtt_us 5927 drv_p%d_min_rtt_us 1550 drv_p%d_inflight 2 drv_p%d_sent %s drv_p%d_retx %s drv_p%d_lost 0 drv_p%d_rtos 1 ' \
+			$k $k "$sport" $k $k $k $k $k $k "$sent" $k "$retx" $k $k
+		k=$((k + 1))
+	done
+	echo
+}
+gsi='link mr0/1 lqpn 1 type GSI state RTS sq-psn 0 comm [ib_core]'
+
+# Host A: four senders, the GSI QP, another program's QP and one in error.
+a1="$gsi
+$(qp 17 RTS 2 0 50001:100:0 50002:110:10)
+$(qp 18 RTS 2 0 50003:200:0)
+$(qp 19 RTS 3 0 50004:300:5 50005:0:0)
+$(qp 20 RTS 2 0 50006:400:0)
+$(qp 21 RTS 9 0 50007:999:0 | sed 's/comm ib_write_bw/comm ib_write_bw_x/')
+$(qp 22 ERR 9 0 50008:999:0)
+link mr0/1 lqpn 23 type RC state RTS comm ibv_rc_pingpong drv_rate_hint_mbps 9"
+echo "$a1" > "$tmp/a1.txt"
+qp_table rate_hint_mbps < "$tmp/a1.txt" > "$tmp/a1"
+expect "qp_table: ib_write_bw's RC QPs in RTS, one line each" "$(cut -d' ' -f1-3 "$tmp/a1")" "17 2 200
+18 2 200
+19 3 295
+20 2 400"
+expect "qp_table: each path by slot and source port" "$(awk '$1 == 17 { $1 = $2 = $3 = ""; print }' "$tmp/a1" | tr ' ' '\n' | sort | tr '\n' ' ')" \
+	"   p0/50001=100 p1/50002=100 "
+expect "qp_hints" "$(qp_hints "$tmp/a1")" "2 2 3 2"
+expect "qp_data" "$(qp_data "$tmp/a1")" "200 200 295 400"
+expect "qp_table: rx_rate_hint_mbps is another field" "$(qp_table rx_rate_hint_mbps < "$tmp/a1.txt" | cut -d' ' -f2 | tr '\n' ' ')" "0 0 0 0 "
+expect "qp_table: a missing field is ?" "$(qp_table no_such < "$tmp/a1.txt" | cut -d' ' -f2 | tr '\n' ' ')" "? ? ? ? "
+expect "qp_table: no QPs, no lines" "$(echo "$gsi" | qp_table rate_hint_mbps | wc -l)" "0"
+# Host B: the server's QPs stay in RTR.
+qp_table rx_rate_hint_mbps <<< "$gsi
+$(qp 33 RTR 0 2 50011:0:0)
+$(qp 34 RTR 0 2)
+$(qp 35 RTR 0 3)
+$(qp 36 RTR 0 2)" > "$tmp/b1"
+expect "qp_table: the receivers in RTR" "$(qp_hints "$tmp/b1")" "2 2 3 2"
+
+# Later readings: all grew; then QP 18 stalled; QP 17's path 1 replaced.
+qp_table rate_hint_mbps > "$tmp/a2" <<< "$(qp 17 RTS 2 0 50001:150:0 50009:60:0)
+$(qp 18 RTS 2 0 50003:260:0)
+$(qp 19 RTS 2 0 50004:360:5 50005:20:0)
+$(qp 20 RTS 2 0 50006:470:0)"
+qp_table rate_hint_mbps > "$tmp/a3" <<< "$(qp 17 RTS 2 0 50001:200:0 50009:70:0)
+$(qp 18 RTS 2 0 50003:260:0)
+$(qp 19 RTS 2 0 50004:400:5 50005:20:0)
+$(qp 20 RTS 2 0 50006:500:0)"
+head -3 "$tmp/a2" > "$tmp/a2-three"
+qp_progressed "$tmp/a1" "$tmp/a2" 4
+expect "qp_progressed: every QP sent" "$?" "0"
+qp_progressed "$tmp/a2" "$tmp/a3" 4
+expect "qp_progressed: one QP sent nothing" "$?" "1"
+qp_progressed "$tmp/a1" "$tmp/a2-three" 4
+expect "qp_progressed: a QP gone" "$?" "1"
+qp_progressed "$tmp/a2-three" "$tmp/a2" 4
+expect "qp_progressed: a QP new" "$?" "1"
+: > "$tmp/empty"
+qp_progressed "$tmp/empty" "$tmp/a2" 4
+expect "qp_progressed: nothing before" "$?" "1"
+qp_progressed "$tmp/a1" "$tmp/a2" 3
+expect "qp_progressed: N QPs, not more" "$?" "1"
+expect "qp_sent_between: per path, a new path whole" "$(qp_sent_between "$tmp/a1" "$tmp/a3")" "170 60 120 100"
+expect "qp_sent_between: a QP not there before, whole" "$(qp_sent_between "$tmp/a2-three" "$tmp/a3")" "60 0 40 500"
+expect "jain: equal shares" "$(jain 5 5 5 5)" "1.000 20"
+expect "jain: one has it all" "$(jain 0 0 0 8)" "0.250 8"
+expect "jain: nothing sent" "$(jain 0 0 0 0)" "1.000 0"
+expect "jain: run 6's RCN off" "$(jain 27 37 26 54)" "0.911 144"
+
+# peer_text against peer.py on the loopback, and qp_reading through it with
+# a fake rdma that prints host A's or host B's text (FAKE_RDMA).
+mkdir "$tmp/bin"
+# shellcheck disable=SC2016
+printf '#!/bin/sh\ncat "$FAKE_RDMA"\n' > "$tmp/bin/rdma"
+chmod +x "$tmp/bin/rdma"
+export PATH="$tmp/bin:$PATH" METAROCE_PEER_ADDR=127.0.0.1 METAROCE_PEER_PORT=$((20000 + RANDOM % 20000))
+{ echo "$gsi"; qp 33 RTR 0 2; qp 34 RTR 0 2; qp 35 RTR 0 2; qp 36 RTR 0 2; } > "$tmp/b.txt"
+FAKE_RDMA=$tmp/b.txt python3 "$rig/peer.py" --addr 127.0.0.1 --port "$METAROCE_PEER_PORT" serve &
+server=$!
+python3 "$rig/peer.py" --addr 127.0.0.1 --port "$METAROCE_PEER_PORT" --timeout 10 ping
+expect "peer.py serves on the loopback" "$?" "0"
+expect "peer_text: the output, its lines" "$(peer_text "echo one; echo 'two  words'")" "one
+two  words"
+expect "peer_text: a failed command" "$(peer_text "echo out; exit 3"; echo "status $?")" "status 1"
+# Refused before connecting: port 1 would say "Connection refused".
+expect "peer_text: a quote in the command is refused" "$(METAROCE_PEER_PORT=1 peer_text 'echo "x"' 2>&1; echo "status $?")" "status 1"
+expect "peer_text: a backslash in the command is refused" "$(METAROCE_PEER_PORT=1 peer_text "echo x\\y" 2>&1; echo "status $?")" "status 1"
+expect "peer_text: a tab in the command is refused" "$(METAROCE_PEER_PORT=1 peer_text "echo x$(printf '\t')y" 2>&1; echo "status $?")" "status 1"
+expect "peer_text: no server" "$(METAROCE_PEER_PORT=1 peer_text true 2> /dev/null; echo "status $?")" "status 1"
+expect "peer_text: no output" "$(peer_text true; echo "status $?")" "status 0"
+mkdir "$tmp/r"
+for k in 1 2 3; do
+	cp "$tmp/a1.txt" "$tmp/a.txt"
+	[ $k -gt 1 ] && sed -i "s/drv_p0_sent \([0-9]*\)/drv_p0_sent \1$k/g" "$tmp/a.txt"
+	FAKE_RDMA=$tmp/a.txt qp_reading "$tmp/r" $k
+done
+expect "qp_reading: host A's senders" "$(cut -d' ' -f1-3 "$tmp/r/a.2")" "17 2 1102
+18 2 2002
+19 3 2997
+20 2 4002"
+expect "qp_reading: host B's receivers" "$(qp_hints "$tmp/r/b.2")" "2 2 2 2"
+[[ "$(< "$tmp/r/t.2")" =~ ^[0-9]{16}$ ]]
+expect "qp_reading: the time in microseconds" "$?" "0"
+qp_steady "$tmp/r" 2 4
+expect "qp_steady: all sent before and after, 4 QPs on B" "$?" "0"
+qp_steady "$tmp/r" 2 3
+expect "qp_steady: not with another N" "$?" "1"
+head -3 "$tmp/r/b.2" > "$tmp/r/b3" && mv "$tmp/r/b3" "$tmp/r/b.2"
+qp_steady "$tmp/r" 2 4
+expect "qp_steady: not with a QP missing on B" "$?" "1"
+
+echo "rcn readings check: $pass passed, $fail failed"
+[ $fail = 0 ]
