@@ -14,15 +14,16 @@
 //!
 //! A QP learns the peer's address on every plane from a PLANES packet
 //! (protocol section 1.8), exchanged on plane 0 after RTR ([`PeerPlanes`]).
+//! A QP is one address family end to end: an IPv4 QP lists and uses IPv4
+//! addresses on every plane; an IPv6 QP, for now, plane 0 only.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use super::gid::{gid_ipv4, ipv4_gid};
 use crate::engine::wire::MAX_PLANES as WIRE_MAX_PLANES;
+use crate::ib::ip::{Family, IpAddr};
 use crate::ib::netdev::{NetDevice, NetDeviceRef};
-use crate::ib::skb::Ipv4Addr;
 
 /// Most planes per device: as many as one PLANES packet lists.
 pub(crate) const MAX_PLANES: usize = WIRE_MAX_PLANES;
@@ -137,15 +138,38 @@ impl PlaneTable {
         }
     }
 
+    /// This device's address on plane `k` (k > 0) for a QP connected
+    /// from `local` on plane 0, of `local`'s family. `None` if the plane
+    /// has none.
+    pub(crate) fn local_addr(&self, k: u8, local: &IpAddr) -> Option<IpAddr> {
+        let n = self.get(k)?;
+        match local.family() {
+            Family::V4 => n.ipv4_addr().map(IpAddr::from),
+            // Not yet: an IPv6 QP lists plane 0 alone, and so uses it alone.
+            Family::V6 => None,
+        }
+    }
+
+    /// Our address on plane `k` for a QP connected from `local`, as the
+    /// peer knows it: `local` on plane 0, on others the one our PLANES
+    /// named (unspecified if none: the route chooses).
+    pub(crate) fn local_addr_of(&self, k: u8, local: &IpAddr) -> IpAddr {
+        if k == 0 {
+            return *local;
+        }
+        self.local_addr(k, local).unwrap_or(IpAddr::UNSPECIFIED)
+    }
+
     /// This device's address on each plane, for a PLANES packet: `count`
-    /// and the IPv4-mapped GIDs (zero where a plane has no IPv4 address or
-    /// no netdev). Plane 0 is `local`, the address the QP connected from.
-    pub(crate) fn addrs(&self, local: Ipv4Addr) -> (u8, [[u8; 16]; MAX_PLANES]) {
+    /// and the addresses in GID form (zero where a plane has no address of
+    /// `local`'s family and scope, or no netdev). Plane 0 is `local`, the
+    /// address the QP connected from.
+    pub(crate) fn addrs(&self, local: &IpAddr) -> (u8, [[u8; 16]; MAX_PLANES]) {
         let mut out = [[0u8; 16]; MAX_PLANES];
-        out[0] = ipv4_gid(local);
-        for (k, n) in self.ndevs.iter().enumerate().skip(1) {
-            if let Some(ip) = n.as_ref().and_then(|n| n.ipv4_addr()) {
-                out[k] = ipv4_gid(ip);
+        out[0] = local.0;
+        for (k, o) in out.iter_mut().enumerate().skip(1) {
+            if let Some(ip) = self.local_addr(k as u8, local) {
+                *o = ip.0;
             }
         }
         (self.count(), out)
@@ -171,8 +195,9 @@ const PLANES_RETRY_MAX_NS: u64 = 100_000_000;
 /// delays the exchange.
 #[derive(Clone, Copy)]
 pub(crate) struct PeerPlanes {
-    /// The peer's address on each plane (plane 0: from RTR).
-    addrs: [Option<Ipv4Addr>; MAX_PLANES],
+    /// The peer's address on each plane (plane 0: from RTR); unspecified
+    /// where none is known.
+    addrs: [IpAddr; MAX_PLANES],
     /// We received the peer's list.
     pub(crate) known: bool,
     /// The peer confirmed it has ours.
@@ -182,10 +207,19 @@ pub(crate) struct PeerPlanes {
 }
 
 impl PeerPlanes {
+    /// Before the QP is connected: no address known.
+    pub(crate) const NONE: Self = Self {
+        addrs: [IpAddr::UNSPECIFIED; MAX_PLANES],
+        known: false,
+        acked: false,
+        next_ns: 0,
+        interval_ns: PLANES_RETRY_MIN_NS,
+    };
+
     /// Before the exchange: only plane 0 is known; a PLANES is due now.
-    pub(crate) fn new(remote: Ipv4Addr, now: u64) -> Self {
-        let mut addrs = [None; MAX_PLANES];
-        addrs[0] = Some(remote);
+    pub(crate) fn new(remote: IpAddr, now: u64) -> Self {
+        let mut addrs = [IpAddr::UNSPECIFIED; MAX_PLANES];
+        addrs[0] = remote;
         Self {
             addrs,
             known: false,
@@ -196,8 +230,11 @@ impl PeerPlanes {
     }
 
     /// The peer's address on plane `k`.
-    pub(crate) fn addr(&self, k: u8) -> Option<Ipv4Addr> {
-        *self.addrs.get(k as usize)?
+    pub(crate) fn addr(&self, k: u8) -> Option<IpAddr> {
+        self.addrs
+            .get(k as usize)
+            .copied()
+            .filter(|a| !a.is_unspecified())
     }
 
     /// Whether our PLANES is due (the peer has not confirmed it), and if so
@@ -212,13 +249,16 @@ impl PeerPlanes {
     }
 
     /// Takes the peer's list; returns whether it was new. Plane 0 stays the
-    /// address the QP was connected to.
+    /// address the QP was connected to; an entry of the other family than
+    /// plane 0's is not usable (a QP is one family end to end).
     pub(crate) fn learn(&mut self, count: u8, addrs: &[[u8; 16]; MAX_PLANES]) -> bool {
+        let family = self.addrs[0].family();
         for k in 1..MAX_PLANES {
-            self.addrs[k] = if k < count as usize {
-                gid_ipv4(&addrs[k]).filter(|ip| ip.0 != [0; 4])
+            let a = IpAddr(addrs[k]);
+            self.addrs[k] = if k < count as usize && a.family() == family {
+                a
             } else {
-                None
+                IpAddr::UNSPECIFIED
             };
         }
         !core::mem::replace(&mut self.known, true)

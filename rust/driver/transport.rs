@@ -49,13 +49,14 @@ use crate::engine::path::TxPath;
 use crate::engine::receiver::Receiver;
 use crate::engine::sender::Sender;
 use crate::engine::wire::{self, Opcode, Packet};
+use crate::ib::ip::IpAddr;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh, SpinLockBhGuard};
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
-use crate::ib::skb::{Ipv4Addr, TxTail};
+use crate::ib::skb::{Ecn, TxTail};
 use crate::ib::trace::DevName;
 use crate::ib::types::{AccessFlags, WcOpcode, WcStatus};
-use crate::ib::udp::{TunnelSock, TxV4};
+use crate::ib::udp::{TunnelSock, TxTo};
 use crate::ib::verbs::{CqRef, SrqRef};
 use crate::ib::worker::WorkItem;
 
@@ -73,9 +74,9 @@ pub(super) use responder::scatter;
 #[derive(Clone, Copy)]
 pub(crate) struct Peer {
     /// Our address on plane 0 (the GID the QP was connected from).
-    pub(crate) local: Ipv4Addr,
-    /// The peer's address on plane 0.
-    pub(crate) remote: Ipv4Addr,
+    pub(crate) local: IpAddr,
+    /// The peer's address on plane 0, of `local`'s family.
+    pub(crate) remote: IpAddr,
     /// The peer QP.
     pub(crate) qpn: u32,
 }
@@ -221,12 +222,17 @@ struct SendSide {
     dev_name: DevName,
 }
 
-/// The receiver engine and where its held ACKs go, in one allocation (a
-/// 4 KiB kmalloc object, as the `Receiver` alone would take).
+/// The receiver engine, where its held ACKs go and whom it takes packets
+/// from, in one allocation (a 4 KiB kmalloc object, as the `Receiver`
+/// alone would take; the peer's addresses, 16 B each for IPv6, would push
+/// the `Transport` past its 512 B one).
 struct RecvSide {
     receiver: Receiver,
     /// Where the ACKs the receiver engine holds go (protocol.md 3.4).
     ack_routes: AckRoutes,
+    /// The peer's addresses on every plane (whom packets are taken from,
+    /// protocol.md 3, and sent to), and the PLANES exchange.
+    peer_planes: PeerPlanes,
 }
 
 /// Empty engines, copied into each QP's memory (~8 and ~4 KiB: constants,
@@ -242,6 +248,7 @@ const EMPTY_SEND: SendSide = SendSide {
 const EMPTY_RECV: RecvSide = RecvSide {
     receiver: Receiver::EMPTY,
     ack_routes: AckRoutes::NONE,
+    peer_planes: PeerPlanes::NONE,
 };
 
 /// No atomic request placed: the peer's atomics' operands, allocated
@@ -289,8 +296,6 @@ struct Inner {
     /// complete here (its buffer is the receive ring's consumer entry).
     rx_rsn: u16,
     peer: Option<Peer>,
-    /// The peer's addresses on every plane, and the PLANES exchange.
-    peer_planes: PeerPlanes,
     /// A send failed or the peer reported an error: the QP is in error.
     failed: bool,
     /// UC QPs: the messages the responder drops (an RC QP NAKs instead).
@@ -627,7 +632,6 @@ impl Transport {
             tx_rsn: 0,
             rx_rsn: 0,
             peer: None,
-            peer_planes: PeerPlanes::new(Ipv4Addr::default(), 0),
             failed: false,
             uc: None,
             give_up_ns: 0,
@@ -661,7 +665,7 @@ impl Transport {
         &self,
         tx: &TxCtx<'_>,
         ndev: &NetDevice,
-        to: &TxV4,
+        to: &TxTo,
         len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> Result {
@@ -676,7 +680,7 @@ impl Transport {
         &self,
         tx: &TxCtx<'_>,
         ndev: &NetDevice,
-        to: &TxV4,
+        to: &TxTo,
         len: usize,
         fill: impl FnOnce(&mut TxTail<'_>) -> Result,
     ) -> Result {
@@ -746,7 +750,7 @@ impl Transport {
         i.recv.receiver.start_at(rq_psn);
         i.send.sender.start_at(rq_psn, true);
         i.peer = Some(peer);
-        i.peer_planes = PeerPlanes::new(peer.remote, now);
+        i.recv.peer_planes = PeerPlanes::new(peer.remote, now);
         i.failed = false;
         self.error.store(false, Ordering::Release);
         // Both engines start over: so do the request and receive numbering.
@@ -902,7 +906,7 @@ impl Transport {
         TickWork {
             flush_receives: false,
             held_acks: i.recv.receiver.ack_deadline().is_some(),
-            planes: i.send.sender.config().planes > 1 && !i.peer_planes.acked,
+            planes: i.send.sender.config().planes > 1 && !i.recv.peer_planes.acked,
             wrs_wanted: i.wrs_wanted,
             deadline: i.send.sender.next_deadline(),
         }
@@ -934,11 +938,16 @@ impl Transport {
             // would be later than protocol.md 3.4 lets a packet wait.
             while let Some(ack) = i.recv.receiver.flush(u64::MAX) {
                 let planes = tx.planes.lock();
-                if let Some((ndev, to)) = i
-                    .recv
-                    .ack_routes
-                    .of(ack.path_id)
-                    .and_then(|(k, to)| Some((planes.get(k)?, to)))
+                if let Some((ndev, to)) =
+                    i.recv.ack_routes.of(ack.path_id).and_then(|(k, src_port)| {
+                        let to = TxTo {
+                            src: planes.local_addr_of(k, &peer.local),
+                            dst: i.recv.peer_planes.addr(k)?,
+                            src_port,
+                            ecn: Ecn::Ect0,
+                        };
+                        Some((planes.get(k)?, to))
+                    })
                 {
                     let _ = self.send(tx, ndev, &to, wire::ACK_LEN + wire::ICRC_LEN, |buf| {
                         ack.encode(buf).map_err(|_| EINVAL)
@@ -948,8 +957,8 @@ impl Transport {
         }
         // Our plane list goes out until the peer confirms it (only needed
         // when we have planes besides plane 0; we answer the peer's anyway).
-        if work.planes && i.peer_planes.due(now) {
-            self.send_planes(tx, peer, &i.peer_planes);
+        if work.planes && i.recv.peer_planes.due(now) {
+            self.send_planes(tx, peer, &i.recv.peer_planes);
         }
         if work.wrs_wanted {
             // The request window could not grow (no memory): the
@@ -1110,7 +1119,7 @@ impl Transport {
         if matches!(pkt, Packet::Planes(_)) {
             return meta.src == peer.remote;
         }
-        plane.and_then(|k| i.peer_planes.addr(k)) == Some(meta.src)
+        plane.and_then(|k| i.recv.peer_planes.addr(k)) == Some(meta.src)
     }
 
     /// Messages or READs completed: requests that waited for a free slot

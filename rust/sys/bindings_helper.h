@@ -18,5 +18,7 @@
 #include <net/ip.h>
 #include <net/route.h>
 #include <net/udp_tunnel.h>
+#include <net/ipv6.h>
+#include <net/dst.h>
 #include "helpers.h"
 #include "trace.h"

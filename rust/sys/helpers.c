@@ -3,6 +3,8 @@
 #include <linux/highmem.h>
 #include <linux/vmalloc.h>
 #include <linux/inetdevice.h>
+#include <net/addrconf.h>
+#include <net/ipv6.h>
 #include <linux/ratelimit.h>
 #include "helpers.h"
 
@@ -130,7 +132,14 @@ struct net_device *metaroce_helper_skb_rx_dev(const struct sk_buff *skb)
 {
 	if (!skb->dev || !(skb->dev->flags & IFF_LOOPBACK))
 		return skb->dev;
+	if (ip_hdr(skb)->version == 6)
+		return ipv6_dev_find(dev_net(skb->dev), &ipv6_hdr(skb)->daddr, NULL);
 	return __ip_dev_find(dev_net(skb->dev), ip_hdr(skb)->daddr, false);
+}
+
+bool metaroce_helper_dst_dev_is(const struct dst_entry *dst, const struct net_device *ndev)
+{
+	return dst->dev == ndev || (dst->dev->flags & IFF_LOOPBACK);
 }
 
 bool metaroce_helper_rt_is_local(const struct rtable *rt)

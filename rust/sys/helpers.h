@@ -14,6 +14,8 @@
 #include <linux/skbuff.h>
 #include <linux/spinlock.h>
 #include <net/route.h>
+#include <net/dst.h>
+#include <linux/in6.h>
 #include <net/netlink.h>
 #include <linux/device.h>
 #include <linux/moduleparam.h>
@@ -46,6 +48,9 @@ bool metaroce_helper_pskb_may_pull(struct sk_buff *skb, unsigned int len);
 struct net_device *metaroce_helper_skb_dev(const struct sk_buff *skb);
 struct net_device *metaroce_helper_skb_rx_dev(const struct sk_buff *skb);
 bool metaroce_helper_rt_is_local(const struct rtable *rt);
+/* IPv6 (rust/ib/udp.rs): whether a route leaves through @ndev or the
+ * loopback device. */
+bool metaroce_helper_dst_dev_is(const struct dst_entry *dst, const struct net_device *ndev);
 unsigned char metaroce_helper_skb_pkt_type(const struct sk_buff *skb);
 unsigned char *metaroce_helper_skb_network_header(const struct sk_buff *skb);
 unsigned char *metaroce_helper_skb_transport_header(const struct sk_buff *skb);

@@ -8,10 +8,11 @@ use kernel::prelude::*;
 use super::{Inner, Peer, Transport, TxCtx};
 use crate::driver::plane::{PeerPlanes, PlaneTable};
 use crate::engine::wire::{self, Planes};
+use crate::ib::ip::IpAddr;
 use crate::ib::lock::SpinLockBh;
 use crate::ib::netdev::NetDevice;
-use crate::ib::skb::{Ecn, Ipv4Addr};
-use crate::ib::udp::TxV4;
+use crate::ib::skb::Ecn;
+use crate::ib::udp::TxTo;
 
 impl Transport {
     /// Sends our plane list to the peer on plane 0, saying whether we hold
@@ -19,7 +20,7 @@ impl Transport {
     pub(super) fn send_planes(&self, tx: &TxCtx<'_>, peer: Peer, pp: &PeerPlanes) {
         let planes = tx.planes.lock();
         let Some(ndev) = planes.get(0) else { return };
-        let (count, addrs) = planes.addrs(peer.local);
+        let (count, addrs) = planes.addrs(&peer.local);
         let pl = Planes {
             dst_qpn: peer.qpn,
             src_qpn: self.qpn,
@@ -28,7 +29,7 @@ impl Transport {
             count,
             addrs,
         };
-        let to = TxV4 {
+        let to = TxTo {
             src: peer.local,
             dst: peer.remote,
             src_port: wire::UDP_PORT,
@@ -61,7 +62,7 @@ impl Transport {
             if i.peer.is_some() && !i.failed && plane < i.send.sender.config().planes {
                 if !up {
                     i.send.sender.plane_down(plane);
-                } else if Self::plane_usable(tx, &i.peer_planes, plane) {
+                } else if Self::plane_usable(tx, &i.recv.peer_planes, plane) {
                     i.send.sender.plane_up(plane);
                 }
                 self.pump(&mut i, tx);
@@ -78,19 +79,19 @@ impl Transport {
         if pl.src_qpn != peer.qpn || i.failed {
             return;
         }
-        let confirmed = i.peer_planes.acked;
+        let confirmed = i.recv.peer_planes.acked;
         if pl.known {
-            i.peer_planes.acked = true;
+            i.recv.peer_planes.acked = true;
         }
-        if i.peer_planes.learn(pl.count, &pl.addrs) || confirmed != i.peer_planes.acked {
+        if i.recv.peer_planes.learn(pl.count, &pl.addrs) || confirmed != i.recv.peer_planes.acked {
             for k in 1..i.send.sender.config().planes {
-                if Self::plane_usable(tx, &i.peer_planes, k) {
+                if Self::plane_usable(tx, &i.recv.peer_planes, k) {
                     i.send.sender.plane_up(k);
                 }
             }
         }
         if !pl.known || pl.confirm {
-            self.send_planes(tx, peer, &i.peer_planes);
+            self.send_planes(tx, peer, &i.recv.peer_planes);
         }
         self.pump(i, tx);
     }
@@ -101,11 +102,11 @@ impl Transport {
         &self,
         planes: &SpinLockBh<PlaneTable>,
         ndev: &NetDevice,
-        src: Ipv4Addr,
+        src: IpAddr,
     ) -> Option<u32> {
         let i = self.lock();
         let peer = i.peer?;
         let plane = planes.lock().index_of(ndev)?;
-        (i.peer_planes.addr(plane) == Some(src)).then_some(peer.qpn)
+        (i.recv.peer_planes.addr(plane) == Some(src)).then_some(peer.qpn)
     }
 }
