@@ -15,7 +15,9 @@
 //! A QP learns the peer's address on every plane from a PLANES packet
 //! (protocol section 1.8), exchanged on plane 0 after RTR ([`PeerPlanes`]).
 //! A QP is one address family end to end: an IPv4 QP lists and uses IPv4
-//! addresses on every plane; an IPv6 QP, for now, plane 0 only.
+//! addresses on every plane, an IPv6 QP IPv6 ones, of the scope of its
+//! plane-0 address (a link-local one is on the link of its plane, whose
+//! netdev is its scope).
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -139,14 +141,13 @@ impl PlaneTable {
     }
 
     /// This device's address on plane `k` (k > 0) for a QP connected
-    /// from `local` on plane 0, of `local`'s family. `None` if the plane
-    /// has none.
+    /// from `local` on plane 0: of `local`'s family, and for IPv6 of its
+    /// scope (link-local or global). `None` if the plane has none.
     pub(crate) fn local_addr(&self, k: u8, local: &IpAddr) -> Option<IpAddr> {
         let n = self.get(k)?;
         match local.family() {
             Family::V4 => n.ipv4_addr().map(IpAddr::from),
-            // Not yet: an IPv6 QP lists plane 0 alone, and so uses it alone.
-            Family::V6 => None,
+            Family::V6 => n.ipv6_addr(local.is_link_local()),
         }
     }
 

@@ -52,6 +52,12 @@ impl IpAddr {
     pub(crate) fn is_unspecified(&self) -> bool {
         *self == Self::UNSPECIFIED || self.v4() == Some(Ipv4Addr([0; 4]))
     }
+
+    /// An IPv6 link-local unicast address (`fe80::/10`): it names a host
+    /// only together with the link (the interface) it is reached on.
+    pub(crate) fn is_link_local(&self) -> bool {
+        self.0[0] == 0xfe && self.0[1] & 0xc0 == 0x80
+    }
 }
 
 impl From<Ipv4Addr> for IpAddr {

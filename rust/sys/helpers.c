@@ -4,6 +4,7 @@
 #include <linux/vmalloc.h>
 #include <linux/inetdevice.h>
 #include <net/addrconf.h>
+#include <net/if_inet6.h>
 #include <net/ipv6.h>
 #include <linux/ratelimit.h>
 #include "helpers.h"
@@ -140,6 +141,29 @@ struct net_device *metaroce_helper_skb_rx_dev(const struct sk_buff *skb)
 bool metaroce_helper_dst_dev_is(const struct dst_entry *dst, const struct net_device *ndev)
 {
 	return dst->dev == ndev || (dst->dev->flags & IFF_LOOPBACK);
+}
+
+bool metaroce_helper_netdev_ipv6(struct net_device *ndev, bool link_local, struct in6_addr *out)
+{
+	struct inet6_ifaddr *ifa;
+	struct inet6_dev *idev;
+	bool found = false;
+
+	rcu_read_lock();
+	idev = __in6_dev_get(ndev);
+	if (idev) {
+		list_for_each_entry_rcu(ifa, &idev->addr_list, if_list) {
+			/* Scope 0 is global. */
+			if (ifa->flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED) ||
+			    ifa->scope != (link_local ? IFA_LINK : 0))
+				continue;
+			*out = ifa->addr;
+			found = true;
+			break;
+		}
+	}
+	rcu_read_unlock();
+	return found;
 }
 
 bool metaroce_helper_rt_is_local(const struct rtable *rt)
