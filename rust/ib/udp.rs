@@ -460,16 +460,18 @@ fn create_socket<H: RxHandler>(family: Family) -> Result<*mut bindings::socket> 
             to_result(unsafe { bindings::udp_sock_create6(net, &mut cfg, &mut sock) })
         }
     };
-    let name = match family {
-        Family::V4 => "IPv4",
-        Family::V6 => "IPv6",
-    };
-    created.inspect_err(|e| {
-        pr_err!(
-            "cannot open UDP port {} ({name}): error {}\n",
+    created.inspect_err(|e| match family {
+        Family::V4 => pr_err!(
+            "cannot open UDP port {}: error {}\n",
             UDP_PORT,
             e.to_errno()
-        )
+        ),
+        // A host without IPv6 (ipv6.disable=1) is no error: IPv4 only.
+        Family::V6 => pr_info!(
+            "UDP port {} not open for IPv6 (error {}): IPv4 only\n",
+            UDP_PORT,
+            e.to_errno()
+        ),
     })?;
     let mut tnl = bindings::udp_tunnel_sock_cfg {
         encap_type: 1,
