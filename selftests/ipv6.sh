@@ -75,7 +75,10 @@ udp6_in0=$(snmp6 Udp6InDatagrams) csum0=$(snmp6 Udp6InCsumErrors) pcsum0=$(peer_
 # plane1_tx: packets mr0 sent on plane 1 so far (0 with one plane).
 plane1_tx() { [ -n "${PLANE1_DEV:-}" ] && mr0_stat plane1_tx_packets || echo 0; }
 
+port=18950
 for kind in link-local unique-local; do
+	# Ports of their own for each run (a server's port may linger).
+	port=$((port + 2))
 	if [ $kind = link-local ]; then
 		gid=$ll_gid pgid=$ll_pgid
 		rping_srv="$pll%\$PLANE0_DEV" rping_dst="$pll%$PLANE0_DEV"
@@ -93,7 +96,7 @@ for kind in link-local unique-local; do
 	# ib_write_bw -x: a few iterations, one QP; with two planes plane 1
 	# must carry part of it.
 	p1=$(plane1_tx)
-	perftest_pair 180 "-d mr0 -x $pgid -p 18951" "-d mr0 -x $gid -p 18951" "$METAROCE_PEER_ADDR" \
+	perftest_pair 180 "-d mr0 -x $pgid -p $port" "-d mr0 -x $gid -p $port" "$METAROCE_PEER_ADDR" \
 		ib_write_bw -n 50 -s 65536
 	awk '{ exit !($2 > 0) }' <<< "$res" || fail "ib_write_bw -x $gid: no iterations completed: $res"
 	log "ok: ib_write_bw -x $gid ($kind): $res"
@@ -106,10 +109,10 @@ for kind in link-local unique-local; do
 	# rping -V over the IPv6 address (rdma_cm: its MADs as GSI datagrams
 	# over IPv6, the RC QP it connects over IPv6 too).
 	count=10
-	job=$(peer_spawn "timeout 90 rping -s -v -V -C $count -a $rping_srv -p 18952") ||
+	job=$(peer_spawn "timeout 90 rping -s -v -V -C $count -a $rping_srv -p $((port + 1))") ||
 		fail "cannot start the rping server ($kind)"
 	sleep 3
-	timeout 90 stdbuf -oL rping -c -v -V -C $count -a "$rping_dst" -p 18952 > /tmp/ipv6_rping.out 2> /tmp/ipv6_rping.err
+	timeout 90 stdbuf -oL rping -c -v -V -C $count -a "$rping_dst" -p $((port + 1)) > /tmp/ipv6_rping.out 2> /tmp/ipv6_rping.err
 	rc=$?
 	err=$(cat /tmp/ipv6_rping.err)
 	[ -z "$err" ] || log "$err"
