@@ -1,7 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # RoCE v2 over IPv6 GIDs between host A and host B (issue #14 item 4): the
-# unmodified ibv_rc_pingpong --chk, ib_write_bw and rping -V over the
+# unmodified ibv_rc_pingpong --chk, ibv_ud_pingpong --chk (datagrams: an
+# address handle to an IPv6 GID, the GRH an IPv6 header), ib_write_bw and
+# rping -V over the
 # plane-0 link-local address (fe80::, usually GID index 0: the `-g 0` /
 # `-x 0` every soft-RoCE guide shows) and over a unique-local address
 # (fd00:4d52:P::N/64 on plane P, added here and removed at the end). With
@@ -92,6 +94,8 @@ for kind in link-local unique-local; do
 		pingpong_run ibv_rc_pingpong 120 "$kind, $size B" -d mr0 -n 100 -s $size -c
 		log "ok: ibv_rc_pingpong --chk over $kind GIDs $gid/$pgid: $size B x 100 round trips"
 	done
+	pingpong_run ibv_ud_pingpong 120 "$kind, UD" -d mr0 -n 100 -s 512 -c
+	log "ok: ibv_ud_pingpong --chk over $kind GIDs $gid/$pgid: 512 B x 100 round trips"
 
 	# ib_write_bw -x: a few iterations, one QP; with two planes plane 1
 	# must carry part of it.

@@ -95,7 +95,8 @@ impl NetDevice {
         (be != 0).then(|| Ipv4Addr(be.to_ne_bytes()))
     }
 
-    /// An IPv6 address of the device that is not tentative: link-local
+    /// An IPv6 address of the device that is usable and preferred (not
+    /// tentative, failed or deprecated): link-local
     /// (`fe80::/10`) if `link_local`, else one of global scope (ULAs
     /// included). Any context.
     pub(crate) fn ipv6_addr(&self, link_local: bool) -> Option<IpAddr> {

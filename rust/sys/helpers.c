@@ -154,7 +154,7 @@ bool metaroce_helper_netdev_ipv6(struct net_device *ndev, bool link_local, struc
 	if (idev) {
 		list_for_each_entry_rcu(ifa, &idev->addr_list, if_list) {
 			/* Scope 0 is global. */
-			if (ifa->flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED) ||
+			if (ifa->flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED | IFA_F_DEPRECATED) ||
 			    ifa->scope != (link_local ? IFA_LINK : 0))
 				continue;
 			*out = ifa->addr;

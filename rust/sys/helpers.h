@@ -50,7 +50,7 @@ struct net_device *metaroce_helper_skb_rx_dev(const struct sk_buff *skb);
 bool metaroce_helper_rt_is_local(const struct rtable *rt);
 /* IPv6 (rust/ib/udp.rs, rust/ib/netdev.rs): whether a route leaves through
  * @ndev or the loopback device, and an address of @ndev of the given scope
- * (link-local, or global) that is not tentative. */
+ * (link-local, or global) that is not tentative, failed or deprecated. */
 bool metaroce_helper_dst_dev_is(const struct dst_entry *dst, const struct net_device *ndev);
 bool metaroce_helper_netdev_ipv6(struct net_device *ndev, bool link_local, struct in6_addr *out);
 unsigned char metaroce_helper_skb_pkt_type(const struct sk_buff *skb);
