@@ -213,10 +213,10 @@ impl TunnelSock {
         Ok(())
     }
 
-    /// IPv6: `to.ecn` in the traffic class, flow label 0, and a computed
-    /// UDP checksum (see the module documentation). The flow's output
-    /// interface is `ndev`, which is also the scope of a link-local
-    /// `to.dst` (or `to.src`).
+    /// IPv6: `to.ecn` in the traffic class, the flow label from the UDP
+    /// source port ([`flow_label`]), and a computed UDP checksum (see the
+    /// module documentation). The flow's output interface is `ndev`,
+    /// which is also the scope of a link-local `to.dst` (or `to.src`).
     fn xmit_v6(&self, ndev: &NetDevice, skb: TxSkb, to: &TxTo) -> Result {
         let sk = self
             .v6
@@ -269,7 +269,7 @@ impl TunnelSock {
                 &fl.daddr,
                 to.ecn.bits(),
                 hop_limit,
-                0,
+                flow_label(to.src_port).to_be(),
                 to.src_port.to_be(),
                 UDP_PORT.to_be(),
                 // nocheck: false, the UDP checksum is computed (mandatory
@@ -280,6 +280,20 @@ impl TunnelSock {
         // SAFETY: disabled above.
         unsafe { bindings::metaroce_helper_local_bh_enable() };
         Ok(())
+    }
+}
+
+/// The IPv6 flow label of a path's packets: its UDP source port spread
+/// over the label's 20 bits (protocol.md 1), so that switches which hash
+/// IPv6 flows on the label (RFC 6438) tell the paths apart as ECMP on the
+/// port does; one port, one label, so a path's ACKs and probe replies,
+/// which leave from its port, share it. Never 0 ("no label").
+fn flow_label(src_port: u16) -> u32 {
+    let h = u32::from(src_port).wrapping_mul(0x9e37_79b1) >> 12;
+    if h == 0 {
+        1
+    } else {
+        h
     }
 }
 
