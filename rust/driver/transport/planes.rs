@@ -40,18 +40,19 @@ impl Transport {
         });
     }
 
-    /// Whether plane `k` can carry this QP's packets: our netdev has
-    /// carrier, the peer's address on it is known, and the peer said it
-    /// holds ours (before, it would drop what we send from there as not
-    /// from its peer, protocol.md 1.8).
-    fn plane_usable(tx: &TxCtx<'_>, pp: &PeerPlanes, k: u8) -> bool {
-        (k == 0 || (pp.known && pp.acked))
-            && pp.addr(k).is_some()
-            && tx
-                .planes
-                .lock()
-                .get(k)
-                .is_some_and(|n| n.is_running_with_carrier())
+    /// Whether plane `k` can carry the packets of this QP, connected from
+    /// `local`: our netdev has carrier, both ends list the plane (the
+    /// peer's address on it is known, and we have one of the QP's family
+    /// and scope there), and the peer said it holds ours (before, it
+    /// would drop what we send from there as not from its peer,
+    /// protocol.md 1.8).
+    fn plane_usable(tx: &TxCtx<'_>, pp: &PeerPlanes, local: &IpAddr, k: u8) -> bool {
+        if (k != 0 && !(pp.known && pp.acked)) || pp.addr(k).is_none() {
+            return false;
+        }
+        let planes = tx.planes.lock();
+        planes.get(k).is_some_and(|n| n.is_running_with_carrier())
+            && (k == 0 || planes.local_addr(k, local).is_some())
     }
 
     /// Plane `plane`'s netdev gained (`up`) or lost carrier or went away:
@@ -59,10 +60,11 @@ impl Transport {
     pub(crate) fn plane_event(&self, tx: &TxCtx<'_>, plane: u8, up: bool) {
         {
             let mut i = self.lock();
-            if i.peer.is_some() && !i.failed && plane < i.send.sender.config().planes {
+            let ours = !i.failed && plane < i.send.sender.config().planes;
+            if let Some(peer) = i.peer.filter(|_| ours) {
                 if !up {
                     i.send.sender.plane_down(plane);
-                } else if Self::plane_usable(tx, &i.recv.peer_planes, plane) {
+                } else if Self::plane_usable(tx, &i.recv.peer_planes, &peer.local, plane) {
                     i.send.sender.plane_up(plane);
                 }
                 self.pump(&mut i, tx);
@@ -85,7 +87,7 @@ impl Transport {
         }
         if i.recv.peer_planes.learn(pl.count, &pl.addrs) || confirmed != i.recv.peer_planes.acked {
             for k in 1..i.send.sender.config().planes {
-                if Self::plane_usable(tx, &i.recv.peer_planes, k) {
+                if Self::plane_usable(tx, &i.recv.peer_planes, &peer.local, k) {
                     i.send.sender.plane_up(k);
                 }
             }
