@@ -3,7 +3,8 @@
 # Bad requests get a clear error (errno + a kernel log line) and no oops:
 # unknown netdev, non-Ethernet netdev, bad names, names of other drivers'
 # devices, the same netdev twice, deleting what is not there, refused verbs
-# (a queue too deep, a path MTU above the active one, an IPv6 GID for RC),
+# (a queue too deep, a path MTU above the active one, GIDs of two address
+# families on one RC QP),
 # rmmod while devices exist.
 . "$(dirname "$0")/lib.sh"
 trap reset_rdma EXIT
@@ -52,8 +53,9 @@ if command -v ibv_rc_pingpong > /dev/null; then
 	expect_dmesg "mr0: create_qp: max_recv_wr 8192 above the device's 4096"
 
 	# refused_rtr LABEL ARGS...: an ibv_rc_pingpong server and client, both
-	# on host A's mr0 with ARGS: the modify_qp to RTR of whichever side
-	# gets there first is refused, so neither completes (20 s each at most).
+	# on host A's mr0 with ARGS (the client with -g $client_gid after them
+	# when that is set): the modify_qp to RTR of whichever side gets there
+	# first is refused, so neither completes (20 s each at most).
 	refused_rtr() {
 		local label=$1 srv out=""
 		shift
@@ -61,7 +63,8 @@ if command -v ibv_rc_pingpong > /dev/null; then
 		srv=$!
 		for _ in $(seq 10); do
 			sleep 1
-			out=$(timeout 20 ibv_rc_pingpong -d mr0 -p 18601 -r 16 -n 1 "$@" localhost 2>&1) &&
+			out=$(timeout 20 ibv_rc_pingpong -d mr0 -p 18601 -r 16 -n 1 "$@" \
+				${client_gid:+-g "$client_gid"} localhost 2>&1) &&
 				fail "ibv_rc_pingpong $label: completed: $out"
 			grep -q "Couldn't connect to localhost" <<< "$out" || break
 		done
@@ -87,9 +90,11 @@ if command -v ibv_rc_pingpong > /dev/null; then
 		log "active MTU ${active:-unknown}: no path MTU above it to refuse"
 	fi
 
-	# modify_qp: a link-local IPv6 GID (RC runs over IPv4 only), where
-	# the netdev has that address in use (the core resolves the peer's
-	# address through the IPv6 stack before the driver sees the request).
+	# modify_qp: a link-local IPv6 GID on one side and an IPv4 one on the
+	# other (a QP is one family end to end), where the netdev has that
+	# address in use. The core resolves the peer's MAC from the two GIDs
+	# before the driver sees the request, and may refuse two families
+	# itself: then no line of ours, only the failure.
 	v6="" ll=$(ip -6 -o addr show dev "$PLANE0_DEV" scope link | grep -v tentative)
 	for f in /sys/class/infiniband/mr0/ports/1/gids/*; do
 		g=$(cat "$f" 2>/dev/null) || continue
@@ -100,10 +105,15 @@ if command -v ibv_rc_pingpong > /dev/null; then
 	done
 	if [ -n "$v6" ]; then
 		dmesg_mark=$(dmesg | wc -l)
-		refused_rtr "IPv6 GID $v6" -g "$v6"
-		expect_dmesg_re "mr0: modify_qp QP 0x[0-9a-f]+: GID index $v6 is an IPv6 GID; this device carries RC and UC over IPv4 only\$"
+		client_gid=$gid refused_rtr "IPv6 GID $v6 to IPv4 GID $gid" -g "$v6"
+		mixed="mr0: modify_qp QP 0x[0-9a-f]+: source GID index ($v6|$gid) is an IPv[46] address and the destination GID [0-9a-f.:]+ an IPv[46] one: a QP is one family end to end\$"
+		if dmesg | tail -n +"$((dmesg_mark + 1))" | grep -qE -- "$mixed"; then
+			log "ok: dmesg matches '$mixed'"
+		else
+			log "the core refused the two families before the driver: no line of ours"
+		fi
 	else
-		log "no link-local IPv6 GID in use on mr0: the IPv6 refusal not checked"
+		log "no link-local IPv6 GID in use on mr0: the mixed-family refusal not checked"
 	fi
 else
 	log "ibverbs-utils not installed: the refusal messages not checked"

@@ -180,6 +180,30 @@ gid_index() {
 	return 1
 }
 
+# gid6_index DEV ADDR: the GID index of IPv6 address ADDR (RoCE v2) on
+# device DEV, as gid_index does for IPv4 (sysfs writes a GID as eight
+# groups of four hex digits: ADDR is compared in that form).
+gid6_index() {
+	local dev=$1 want f idx
+	want=$(/usr/bin/python3 -c 'import ipaddress, sys; print(ipaddress.IPv6Address(sys.argv[1]).exploded)' "$2") ||
+		return 1
+	for f in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
+		idx=${f##*/}
+		if [ "$(cat "$f" 2>/dev/null)" = "$want" ] &&
+			grep -q "v2" "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$idx" 2>/dev/null; then
+			echo "$idx"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# ipv6_ll NETDEV: NETDEV's IPv6 link-local address once it is usable (not
+# tentative: duplicate address detection done); status 1 if it has none.
+ipv6_ll() {
+	ip -6 -o addr show dev "$1" scope link -tentative | awk '{ sub(/\/.*/, "", $4); print $4; exit }' | grep .
+}
+
 # plane0_gids DEV: sets $gid (host A) and $pgid (host B) to DEV's RoCE v2 GID
 # indices for the plane 0 addresses, waiting up to 10 s for the core to
 # fill the GID tables; fails the test if they never appear.

@@ -169,14 +169,20 @@ def nak(dst_qpn, path_id, syndrome, psn, msn):
 
 def planes(dst_qpn, src_qpn, known, addrs, confirm=False):
     """Section 1.8: flags bit 0 KNOWN and bit 1 CONFIRM, the sending QP, the
-    plane count, then 8 16-byte addresses (IPv4-mapped; zero = no such
-    plane, and every entry from the count on is zero)."""
+    plane count, then 8 16-byte addresses in GID form (IPv6 as it is, IPv4
+    mapped as ::ffff:a.b.c.d; zero = no such plane, and every entry from
+    the count on is zero)."""
     assert 1 <= len(addrs) <= MAX_PLANES
     flags = (PLANES_KNOWN if known else 0) | (PLANES_CONFIRM if confirm else 0)
     body = struct.pack(">BBHIIB3x", VERSION, OP_PLANES, flags, dst_qpn, src_qpn, len(addrs))
     for i in range(MAX_PLANES):
         ip = addrs[i] if i < len(addrs) else None
-        body += bytes(10) + b"\xff\xff" + socket.inet_aton(ip) if ip else bytes(16)
+        if not ip:
+            body += bytes(16)
+        elif ":" in ip:
+            body += socket.inet_pton(socket.AF_INET6, ip)
+        else:
+            body += bytes(10) + b"\xff\xff" + socket.inet_aton(ip)
     assert len(body) == PLANES_LEN
     return seal(body)
 

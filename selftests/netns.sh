@@ -5,7 +5,9 @@
 # there (one socket per namespace with devices), and traffic is routed and
 # received there. On host A alone: two namespaces joined by a veth pair,
 # a device on each end, ibv_rc_pingpong --chk and ib_write_bw between
-# them; then one namespace is deleted with its device in it (the veth pair
+# them, and with IPv6 in the kernel each namespace's IPv6 socket and
+# ibv_rc_pingpong --chk over IPv6 GIDs (unique-local addresses on the veth
+# pair); then one namespace is deleted with its device in it (the veth pair
 # goes with it, so both devices go, each closing its namespace's socket).
 # With a second plane, host A's plane 1 NIC is moved into a third
 # namespace, carries a device there that talks to host B's device on
@@ -21,6 +23,7 @@
 
 NS1=mrns1 NS2=mrns2 NS3=mrns3
 IP1=198.19.47.1 IP2=198.19.47.2
+IP6_1=fd00:4d52:47::1 IP6_2=fd00:4d52:47::2
 
 cleanup() {
 	pkill -9 ibv_rc_pingpong
@@ -81,6 +84,15 @@ ns_gid() {
 	local i
 	for i in $(seq 50); do
 		gid_index "$1" "$2" && return 0
+		sleep 0.2
+	done
+	fail "no RoCE v2 GID for $2 on $1"
+}
+# ns_gid6 DEV IP6: the same for an IPv6 address.
+ns_gid6() {
+	local i
+	for i in $(seq 50); do
+		gid6_index "$1" "$2" && return 0
 		sleep 0.2
 	done
 	fail "no RoCE v2 GID for $2 on $1"
@@ -159,6 +171,30 @@ bad=$(stat_of rx_malformed "$stats")
 veth_tx=$(in_ns $NS1 cat /sys/class/net/mrnv1/statistics/tx_packets)
 [ "$veth_tx" -ge "$tx" ] || fail "mrnv1 sent $veth_tx packets, fewer than mrn1's $tx"
 log "ok: mrn1 sent $tx packets, all through mrnv1 ($veth_tx)"
+
+# IPv6: each namespace's tunnel has its IPv6 socket as well (the kernel
+# socket pair: 0.0.0.0:4792 and [::]:4792), and a QP connected over IPv6
+# GIDs works between the namespaces.
+if [ -e /proc/net/if_inet6 ]; then
+	for ns in $NS1 $NS2; do
+		socks=$(in_ns "$ns" ss -Hlun 'sport = :4792')
+		[ "$(grep -c . <<< "$socks")" -ge 2 ] || fail "$ns has no IPv6 socket on UDP port 4792: $socks"
+	done
+	[ "$(dmesg | tail -n +"$((dmesg_mark + 1))" | grep -c 'UDP port 4792 open for IPv6 in net:\[')" -ge 2 ] ||
+		fail "kernel log lacks two 'UDP port 4792 open for IPv6 in net:[N]' lines"
+	log "ok: UDP port 4792 open for IPv6 in $NS1 and $NS2"
+	expect_ok in_ns $NS1 ip -6 addr add $IP6_1/64 dev mrnv1 nodad
+	expect_ok in_ns $NS2 ip -6 addr add $IP6_2/64 dev mrnv2 nodad
+	g61=$(ns_gid6 mrn1 $IP6_1)
+	g62=$(ns_gid6 mrn2 $IP6_2)
+	# The pingpong's TCP exchange stays on IPv4; its QPs use the IPv6 GIDs.
+	ns_pingpong "veth, IPv6 GIDs $g61/$g62" mrn1 "$g61" mrn2 "$g62" -n 100 -s 4096
+	udp6=$(in_ns $NS2 awk '$1 == "Udp6InDatagrams" { print $2 }' /proc/net/snmp6)
+	[ "${udp6:-0}" -ge 200 ] || fail "$NS2 received only ${udp6:-0} UDP datagrams over IPv6"
+	log "ok: $NS2 received $udp6 UDP datagrams over IPv6"
+else
+	log "the kernel has no IPv6: the IPv6 part is skipped"
+fi
 
 # Delete $NS1 with mrn1 in it: its veth end goes, and the peer end in $NS2
 # with it, so both devices go and both sockets close.

@@ -192,8 +192,8 @@ impl CqState {
             let c = cqe::Completion::decode(&raw);
             let mut qp = [0u8; 8];
             qp.copy_from_slice(&elem[CQE..CQE + 8]);
-            // Datagrams arrive over IPv4 only (v1): a GRH area holds an
-            // IPv4 header.
+            // A datagram's GRH area holds an IPv4 or, with
+            // `WcFlags::GRH_IPV6`, an IPv6 header (`fill_wc`).
             fill_wc(&mut out[n], &c, u64::from_ne_bytes(qp), FIRST_PORT);
             cons = cons.wrapping_add(1);
             n += 1;

@@ -3,14 +3,14 @@
 //! Datagrams: UD and GSI (QP1) queue pairs on the wire (protocol.md
 //! section 5). A send work request becomes one UD_SEND packet (`rkey` =
 //! Q_Key, `remote_va` = source QPN, `imm` = immediate data with the IMM
-//! flag) to the IPv4 address of its address handle (on plane 0, or while
-//! plane 0 has no carrier on a plane that has: `Datagram::transmit`); no
-//! ACK, no retransmission. A received datagram takes the next receive
-//! buffer of its QP (or SRQ): a 40-byte GRH area first, whose bytes 20..40
-//! hold the IPv4 header as received, addresses as on plane 0
-//! ([`as_on_plane0`]) (RoCEv2 over IPv4, what
-//! `ib_init_ah_attr_from_wc` and `ibv_init_ah_from_wc` read), then the
-//! payload.
+//! flag) to the IPv4 or IPv6 address of its address handle (on plane 0,
+//! or while plane 0 has no carrier on a plane that has:
+//! `Datagram::transmit`); no ACK, no retransmission. A received datagram
+//! takes the next receive buffer of its QP (or SRQ): a 40-byte GRH area
+//! first, which holds the IPv6 header as received, or over IPv4 the IPv4
+//! header in bytes 20..40, addresses as on plane 0 ([`as_on_plane0`])
+//! (RoCE v2, what `ib_init_ah_attr_from_wc` and `ibv_init_ah_from_wc`
+//! read), then the payload.
 //!
 //! User QPs send when the process rings the doorbell. Kernel QPs (the MAD
 //! layer's GSI QP) post from atomic context, often with interrupts disabled,
@@ -22,7 +22,6 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use super::gid::gid_ipv4;
 use super::limits::{MAX_AH, MAX_QP};
 use super::mr::MrTable;
 use super::peers::PeerDirectory;
@@ -33,10 +32,11 @@ use super::tx::send_data;
 use super::wqe::{self, Completion};
 use crate::abi::opcode::{SendFlags, WcFlags};
 use crate::engine::wire::{self, DataHeader, Opcode, Syndrome};
+use crate::ib::ip::IpAddr;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
-use crate::ib::skb::{Ecn, Ipv4Addr, IPV4_HEADER_LEN};
+use crate::ib::skb::{Ecn, GrhArea, Ipv4Addr, IPV4_HEADER_LEN};
 use crate::ib::types::{WcOpcode, WcStatus, WrOpcode};
-use crate::ib::udp::TxV4;
+use crate::ib::udp::TxTo;
 use crate::ib::verbs::AddressVector;
 
 /// The Q_Key of the GSI QP (QP1), which every GSI datagram carries.
@@ -58,9 +58,11 @@ pub(crate) struct AhTable {
 struct AhSlot {
     /// The AH's protection domain (0: free slot).
     pd: AtomicUsize,
-    /// Source IPv4 (high 32 bits) and destination IPv4 (low 32 bits);
-    /// 0 when the AH does not address an IPv4 destination.
-    addrs: AtomicU64,
+    /// Source and destination address in GID form, 8 bytes a word (source
+    /// first); all zero when the AH addresses no IP destination. Written
+    /// before `pd` is published; an AH is not changed while a send uses it
+    /// (the verbs' contract), so its words are read whole.
+    addrs: [AtomicU64; 4],
 }
 
 impl AhTable {
@@ -71,7 +73,7 @@ impl AhTable {
             slots.push(
                 AhSlot {
                     pd: AtomicUsize::new(0),
-                    addrs: AtomicU64::new(0),
+                    addrs: [const { AtomicU64::new(0) }; 4],
                 },
                 GFP_KERNEL,
             )?;
@@ -84,13 +86,19 @@ impl AhTable {
         let Some(slot) = self.slots.get(n as usize) else {
             return;
         };
-        let addrs = match (gid_ipv4(&av.sgid), gid_ipv4(&av.dgid)) {
-            (Some(src), Some(dst)) => {
-                u64::from(u32::from_be_bytes(src.0)) << 32 | u64::from(u32::from_be_bytes(dst.0))
-            }
-            _ => 0,
-        };
-        slot.addrs.store(addrs, Ordering::Relaxed);
+        // One family end to end (else no destination: sends complete in
+        // error, as to an AH with no IP address).
+        let (src, dst) = (IpAddr(av.sgid), IpAddr(av.dgid));
+        let mut bytes = [0u8; 32];
+        if src.family() == dst.family() && !dst.is_unspecified() {
+            bytes[..16].copy_from_slice(&src.0);
+            bytes[16..].copy_from_slice(&dst.0);
+        }
+        for (w, chunk) in slot.addrs.iter().zip(bytes.chunks_exact(8)) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(chunk);
+            w.store(u64::from_ne_bytes(b), Ordering::Relaxed);
+        }
         slot.pd.store(pd, Ordering::Release);
     }
 
@@ -101,20 +109,21 @@ impl AhTable {
         }
     }
 
-    /// (source, destination) of AH `n`, if it is an IPv4 AH of PD `pd`.
-    fn get(&self, n: u32, pd: usize) -> Option<(Ipv4Addr, Ipv4Addr)> {
+    /// (source, destination) of AH `n`, if it is an IP AH of PD `pd`.
+    fn get(&self, n: u32, pd: usize) -> Option<(IpAddr, IpAddr)> {
         let slot = self.slots.get(n as usize)?;
         if pd == 0 || slot.pd.load(Ordering::Acquire) != pd {
             return None;
         }
-        let a = slot.addrs.load(Ordering::Relaxed);
-        if a == 0 {
-            return None;
+        let mut bytes = [0u8; 32];
+        for (w, chunk) in slot.addrs.iter().zip(bytes.chunks_exact_mut(8)) {
+            chunk.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
         }
-        Some((
-            Ipv4Addr(((a >> 32) as u32).to_be_bytes()),
-            Ipv4Addr((a as u32).to_be_bytes()),
-        ))
+        let (mut src, mut dst) = ([0u8; 16], [0u8; 16]);
+        src.copy_from_slice(&bytes[..16]);
+        dst.copy_from_slice(&bytes[16..]);
+        let (src, dst) = (IpAddr(src), IpAddr(dst));
+        (!dst.is_unspecified()).then_some((src, dst))
     }
 }
 
@@ -335,8 +344,8 @@ impl Datagram {
     fn transmit(
         &self,
         tx: &TxCtx<'_>,
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
+        src: IpAddr,
+        dst: IpAddr,
         src_port: u16,
         h: &DataHeader,
         req: &wqe::SendReq,
@@ -347,7 +356,7 @@ impl Datagram {
             // No plane 0 (the device is going away): lost like on the wire.
             return WcStatus::Success;
         };
-        let to = TxV4 {
+        let to = TxTo {
             src,
             dst,
             src_port,
@@ -389,13 +398,7 @@ impl Datagram {
 
     /// Places a received datagram into the next receive buffer and
     /// completes it. Returns whether it was delivered.
-    fn receive(
-        &self,
-        tx: &TxCtx<'_>,
-        h: &DataHeader,
-        payload: &[u8],
-        ip: &[u8; IPV4_HEADER_LEN],
-    ) -> bool {
+    fn receive(&self, tx: &TxCtx<'_>, h: &DataHeader, payload: &[u8], grh: &GrhArea) -> bool {
         let want = if self.gsi {
             GSI_QKEY
         } else {
@@ -406,7 +409,7 @@ impl Datagram {
         }
         let delivered = {
             let _i = self.inner.lock();
-            self.receive_locked(tx, payload, ip, h)
+            self.receive_locked(tx, payload, grh, h)
         };
         self.t.deliver_cq_events();
         delivered
@@ -417,7 +420,7 @@ impl Datagram {
         &self,
         tx: &TxCtx<'_>,
         payload: &[u8],
-        ip: &[u8; IPV4_HEADER_LEN],
+        grh: &GrhArea,
         h: &DataHeader,
     ) -> bool {
         let t = &*self.t;
@@ -447,7 +450,7 @@ impl Datagram {
         };
         let (wr_id, placed) = (
             w.wr_id,
-            place(&w.sges[..w.num_sge], ip, payload, &tx.mrs.lock(), t),
+            place(&w.sges[..w.num_sge], grh, payload, &tx.mrs.lock(), t),
         );
         let status = match placed {
             Ok(()) => WcStatus::Success,
@@ -460,7 +463,13 @@ impl Datagram {
             // The parser holds it to 24 bits.
             src_qp: h.remote_va as u32,
             ex: if with_imm { h.imm.to_be() } else { 0 },
-            wc_flags: WcFlags::GRH | if with_imm { WcFlags::WITH_IMM } else { 0 },
+            wc_flags: WcFlags::GRH
+                | if with_imm { WcFlags::WITH_IMM } else { 0 }
+                | if grh[0] >> 4 == 6 {
+                    WcFlags::GRH_IPV6
+                } else {
+                    0
+                },
             ..Completion::new(wr_id, status, WcOpcode::Recv, t.qpn)
         };
         if t.recv_cq
@@ -479,11 +488,10 @@ impl Datagram {
     }
 }
 
-/// Writes the GRH area (IPv4 header in bytes 20..40) and the payload into
-/// a receive buffer.
+/// Writes the GRH area and the payload into a receive buffer.
 fn place(
     sges: &[wqe::Sge],
-    ip: &[u8; IPV4_HEADER_LEN],
+    grh: &GrhArea,
     payload: &[u8],
     mrs: &MrTable,
     t: &Transport,
@@ -492,32 +500,44 @@ fn place(
     if total < (GRH_LEN + payload.len()) as u64 {
         return Err(Syndrome::InvalidRequest);
     }
-    let mut grh = [0u8; GRH_LEN];
-    grh[GRH_LEN - IPV4_HEADER_LEN..].copy_from_slice(ip);
-    scatter(sges, 0, &grh, mrs, &t.local)?;
+    scatter(sges, 0, grh, mrs, &t.local)?;
     scatter(sges, GRH_LEN, payload, mrs, &t.local)
 }
 
-/// The IPv4 header of a datagram that arrived on plane `k`, rewritten as
-/// if it had come on plane 0 (protocol.md 5): the sender's plane-0 address
-/// as source and ours, as that sender knows it, as destination, the
-/// checksum recomputed. The GRH area then names addresses of the port's
-/// GID table, so a reply built from it (`ib_init_ah_attr_from_wc`,
-/// `ibv_init_ah_from_wc`, the CM) is valid and goes where the device
-/// knows the sender. A sender the directory does not know (`peers.rs`), or
-/// plane 0 itself, leaves the header as received.
-pub(crate) fn as_on_plane0(
-    ip: &mut [u8; IPV4_HEADER_LEN],
-    k: u8,
-    peers: &SpinLockBh<PeerDirectory>,
-) {
-    let src = Ipv4Addr([ip[12], ip[13], ip[14], ip[15]]);
-    let Some(peer) = peers.lock().by_plane_addr(k, src) else {
+/// The GRH area of a datagram that arrived on plane `k`, rewritten as if
+/// it had come on plane 0 (protocol.md 5): the sender's plane-0 address as
+/// source and ours, as that sender knows it, as destination (for IPv4 the
+/// header checksum recomputed; an IPv6 header has none). The GRH area then
+/// names addresses of the port's GID table, so a reply built from it
+/// (`ib_init_ah_attr_from_wc`, `ibv_init_ah_from_wc`, the CM) is valid and
+/// goes where the device knows the sender. A sender the directory does not
+/// know (`peers.rs`), or plane 0 itself, leaves the header as received.
+pub(crate) fn as_on_plane0(grh: &mut GrhArea, k: u8, peers: &SpinLockBh<PeerDirectory>) {
+    if grh[0] >> 4 == 6 {
+        // IPv6: source at bytes 8..24, destination at 24..40.
+        let mut src = [0u8; 16];
+        src.copy_from_slice(&grh[8..24]);
+        let Some(peer) = peers.lock().by_plane_addr(k, IpAddr(src)) else {
+            return;
+        };
+        let Some(remote) = peer.addr(0) else { return };
+        grh[8..24].copy_from_slice(&remote.0);
+        grh[24..40].copy_from_slice(&peer.local.0);
+        return;
+    }
+    // IPv4: the header in the last 20 bytes.
+    let Some(ip) = grh.last_chunk_mut::<IPV4_HEADER_LEN>() else {
         return;
     };
-    let Some(remote) = peer.addr(0) else { return };
+    let src = Ipv4Addr([ip[12], ip[13], ip[14], ip[15]]);
+    let Some(peer) = peers.lock().by_plane_addr(k, src.into()) else {
+        return;
+    };
+    let (Some(remote), Some(local)) = (peer.addr(0).and_then(|a| a.v4()), peer.local.v4()) else {
+        return;
+    };
     ip[12..16].copy_from_slice(&remote.0);
-    ip[16..20].copy_from_slice(&peer.local.0);
+    ip[16..20].copy_from_slice(&local.0);
     ip[10..12].fill(0);
     let sum = ip.chunks_exact(2).fold(0u32, |acc, w| {
         acc + u32::from(u16::from_be_bytes([w[0], w[1]]))
@@ -534,15 +554,15 @@ pub(crate) fn receive(
     tx: &TxCtx<'_>,
     h: &DataHeader,
     payload: &[u8],
-    ip: Option<&[u8; IPV4_HEADER_LEN]>,
+    grh: Option<&GrhArea>,
 ) -> bool {
-    let delivered = match ip {
+    let delivered = match grh {
         // The table's lock is held through the QP's work: see
         // `deliver` in net.rs.
-        Some(ip) => uds
+        Some(grh) => uds
             .lock()
             .get(h.dst_qpn)
-            .is_some_and(|d| d.receive(tx, h, payload, ip)),
+            .is_some_and(|d| d.receive(tx, h, payload, grh)),
         None => false,
     };
     tx.counters.inc(if delivered {

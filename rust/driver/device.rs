@@ -218,7 +218,7 @@ impl DeviceState {
             mrs <- new_spinlock_bh!(MrTable::new()?, "metaroce_mrs"),
             qps <- new_spinlock_bh!(QpTable::new()?, "metaroce_qps"),
             planes <- new_spinlock_bh!(planes, "metaroce_planes"),
-            peers <- new_spinlock_bh!(PeerDirectory::new(), "metaroce_peers"),
+            peers <- new_spinlock_bh!(PeerDirectory::new()?, "metaroce_peers"),
             uds <- new_spinlock_bh!(DatagramTable::new()?, "metaroce_uds"),
             ahs: AhTable::new()?,
             knobs <- new_spinlock_bh!(knobs, "metaroce_knobs"),

@@ -13,7 +13,6 @@ pub(crate) mod device;
 pub(crate) mod engine_heap;
 pub(crate) mod events;
 pub(crate) mod fastreg;
-pub(crate) mod gid;
 pub(crate) mod ids;
 pub(crate) mod knobs;
 pub(crate) mod limits;

@@ -15,8 +15,9 @@ use super::stats::Counter;
 use super::transport::now_ns;
 use super::tx::send;
 use crate::engine::wire::{self, Ack, Nak, Opcode, Packet, Probe};
+use crate::ib::ip::IpAddr;
 use crate::ib::netdev::NetDevice;
-use crate::ib::skb::{Ecn, Ipv4Addr, SkBuff};
+use crate::ib::skb::{Ecn, SkBuff};
 use crate::ib::udp::{RxHandler, TunnelSock};
 
 /// The tunnel's receive handler.
@@ -52,7 +53,7 @@ fn receive_on(
     st.counters.on_plane_packet(ndev.ifindex(), false, len);
 
     let to_host = skb.is_to_host();
-    let (Some(ip), Some(src_port)) = (skb.ipv4(), skb.udp_src_port()) else {
+    let (Some(ip), Some(src_port)) = (skb.ip(), skb.udp_src_port()) else {
         st.counters.inc(Counter::RxMalformed);
         return RxFate::Dropped;
     };
@@ -63,7 +64,7 @@ fn receive_on(
         ecn: ip.ecn,
     };
     // Datagram receives report the IP header in their GRH area.
-    let mut ip_header = skb.ipv4_header();
+    let mut grh = skb.grh_area();
     if meta.ecn == Ecn::Ce {
         st.counters.inc(Counter::EcnMarks);
     }
@@ -93,10 +94,10 @@ fn receive_on(
         Ok(Packet::Data { header, payload }) if header.opcode == Opcode::UdSend => {
             let tx = st.tx(sock, 0);
             let plane = st.planes.lock().index_of(ndev);
-            if let (Some(ip), Some(k @ 1..)) = (ip_header.as_mut(), plane) {
-                super::datagram::as_on_plane0(ip, k, &st.peers);
+            if let (Some(grh), Some(k @ 1..)) = (grh.as_mut(), plane) {
+                super::datagram::as_on_plane0(grh, k, &st.peers);
             }
-            if super::datagram::receive(&st.uds, &tx, &header, payload, ip_header.as_ref()) {
+            if super::datagram::receive(&st.uds, &tx, &header, payload, grh.as_ref()) {
                 RxFate::Consumed
             } else {
                 RxFate::Dropped
@@ -147,12 +148,7 @@ fn deliver(
 /// sender is waiting for it. Otherwise `None`: the reply goes to QPN 0,
 /// which no MetaRoCE QP uses, so the prober drops it (the reply still
 /// proves the path works to a tool like selftests/metaroce_pkt.py).
-fn probe_reply_qpn(
-    dev: &MetaRoceIbDevice,
-    ndev: &NetDevice,
-    qpn: u32,
-    src: Ipv4Addr,
-) -> Option<u32> {
+fn probe_reply_qpn(dev: &MetaRoceIbDevice, ndev: &NetDevice, qpn: u32, src: IpAddr) -> Option<u32> {
     let st = dev.data();
     st.qps
         .lock()

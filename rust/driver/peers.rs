@@ -9,25 +9,33 @@
 //! to send its PLANES when plane 0 is down. A peer not in the directory is
 //! reached on plane 0 only.
 
+use kernel::prelude::*;
+
 use crate::engine::wire::MAX_PLANES;
-use crate::ib::skb::Ipv4Addr;
+use crate::ib::ip::IpAddr;
 
 /// Peers remembered per device; the one learned longest ago makes room.
 const PEERS: usize = 32;
 
-/// One peer's planes, as its last PLANES packet listed them.
+/// One peer's planes, as its last PLANES packet listed them: addresses of
+/// one family (IPv4-mapped or IPv6, 16 bytes each), that of the connection
+/// it was learned on.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct PeerAddrs {
     /// Our plane-0 address as this peer connected to it.
-    pub(crate) local: Ipv4Addr,
-    /// The peer's address on each plane (plane 0: its connected address).
-    pub(crate) addrs: [Option<Ipv4Addr>; MAX_PLANES],
+    pub(crate) local: IpAddr,
+    /// The peer's address on each plane (plane 0: its connected address);
+    /// unspecified where none is known.
+    pub(crate) addrs: [IpAddr; MAX_PLANES],
 }
 
 impl PeerAddrs {
     /// The peer's address on plane `k`.
-    pub(crate) fn addr(&self, k: u8) -> Option<Ipv4Addr> {
-        *self.addrs.get(usize::from(k))?
+    pub(crate) fn addr(&self, k: u8) -> Option<IpAddr> {
+        self.addrs
+            .get(usize::from(k))
+            .copied()
+            .filter(|a| !a.is_unspecified())
     }
 }
 
@@ -40,19 +48,21 @@ struct Entry {
 
 /// The directory: a few peers, looked up by address in any context (under
 /// the device's `peers` lock, a leaf: nothing else is taken while it is
-/// held).
+/// held). Its entries are allocated apart (about 5 KiB with 16-byte
+/// addresses), not built on the stack of the device's creation.
 pub(crate) struct PeerDirectory {
-    entries: [Entry; PEERS],
+    entries: KVec<Entry>,
     clock: u64,
 }
 
 impl PeerDirectory {
-    /// Knows no peer.
-    pub(crate) fn new() -> Self {
-        Self {
-            entries: [Entry::default(); PEERS],
-            clock: 0,
+    /// Knows no peer. Process context.
+    pub(crate) fn new() -> Result<Self> {
+        let mut entries = KVec::with_capacity(PEERS, GFP_KERNEL)?;
+        for _ in 0..PEERS {
+            entries.push(Entry::default(), GFP_KERNEL)?;
         }
+        Ok(Self { entries, clock: 0 })
     }
 
     /// A QP connected from `peer.local` learned the peer's planes
@@ -81,7 +91,7 @@ impl PeerDirectory {
     }
 
     /// What is known of the peer whose plane-0 address is `remote`.
-    pub(crate) fn get(&self, remote: Ipv4Addr) -> Option<PeerAddrs> {
+    pub(crate) fn get(&self, remote: IpAddr) -> Option<PeerAddrs> {
         self.entries
             .iter()
             .find(|e| e.learned != 0 && e.peer.addr(0) == Some(remote))
@@ -89,7 +99,7 @@ impl PeerDirectory {
     }
 
     /// The peer that has `src` as its address on plane `k` (k > 0).
-    pub(crate) fn by_plane_addr(&self, k: u8, src: Ipv4Addr) -> Option<PeerAddrs> {
+    pub(crate) fn by_plane_addr(&self, k: u8, src: IpAddr) -> Option<PeerAddrs> {
         if k == 0 {
             return None;
         }

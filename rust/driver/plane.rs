@@ -16,16 +16,19 @@
 //! (protocol section 1.8), exchanged after RTR on plane 0, or on a plane
 //! that is up when plane 0 is down ([`PeerPlanes`]); the device keeps what
 //! its QPs learned in its peer directory (`peers.rs`).
+//! A QP is one address family end to end: an IPv4 QP lists and uses IPv4
+//! addresses on every plane, an IPv6 QP IPv6 ones, of the scope of its
+//! plane-0 address (a link-local one is on the link of its plane, whose
+//! netdev is its scope).
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use super::gid::{gid_ipv4, ipv4_gid};
 use super::peers::PeerAddrs;
 use crate::engine::wire::MAX_PLANES as WIRE_MAX_PLANES;
+use crate::ib::ip::{Family, IpAddr};
 use crate::ib::netdev::{NetDevice, NetDeviceRef};
-use crate::ib::skb::Ipv4Addr;
 
 /// Most planes per device: as many as one PLANES packet lists.
 pub(crate) const MAX_PLANES: usize = WIRE_MAX_PLANES;
@@ -156,38 +159,61 @@ impl PlaneTable {
         }
     }
 
+    /// This device's address on plane `k` (k > 0) for a QP connected
+    /// from `local` on plane 0: of `local`'s family, and for IPv6 of its
+    /// scope (link-local or global). `None` if the plane has none.
+    pub(crate) fn local_addr(&self, k: u8, local: &IpAddr) -> Option<IpAddr> {
+        let n = self.get(k)?;
+        match local.family() {
+            Family::V4 => n.ipv4_addr().map(IpAddr::from),
+            Family::V6 => n.ipv6_addr(local.is_link_local()),
+        }
+    }
+
+    /// Our address on plane `k` for a QP connected from `local`, as the
+    /// peer knows it: `local` on plane 0, on others the one our PLANES
+    /// named (unspecified if none: the route chooses).
+    pub(crate) fn local_addr_of(&self, k: u8, local: &IpAddr) -> IpAddr {
+        if k == 0 {
+            return *local;
+        }
+        self.local_addr(k, local).unwrap_or(IpAddr::UNSPECIFIED)
+    }
+
     /// Where a packet that may take any plane goes (a datagram, a PLANES
     /// packet), for a peer connected from `src` to `dst` (plane-0
-    /// addresses): plane 0 while its netdev has carrier; else the first
-    /// plane with carrier where we have an address and the peer's is known
-    /// (`peer_addr`); else plane 0 all the same (no plane known to work).
-    /// Returns the plane's netdev, source and destination.
+    /// addresses, of one family): plane 0 while its netdev has carrier;
+    /// else the first plane with carrier where we have an address of
+    /// `src`'s family and scope ([`Self::local_addr`]) and the peer's is
+    /// known (`peer_addr`); else plane 0 all the same (no plane known to
+    /// work). Returns the plane's netdev, source and destination.
     pub(crate) fn live_route(
         &self,
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
-        peer_addr: impl Fn(u8) -> Option<Ipv4Addr>,
-    ) -> Option<(&NetDevice, Ipv4Addr, Ipv4Addr)> {
+        src: IpAddr,
+        dst: IpAddr,
+        peer_addr: impl Fn(u8) -> Option<IpAddr>,
+    ) -> Option<(&NetDevice, IpAddr, IpAddr)> {
         let first = self.get(0)?;
         if first.is_running_with_carrier() {
             return Some((first, src, dst));
         }
         let other = (1..self.count()).find_map(|k| {
             let ndev = self.get(k).filter(|n| n.is_running_with_carrier())?;
-            Some((ndev, ndev.ipv4_addr()?, peer_addr(k)?))
+            Some((ndev, self.local_addr(k, &src)?, peer_addr(k)?))
         });
         Some(other.unwrap_or((first, src, dst)))
     }
 
     /// This device's address on each plane, for a PLANES packet: `count`
-    /// and the IPv4-mapped GIDs (zero where a plane has no IPv4 address or
-    /// no netdev). Plane 0 is `local`, the address the QP connected from.
-    pub(crate) fn addrs(&self, local: Ipv4Addr) -> (u8, [[u8; 16]; MAX_PLANES]) {
+    /// and the addresses in GID form (zero where a plane has no address of
+    /// `local`'s family and scope, or no netdev). Plane 0 is `local`, the
+    /// address the QP connected from.
+    pub(crate) fn addrs(&self, local: &IpAddr) -> (u8, [[u8; 16]; MAX_PLANES]) {
         let mut out = [[0u8; 16]; MAX_PLANES];
-        out[0] = ipv4_gid(local);
-        for (k, n) in self.ndevs.iter().enumerate().skip(1) {
-            if let Some(ip) = n.as_ref().and_then(|n| n.ipv4_addr()) {
-                out[k] = ipv4_gid(ip);
+        out[0] = local.0;
+        for (k, o) in out.iter_mut().enumerate().skip(1) {
+            if let Some(ip) = self.local_addr(k as u8, local) {
+                *o = ip.0;
             }
         }
         (self.count(), out)
@@ -213,8 +239,9 @@ const PLANES_RETRY_MAX_NS: u64 = 100_000_000;
 /// delays the exchange.
 #[derive(Clone, Copy)]
 pub(crate) struct PeerPlanes {
-    /// The peer's address on each plane (plane 0: from RTR).
-    addrs: [Option<Ipv4Addr>; MAX_PLANES],
+    /// The peer's address on each plane (plane 0: from RTR); unspecified
+    /// where none is known.
+    addrs: [IpAddr; MAX_PLANES],
     /// We received the peer's list.
     pub(crate) known: bool,
     /// The peer confirmed it has ours.
@@ -224,10 +251,19 @@ pub(crate) struct PeerPlanes {
 }
 
 impl PeerPlanes {
+    /// Before the QP is connected: no address known.
+    pub(crate) const NONE: Self = Self {
+        addrs: [IpAddr::UNSPECIFIED; MAX_PLANES],
+        known: false,
+        acked: false,
+        next_ns: 0,
+        interval_ns: PLANES_RETRY_MIN_NS,
+    };
+
     /// Before the exchange: only plane 0 is known; a PLANES is due now.
-    pub(crate) fn new(remote: Ipv4Addr, now: u64) -> Self {
-        let mut addrs = [None; MAX_PLANES];
-        addrs[0] = Some(remote);
+    pub(crate) fn new(remote: IpAddr, now: u64) -> Self {
+        let mut addrs = [IpAddr::UNSPECIFIED; MAX_PLANES];
+        addrs[0] = remote;
         Self {
             addrs,
             known: false,
@@ -238,13 +274,16 @@ impl PeerPlanes {
     }
 
     /// The peer's address on plane `k`.
-    pub(crate) fn addr(&self, k: u8) -> Option<Ipv4Addr> {
-        *self.addrs.get(k as usize)?
+    pub(crate) fn addr(&self, k: u8) -> Option<IpAddr> {
+        self.addrs
+            .get(k as usize)
+            .copied()
+            .filter(|a| !a.is_unspecified())
     }
 
     /// What this QP learned, as the device's directory keeps it
     /// (`peers.rs`); `local` is our plane-0 address on the connection.
-    pub(crate) fn as_peer(&self, local: Ipv4Addr) -> PeerAddrs {
+    pub(crate) fn as_peer(&self, local: IpAddr) -> PeerAddrs {
         PeerAddrs {
             local,
             addrs: self.addrs,
@@ -263,13 +302,16 @@ impl PeerPlanes {
     }
 
     /// Takes the peer's list; returns whether it was new. Plane 0 stays the
-    /// address the QP was connected to.
+    /// address the QP was connected to; an entry of the other family than
+    /// plane 0's is not usable (a QP is one family end to end).
     pub(crate) fn learn(&mut self, count: u8, addrs: &[[u8; 16]; MAX_PLANES]) -> bool {
+        let family = self.addrs[0].family();
         for k in 1..MAX_PLANES {
-            self.addrs[k] = if k < count as usize {
-                gid_ipv4(&addrs[k]).filter(|ip| ip.0 != [0; 4])
+            let a = IpAddr(addrs[k]);
+            self.addrs[k] = if k < count as usize && a.family() == family {
+                a
             } else {
-                None
+                IpAddr::UNSPECIFIED
             };
         }
         !core::mem::replace(&mut self.known, true)

@@ -12,7 +12,6 @@ use kernel::sync::{new_mutex, Arc, Mutex};
 use super::ah::AhState;
 use super::datagram::Datagram;
 use super::device::{MetaRoceDevice, MetaRoceIbDevice};
-use super::gid::gid_ipv4;
 use super::limits::{MAX_INLINE, MAX_QP_WR, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::Requester;
 use super::port::{active_mtu, FIRST_PORT};
@@ -23,6 +22,7 @@ use super::tx_worker::DOORBELL_BUDGET;
 use super::wqe::{self, geometry, Remote, SendWr, Sge};
 use crate::engine::heap::kmalloc_size;
 use crate::ib::eopnotsupp;
+use crate::ib::ip::{Family, IpAddr};
 use crate::ib::lock::{irqs_disabled, new_spinlock_irq, SpinLockIrq};
 use crate::ib::restrack::Details;
 use crate::ib::ring::{MmapInfo, SharedRing};
@@ -403,18 +403,7 @@ impl QpState {
             }
         }
         if next == Qps::Rtr && prev != Qps::Rtr && self.qp_type.is_connected() {
-            // v1 carries RC and UC over IPv4 only.
-            const V4_ONLY: &str = "this device carries RC and UC over IPv4 only";
-            let Some(local) = gid_ipv4(&n.av.sgid) else {
-                let why = format_args!("GID index {} is an IPv6 GID; {V4_ONLY}", n.av.sgid_index);
-                return Err(self.refuse(dev, why));
-            };
-            let Some(remote) = gid_ipv4(&n.av.dgid) else {
-                return Err(self.refuse(
-                    dev,
-                    format_args!("the destination GID is an IPv6 address; {V4_ONLY}"),
-                ));
-            };
+            let (local, remote) = self.check_addresses(dev, &n.av)?;
             let mtu = n.path_mtu.unwrap_or(Mtu::Bytes256).bytes();
             let (planes, plane0_up) = {
                 let p = dev.data().planes.lock();
@@ -459,6 +448,38 @@ impl QpState {
             t.start_sending(n.sq_psn);
         }
         Ok(())
+    }
+
+    /// The QP's own and its peer's address on plane 0, from the address
+    /// vector of RTR: of one family (IPv4-mapped GIDs or IPv6 ones), both
+    /// specified, the source one of the port's GIDs.
+    fn check_addresses(
+        &self,
+        dev: &MetaRoceIbDevice,
+        av: &AddressVector,
+    ) -> Result<(IpAddr, IpAddr)> {
+        let (local, remote) = (IpAddr(av.sgid), IpAddr(av.dgid));
+        let name = |a: &IpAddr| match a.family() {
+            Family::V4 => "an IPv4",
+            Family::V6 => "an IPv6",
+        };
+        if local.is_unspecified() {
+            let why = format_args!("source GID index {} has no address", av.sgid_index);
+            return Err(self.refuse(dev, why));
+        }
+        if remote.is_unspecified() {
+            return Err(self.refuse(dev, format_args!("the destination GID has no address")));
+        }
+        if local.family() != remote.family() {
+            let why = format_args!(
+                "source GID index {} is {} address and the destination GID {remote} {} one: a QP is one family end to end",
+                av.sgid_index,
+                name(&local),
+                name(&remote)
+            );
+            return Err(self.refuse(dev, why));
+        }
+        Ok((local, remote))
     }
 
     /// Logs why `modify_qp` of this QP was refused; returns `EINVAL`.

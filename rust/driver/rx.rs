@@ -6,16 +6,17 @@
 //! `net.rs`.
 
 use crate::engine::wire::WireError;
-use crate::ib::skb::{Ecn, Ipv4Addr};
-use crate::ib::udp::TxV4;
+use crate::ib::ip::IpAddr;
+use crate::ib::skb::Ecn;
+use crate::ib::udp::TxTo;
 
 /// Where a received packet came from, for the QP layer and for replies.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RxMeta {
-    /// The peer's address.
-    pub(crate) src: Ipv4Addr,
+    /// The peer's address (IPv4 or IPv6, as the packet was).
+    pub(crate) src: IpAddr,
     /// Our address the packet was sent to (the source of replies).
-    pub(crate) dst: Ipv4Addr,
+    pub(crate) dst: IpAddr,
     /// The peer's UDP source port: the path entropy, reused by ACKs and
     /// probe replies as their source port.
     pub(crate) src_port: u16,
@@ -26,8 +27,8 @@ pub(crate) struct RxMeta {
 impl RxMeta {
     /// The destination of a reply on the same path (section 3.4): back to
     /// the sender, from the packet's source port, ECT(0).
-    pub(crate) fn reply_to(&self) -> TxV4 {
-        TxV4 {
+    pub(crate) fn reply_to(&self) -> TxTo {
+        TxTo {
             src: self.dst,
             dst: self.src,
             src_port: self.src_port,
@@ -40,7 +41,7 @@ impl RxMeta {
 #[derive(Clone, Copy)]
 pub(crate) struct DropRecord {
     pub(crate) reason: WireError,
-    pub(crate) from: Ipv4Addr,
+    pub(crate) from: IpAddr,
     pub(crate) port: u16,
     pub(crate) len: usize,
 }

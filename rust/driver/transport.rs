@@ -30,7 +30,6 @@ use kernel::time::Ktime;
 
 use super::ack_routes::AckRoutes;
 use super::cq::CqState;
-use super::gid::gid_ipv4;
 use super::limits::{MAX_INLINE, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::{MrTable, Requester};
 use super::peers::PeerDirectory;
@@ -53,13 +52,14 @@ use crate::engine::rcn::Shares;
 use crate::engine::receiver::Receiver;
 use crate::engine::sender::Sender;
 use crate::engine::wire::{self, Opcode, Packet};
+use crate::ib::ip::IpAddr;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh, SpinLockBhGuard};
 use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
-use crate::ib::skb::{Ipv4Addr, TxTail};
+use crate::ib::skb::{Ecn, TxTail};
 use crate::ib::trace::DevName;
 use crate::ib::types::{AccessFlags, WcOpcode, WcStatus};
-use crate::ib::udp::{TunnelSock, TxV4};
+use crate::ib::udp::{TunnelSock, TxTo};
 use crate::ib::verbs::{CqRef, SrqRef};
 use crate::ib::worker::WorkItem;
 
@@ -77,9 +77,9 @@ pub(super) use responder::scatter;
 #[derive(Clone, Copy)]
 pub(crate) struct Peer {
     /// Our address on plane 0 (the GID the QP was connected from).
-    pub(crate) local: Ipv4Addr,
-    /// The peer's address on plane 0.
-    pub(crate) remote: Ipv4Addr,
+    pub(crate) local: IpAddr,
+    /// The peer's address on plane 0, of `local`'s family.
+    pub(crate) remote: IpAddr,
     /// The peer QP.
     pub(crate) qpn: u32,
 }
@@ -228,13 +228,18 @@ struct SendSide {
     dev_name: DevName,
 }
 
-/// The receiver engine and where its held ACKs go, in one allocation (a
-/// 1 KiB kmalloc object; the `Receiver`'s message window is taken with its
-/// first data packet).
+/// The receiver engine, where its held ACKs go and whom it takes packets
+/// from, in one allocation (a 1 KiB kmalloc object; the `Receiver`'s
+/// message window is taken with its first data packet; the peer's
+/// addresses, 16 B each for IPv6, would push the `Transport` past its
+/// 512 B one).
 struct RecvSide {
     receiver: Receiver,
     /// Where the ACKs the receiver engine holds go (protocol.md 3.4).
     ack_routes: AckRoutes,
+    /// The peer's addresses on every plane (whom packets are taken from,
+    /// protocol.md 3, and sent to), and the PLANES exchange.
+    peer_planes: PeerPlanes,
 }
 
 /// Empty engines, copied into each QP's memory (~3.3 and ~0.9 KiB:
@@ -251,6 +256,7 @@ const EMPTY_SEND: SendSide = SendSide {
 const EMPTY_RECV: RecvSide = RecvSide {
     receiver: Receiver::EMPTY,
     ack_routes: AckRoutes::NONE,
+    peer_planes: PeerPlanes::NONE,
 };
 
 /// No atomic request placed: the peer's atomics' operands, allocated
@@ -299,8 +305,6 @@ struct Inner {
     /// complete here (its buffer is the receive ring's consumer entry).
     rx_rsn: u16,
     peer: Option<Peer>,
-    /// The peer's addresses on every plane, and the PLANES exchange.
-    peer_planes: PeerPlanes,
     /// A send failed or the peer reported an error: the QP is in error.
     failed: bool,
     /// UC QPs: the messages the responder drops (an RC QP NAKs instead).
@@ -645,7 +649,6 @@ impl Transport {
             tx_rsn: 0,
             rx_rsn: 0,
             peer: None,
-            peer_planes: PeerPlanes::new(Ipv4Addr::default(), 0),
             failed: false,
             uc: None,
             give_up_ns: 0,
@@ -679,7 +682,7 @@ impl Transport {
         &self,
         tx: &TxCtx<'_>,
         ndev: &NetDevice,
-        to: &TxV4,
+        to: &TxTo,
         len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> Result {
@@ -694,7 +697,7 @@ impl Transport {
         &self,
         tx: &TxCtx<'_>,
         ndev: &NetDevice,
-        to: &TxV4,
+        to: &TxTo,
         len: usize,
         fill: impl FnOnce(&mut TxTail<'_>) -> Result,
     ) -> Result {
@@ -769,7 +772,7 @@ impl Transport {
         i.recv.receiver.start_at(rq_psn);
         i.send.sender.start_at(rq_psn, true);
         i.peer = Some(peer);
-        i.peer_planes = PeerPlanes::new(peer.remote, now);
+        i.recv.peer_planes = PeerPlanes::new(peer.remote, now);
         i.failed = false;
         self.error.store(false, Ordering::Release);
         // Both engines start over: so do the request and receive numbering.
@@ -930,7 +933,7 @@ impl Transport {
         TickWork {
             flush_receives: false,
             held_acks: i.recv.receiver.ack_deadline().is_some(),
-            planes: i.send.sender.config().planes > 1 && !i.peer_planes.acked,
+            planes: i.send.sender.config().planes > 1 && !i.recv.peer_planes.acked,
             room_wanted: i.room_wanted,
             deadline: i.send.sender.next_deadline(),
             rcn_count,
@@ -972,11 +975,16 @@ impl Transport {
             // would be later than protocol.md 3.4 lets a packet wait.
             while let Some(ack) = i.recv.receiver.flush(u64::MAX) {
                 let planes = tx.planes.lock();
-                if let Some((ndev, to)) = i
-                    .recv
-                    .ack_routes
-                    .of(ack.path_id)
-                    .and_then(|(k, to)| Some((planes.get(k)?, to)))
+                if let Some((ndev, to)) =
+                    i.recv.ack_routes.of(ack.path_id).and_then(|(k, src_port)| {
+                        let to = TxTo {
+                            src: planes.local_addr_of(k, &peer.local),
+                            dst: i.recv.peer_planes.addr(k)?,
+                            src_port,
+                            ecn: Ecn::Ect0,
+                        };
+                        Some((planes.get(k)?, to))
+                    })
                 {
                     let _ = self.send(tx, ndev, &to, wire::ACK_LEN + wire::ICRC_LEN, |buf| {
                         ack.encode(buf).map_err(|_| EINVAL)
@@ -986,8 +994,8 @@ impl Transport {
         }
         // Our plane list goes out until the peer confirms it (only needed
         // when we have planes besides plane 0; we answer the peer's anyway).
-        if work.planes && i.peer_planes.due(now) {
-            self.send_planes(tx, peer, &i.peer_planes);
+        if work.planes && i.recv.peer_planes.due(now) {
+            self.send_planes(tx, peer, &i.recv.peer_planes);
         }
         if work.room_wanted {
             // Work waits for memory the heap refused: the transmit worker
@@ -1166,12 +1174,16 @@ impl Transport {
                 return true;
             }
             let Some(k @ 1..) = plane else { return false };
+            // The listed addresses of the QP's family only, as `learn`
+            // takes them.
             let listed = |k: u8| {
                 (k < pl.count)
-                    .then(|| pl.addrs.get(usize::from(k)).and_then(gid_ipv4))
+                    .then(|| pl.addrs.get(usize::from(k)).copied().map(IpAddr))
                     .flatten()
+                    .filter(|a| !a.is_unspecified() && a.family() == peer.remote.family())
             };
             let known = i
+                .recv
                 .peer_planes
                 .addr(k)
                 .or_else(|| tx.peers.lock().get(peer.remote)?.addr(k));
@@ -1179,7 +1191,7 @@ impl Transport {
                 && listed(0) == Some(peer.remote)
                 && known.is_none_or(|a| a == meta.src);
         }
-        plane.and_then(|k| i.peer_planes.addr(k)) == Some(meta.src)
+        plane.and_then(|k| i.recv.peer_planes.addr(k)) == Some(meta.src)
     }
 
     /// Messages or READs completed: requests that waited for a free slot

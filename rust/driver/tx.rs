@@ -10,7 +10,7 @@ use kernel::prelude::*;
 use super::stats::{Counter, Counters};
 use crate::ib::netdev::NetDevice;
 use crate::ib::skb::TxTail;
-use crate::ib::udp::{TunnelSock, TxSkb, TxV4};
+use crate::ib::udp::{TunnelSock, TxSkb, TxTo};
 
 /// Sends one MetaRoCE packet of at most `len` bytes on plane `ndev` to `to`:
 /// `fill` encodes it into the buffer and returns the length used. Counts
@@ -19,7 +19,7 @@ pub(crate) fn send(
     counters: &Counters,
     sock: &TunnelSock,
     ndev: &NetDevice,
-    to: &TxV4,
+    to: &TxTo,
     len: usize,
     fill: impl FnOnce(&mut [u8]) -> Result<usize>,
 ) -> Result {
@@ -29,7 +29,7 @@ pub(crate) fn send(
         if n != len {
             return Err(EINVAL);
         }
-        sock.xmit_v4(ndev, skb, to)?;
+        sock.xmit(ndev, skb, to)?;
         Ok(n)
     })();
     count_tx(counters, ndev, res)
@@ -43,14 +43,14 @@ pub(crate) fn send_data(
     counters: &Counters,
     sock: &TunnelSock,
     ndev: &NetDevice,
-    to: &TxV4,
+    to: &TxTo,
     len: usize,
     fill: impl FnOnce(&mut TxTail<'_>) -> Result,
 ) -> Result {
     let res = (|| {
         let mut skb = TxSkb::alloc(ndev, len)?;
         skb.put_with(len, fill)?;
-        sock.xmit_v4(ndev, skb, to)
+        sock.xmit(ndev, skb, to)
     })();
     count_tx(counters, ndev, res.map(|()| len))
 }

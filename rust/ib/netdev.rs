@@ -9,6 +9,7 @@ use kernel::error::to_result;
 use kernel::prelude::*;
 use kernel::types::Opaque;
 
+use super::ip::IpAddr;
 use super::skb::Ipv4Addr;
 use super::sys::bindings;
 
@@ -92,6 +93,21 @@ impl NetDevice {
         // address list under RCU and returns a `__be32` (0 if none).
         let be = unsafe { bindings::metaroce_helper_netdev_ipv4(self.as_raw()) };
         (be != 0).then(|| Ipv4Addr(be.to_ne_bytes()))
+    }
+
+    /// An IPv6 address of the device that is usable and preferred (not
+    /// tentative, failed or deprecated): link-local
+    /// (`fe80::/10`) if `link_local`, else one of global scope (ULAs
+    /// included). Any context.
+    pub(crate) fn ipv6_addr(&self, link_local: bool) -> Option<IpAddr> {
+        let mut out = bindings::in6_addr::default();
+        // SAFETY: the device is alive (type invariant); the helper walks its
+        // IPv6 address list under RCU and writes `out` only when it found
+        // one.
+        let found =
+            unsafe { bindings::metaroce_helper_netdev_ipv6(self.as_raw(), link_local, &mut out) };
+        // SAFETY: every bit pattern of the union is a valid byte array.
+        found.then(|| IpAddr(unsafe { out.in6_u.u6_addr8 }))
     }
 
     /// Whether the device is administratively up and has carrier.

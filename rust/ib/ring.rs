@@ -70,6 +70,9 @@ const _: () = {
     assert!(WcFlags::GRH == b::ib_wc_flags_IB_WC_GRH);
     assert!(WcFlags::WITH_IMM == b::ib_wc_flags_IB_WC_WITH_IMM);
     assert!(WcFlags::WITH_INVALIDATE == b::ib_wc_flags_IB_WC_WITH_INVALIDATE);
+    // Our own bit is none of the kernel's (they end at this one).
+    let kernel_bits = 2 * b::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE - 1;
+    assert!(WcFlags::GRH_IPV6 & kernel_bits == 0);
 };
 
 /// Where user space maps an exposed ring (the uapi `metaroce_mmap_info`).

@@ -11,6 +11,7 @@ use core::ptr::NonNull;
 
 use kernel::prelude::*;
 
+use super::ip::IpAddr;
 use super::sys::bindings;
 
 /// Length of the UDP header.
@@ -18,7 +19,7 @@ pub(crate) const UDP_HEADER_LEN: usize = 8;
 /// Length of an IPv4 header without options.
 pub(crate) const IPV4_HEADER_LEN: usize = 20;
 /// Length of an IPv6 header.
-const IPV6_HEADER_LEN: usize = 40;
+pub(crate) const IPV6_HEADER_LEN: usize = 40;
 
 /// An IPv4 address in network byte order, as on the wire.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -72,16 +73,20 @@ impl Ecn {
     }
 }
 
-/// What the IPv4 header of a received packet says.
+/// What the IP header (v4 or v6) of a received packet says.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Ipv4Info {
+pub(crate) struct IpInfo {
     /// Source address (the peer).
-    pub(crate) src: Ipv4Addr,
+    pub(crate) src: IpAddr,
     /// Destination address (one of ours).
-    pub(crate) dst: Ipv4Addr,
+    pub(crate) dst: IpAddr,
     /// ECN codepoint.
     pub(crate) ecn: Ecn,
 }
+
+/// The 40-byte GRH area of a UD receive (RoCE v2): an IPv6 header as
+/// received, or 20 bytes of zeros and then an IPv4 header as received.
+pub(crate) type GrhArea = [u8; IPV6_HEADER_LEN];
 
 /// An owned socket buffer, freed as a drop (`kfree_skb`: drop monitors and
 /// the `kfree_skb` tracepoint see it) when dropped, unless handed on with
@@ -156,8 +161,10 @@ impl SkBuff {
             == bindings::PACKET_HOST
     }
 
-    /// The IPv4 header of a received packet, or `None` if it is not IPv4.
-    pub(crate) fn ipv4(&self) -> Option<Ipv4Info> {
+    /// The IP header of a received packet (at most `IPV6_HEADER_LEN`
+    /// bytes of it, fewer if the packet has fewer before its data), or
+    /// `None` if the network header is not set.
+    fn ip_header(&self) -> Option<&[u8]> {
         // SAFETY: a received skb has its network header set and in the
         // linear area, before `data` (the IP layer pulled it).
         let hdr = unsafe { bindings::metaroce_helper_skb_network_header(self.as_raw()) };
@@ -166,34 +173,52 @@ impl SkBuff {
         }
         // SAFETY: both pointers are into the skb's head buffer.
         let head_room = unsafe { (*self.as_raw()).data.offset_from(hdr) };
-        if head_room < IPV4_HEADER_LEN as isize {
-            return None;
-        }
-        // SAFETY: at least IPV4_HEADER_LEN bytes from `hdr` are in the
-        // linear area (checked just above).
-        let ip = unsafe { core::slice::from_raw_parts(hdr, IPV4_HEADER_LEN) };
-        if ip[0] >> 4 != 4 {
-            return None;
-        }
-        Some(Ipv4Info {
-            src: Ipv4Addr([ip[12], ip[13], ip[14], ip[15]]),
-            dst: Ipv4Addr([ip[16], ip[17], ip[18], ip[19]]),
-            ecn: Ecn::from_tos(ip[1]),
-        })
+        let len = usize::try_from(head_room).ok()?.min(IPV6_HEADER_LEN);
+        // SAFETY: the `len` bytes from `hdr` are in the linear area, before
+        // `data` (checked just above), borrowed as long as `self` is.
+        Some(unsafe { core::slice::from_raw_parts(hdr, len) })
     }
 
-    /// The raw IPv4 header (without options) of a received IPv4 packet,
-    /// as UD receives report it in their GRH area.
-    pub(crate) fn ipv4_header(&self) -> Option<[u8; IPV4_HEADER_LEN]> {
-        self.ipv4()?;
-        // SAFETY: as in `ipv4`, which just checked that the header is IPv4
-        // and that IPV4_HEADER_LEN bytes of it are in the linear area.
-        let ip = unsafe {
-            let hdr = bindings::metaroce_helper_skb_network_header(self.as_raw());
-            core::slice::from_raw_parts(hdr, IPV4_HEADER_LEN)
-        };
-        let mut out = [0u8; IPV4_HEADER_LEN];
-        out.copy_from_slice(ip);
+    /// The IP header of a received IPv4 or IPv6 packet, or `None` if it is
+    /// neither (or too short to be one).
+    pub(crate) fn ip(&self) -> Option<IpInfo> {
+        let ip = self.ip_header()?;
+        match ip.first()? >> 4 {
+            4 if ip.len() >= IPV4_HEADER_LEN => Some(IpInfo {
+                src: Ipv4Addr([ip[12], ip[13], ip[14], ip[15]]).into(),
+                dst: Ipv4Addr([ip[16], ip[17], ip[18], ip[19]]).into(),
+                ecn: Ecn::from_tos(ip[1]),
+            }),
+            6 if ip.len() >= IPV6_HEADER_LEN => {
+                let addr = |at: usize| {
+                    let mut a = [0u8; 16];
+                    a.copy_from_slice(&ip[at..at + 16]);
+                    IpAddr(a)
+                };
+                // The traffic class straddles bytes 0 and 1.
+                let tclass = (ip[0] << 4) | (ip[1] >> 4);
+                Some(IpInfo {
+                    src: addr(8),
+                    dst: addr(24),
+                    ecn: Ecn::from_tos(tclass),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The GRH area of a received IPv4 or IPv6 packet, as UD receives
+    /// report it (see [`GrhArea`]): the IPv4 header without options, or
+    /// the IPv6 header.
+    pub(crate) fn grh_area(&self) -> Option<GrhArea> {
+        self.ip()?;
+        let ip = self.ip_header()?;
+        let mut out = [0u8; IPV6_HEADER_LEN];
+        if ip.first()? >> 4 == 4 {
+            out[IPV6_HEADER_LEN - IPV4_HEADER_LEN..].copy_from_slice(ip.get(..IPV4_HEADER_LEN)?);
+        } else {
+            out.copy_from_slice(ip.get(..IPV6_HEADER_LEN)?);
+        }
         Some(out)
     }
 

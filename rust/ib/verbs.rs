@@ -21,6 +21,7 @@ use super::sys::bindings;
 use super::types::{AccessFlags, CqNotifyFlags, Mtu, MwType, QpState, QpType};
 use super::udata::Udata;
 use crate::abi::cqe::Completion;
+use crate::abi::opcode::WcFlags;
 
 /// A core object `R` followed by the driver's data `D`.
 #[repr(C)]
@@ -1125,8 +1126,9 @@ impl SrqModify {
 pub(crate) type Wc = bindings::ib_wc;
 
 /// Writes completion `c` of the QP whose `ib_qp` is at `qp_addr` into `wc`,
-/// reported on port `port`. A completion with a GRH area has an IPv4 header
-/// in it (`network_hdr_type`, which `ib_init_ah_attr_from_wc` reads).
+/// reported on port `port`. A completion with a GRH area has an IPv4
+/// header in it, or an IPv6 one with `WcFlags::GRH_IPV6`, which becomes
+/// `network_hdr_type` (what `ib_init_ah_attr_from_wc` reads).
 pub(crate) fn fill_wc(wc: &mut Wc, c: &Completion, qp_addr: u64, port: u32) {
     *wc = Wc::default();
     wc.__bindgen_anon_1.wr_id = c.wr_id;
@@ -1136,9 +1138,13 @@ pub(crate) fn fill_wc(wc: &mut Wc, c: &Completion, qp_addr: u64, port: u32) {
     wc.ex.imm_data = c.ex;
     wc.qp = qp_addr as usize as *mut bindings::ib_qp;
     wc.src_qp = c.src_qp;
-    wc.wc_flags = c.wc_flags as i32;
+    wc.wc_flags = (c.wc_flags & !WcFlags::GRH_IPV6) as i32;
     if c.wc_flags & bindings::ib_wc_flags_IB_WC_GRH != 0 {
-        wc.network_hdr_type = bindings::rdma_network_type_RDMA_NETWORK_IPV4 as u8;
+        wc.network_hdr_type = if c.wc_flags & WcFlags::GRH_IPV6 != 0 {
+            bindings::rdma_network_type_RDMA_NETWORK_IPV6
+        } else {
+            bindings::rdma_network_type_RDMA_NETWORK_IPV4
+        } as u8;
         wc.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE as i32;
     }
     wc.port_num = port;

@@ -21,5 +21,7 @@
 #include <net/route.h>
 #include <net/net_namespace.h>
 #include <net/udp_tunnel.h>
+#include <net/ipv6.h>
+#include <net/dst.h>
 #include "helpers.h"
 #include "trace.h"

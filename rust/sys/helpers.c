@@ -3,6 +3,9 @@
 #include <linux/highmem.h>
 #include <linux/vmalloc.h>
 #include <linux/inetdevice.h>
+#include <net/addrconf.h>
+#include <net/if_inet6.h>
+#include <net/ipv6.h>
 #include <linux/ratelimit.h>
 #include "helpers.h"
 
@@ -130,7 +133,37 @@ struct net_device *metaroce_helper_skb_rx_dev(const struct sk_buff *skb)
 {
 	if (!skb->dev || !(skb->dev->flags & IFF_LOOPBACK))
 		return skb->dev;
+	if (ip_hdr(skb)->version == 6)
+		return ipv6_dev_find(dev_net(skb->dev), &ipv6_hdr(skb)->daddr, NULL);
 	return __ip_dev_find(dev_net(skb->dev), ip_hdr(skb)->daddr, false);
+}
+
+bool metaroce_helper_dst_dev_is(const struct dst_entry *dst, const struct net_device *ndev)
+{
+	return dst->dev == ndev || (dst->dev->flags & IFF_LOOPBACK);
+}
+
+bool metaroce_helper_netdev_ipv6(struct net_device *ndev, bool link_local, struct in6_addr *out)
+{
+	struct inet6_ifaddr *ifa;
+	struct inet6_dev *idev;
+	bool found = false;
+
+	rcu_read_lock();
+	idev = __in6_dev_get(ndev);
+	if (idev) {
+		list_for_each_entry_rcu(ifa, &idev->addr_list, if_list) {
+			/* Scope 0 is global. */
+			if (ifa->flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED | IFA_F_DEPRECATED) ||
+			    ifa->scope != (link_local ? IFA_LINK : 0))
+				continue;
+			*out = ifa->addr;
+			found = true;
+			break;
+		}
+	}
+	rcu_read_unlock();
+	return found;
 }
 
 bool metaroce_helper_rt_is_local(const struct rtable *rt)

@@ -14,6 +14,8 @@
 #include <linux/skbuff.h>
 #include <linux/spinlock.h>
 #include <net/route.h>
+#include <net/dst.h>
+#include <linux/in6.h>
 #include <net/netlink.h>
 #include <linux/device.h>
 #include <linux/moduleparam.h>
@@ -47,6 +49,11 @@ struct net_device *metaroce_helper_skb_dev(const struct sk_buff *skb);
 struct net_device *metaroce_helper_skb_rx_dev(const struct sk_buff *skb);
 bool metaroce_helper_rt_is_local(const struct rtable *rt);
 void *metaroce_helper_sk_user_data(const struct sock *sk);
+/* IPv6 (rust/ib/udp.rs, rust/ib/netdev.rs): whether a route leaves through
+ * @ndev or the loopback device, and an address of @ndev of the given scope
+ * (link-local, or global) that is not tentative, failed or deprecated. */
+bool metaroce_helper_dst_dev_is(const struct dst_entry *dst, const struct net_device *ndev);
+bool metaroce_helper_netdev_ipv6(struct net_device *ndev, bool link_local, struct in6_addr *out);
 unsigned char metaroce_helper_skb_pkt_type(const struct sk_buff *skb);
 unsigned char *metaroce_helper_skb_network_header(const struct sk_buff *skb);
 unsigned char *metaroce_helper_skb_transport_header(const struct sk_buff *skb);

@@ -32,7 +32,7 @@ check "dmesg-check fails on a missing log" 1 "$rig/dmesg-check.sh" "$tmp/none"
 # driver's answer to bad input, not kernel reports.
 { cat "$tmp/clean"
   echo "[    3.0] metaroce: mr0: modify_qp QP 0x11: path MTU 4096 above the active MTU 1024"
-  echo "[    3.1] metaroce: mr0: modify_qp QP 0x11: GID index 0 is an IPv6 GID; this device carries RC and UC over IPv4 only"
+  echo "[    3.1] metaroce: mr0: modify_qp QP 0x11: source GID index 0 is an IPv6 address and the destination GID 198.18.0.2 an IPv4 one: a QP is one family end to end"
   echo "[    3.2] metaroce: mr0: modify_qp QP 0x11: RESET to RTR with attribute mask 0x1 is not a valid transition for QP type RC"
   echo "[    3.3] metaroce refusals: 12 callbacks suppressed"; } > "$tmp/refusals"
 check "dmesg-check passes the lines of refused verbs" 0 "$rig/dmesg-check.sh" "$tmp/refusals"

@@ -47,6 +47,7 @@ import metaroce_pkt as P  # noqa: E402
 A0, B0 = "198.18.0.1", "198.18.0.2"  # plane 0 of hosts A and B
 A1, B1 = "198.18.1.1", "198.18.1.2"  # plane 1
 A6, B6 = "fd00::a", "fd00::b"
+A16 = "fd00:1::a"  # host A's IPv6 address on plane 1
 QA, QB = 0x11, 0x12  # the connected QPs at A and B
 M = 1024  # payload MTU of the connection
 
@@ -171,6 +172,8 @@ def valid_capture():
     c.add("probe6_reply", B6, A6, 50050, P.probe(P.OP_PROBE_REPLY, QA, pid(0, 0), 1, 5))
     c.add("write_imm6", A6, B6, 50051, data(P.OP_WRITE_IMM, pid(1023, 63), 0, 12, 0, 4, imm=1,
                                              rsn=6))
+    # An IPv6 QP's plane list: IPv6 entries (1.8, of the QP's family).
+    c.add("planes6", A6, B6, 50052, P.planes(QB, QA, True, [A6, A16]))
     return c
 
 
@@ -559,6 +562,8 @@ def check_fields(ck, names, rows):
     eq("probe_reply", "metaroce.probe.seq", 9)
     eq("planes_a", "metaroce.planes.count", 2)
     eq("planes_a", "metaroce.planes.addr_v4", [A0, A1])
+    eq("planes6", "metaroce.planes.addr", [A6, A16] + ["::"] * (P.MAX_PLANES - 2))
+    eq("planes6", "metaroce.planes.addr_v4", [])
     eq("planes_b", "metaroce.flags.known", 1)
     eq("planes_b", "metaroce.planes.src_qpn", f"{QB:#010x}")
     # Links between packets.

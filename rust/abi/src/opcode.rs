@@ -105,6 +105,14 @@ impl WcFlags {
     pub const WITH_INVALIDATE: u32 = 1 << 2;
     /// `IB_WC_IP_CSUM_OK`.
     pub const IP_CSUM_OK: u32 = 1 << 3;
+    /// MetaRoCE's own bit, outside `enum ib_wc_flags` (whose bits end at
+    /// 6): with `GRH`, the GRH area holds an IPv6 header rather than an
+    /// IPv4 one (the kernel's `network_hdr_type`, which the uverbs
+    /// completion has no field for). The kernel turns it into
+    /// `network_hdr_type` for its consumers; the provider, which
+    /// translates only the bits it knows, ignores it (libibverbs tells the
+    /// two headers apart by their bytes).
+    pub const GRH_IPV6: u32 = 1 << 31;
 }
 
 #[cfg(test)]

@@ -8,10 +8,11 @@ use kernel::prelude::*;
 use super::{now_ns, Inner, Peer, Transport, TxCtx};
 use crate::driver::plane::{PeerPlanes, PlaneTable};
 use crate::engine::wire::{self, Planes};
+use crate::ib::ip::IpAddr;
 use crate::ib::lock::SpinLockBh;
 use crate::ib::netdev::NetDevice;
-use crate::ib::skb::{Ecn, Ipv4Addr};
-use crate::ib::udp::TxV4;
+use crate::ib::skb::Ecn;
+use crate::ib::udp::TxTo;
 
 impl Transport {
     /// Sends our plane list to the peer, saying whether we hold its list
@@ -22,7 +23,7 @@ impl Transport {
     pub(super) fn send_planes(&self, tx: &TxCtx<'_>, peer: Peer, pp: &PeerPlanes) {
         let known = tx.peers.lock().get(peer.remote);
         let planes = tx.planes.lock();
-        let (count, addrs) = planes.addrs(peer.local);
+        let (count, addrs) = planes.addrs(&peer.local);
         let pl = Planes {
             dst_qpn: peer.qpn,
             src_qpn: self.qpn,
@@ -36,7 +37,7 @@ impl Transport {
         }) else {
             return;
         };
-        let to = TxV4 {
+        let to = TxTo {
             src,
             dst,
             src_port: wire::UDP_PORT,
@@ -47,18 +48,19 @@ impl Transport {
         });
     }
 
-    /// Whether plane `k` can carry this QP's packets: our netdev has
-    /// carrier, the peer's address on it is known, and the peer said it
-    /// holds ours (before, it would drop what we send from there as not
-    /// from its peer, protocol.md 1.8).
-    fn plane_usable(tx: &TxCtx<'_>, pp: &PeerPlanes, k: u8) -> bool {
-        (k == 0 || (pp.known && pp.acked))
-            && pp.addr(k).is_some()
-            && tx
-                .planes
-                .lock()
-                .get(k)
-                .is_some_and(|n| n.is_running_with_carrier())
+    /// Whether plane `k` can carry the packets of this QP, connected from
+    /// `local`: our netdev has carrier, both ends list the plane (the
+    /// peer's address on it is known, and we have one of the QP's family
+    /// and scope there), and the peer said it holds ours (before, it
+    /// would drop what we send from there as not from its peer,
+    /// protocol.md 1.8).
+    fn plane_usable(tx: &TxCtx<'_>, pp: &PeerPlanes, local: &IpAddr, k: u8) -> bool {
+        if (k != 0 && !(pp.known && pp.acked)) || pp.addr(k).is_none() {
+            return false;
+        }
+        let planes = tx.planes.lock();
+        planes.get(k).is_some_and(|n| n.is_running_with_carrier())
+            && (k == 0 || planes.local_addr(k, local).is_some())
     }
 
     /// Plane `plane`'s netdev gained (`up`) or lost carrier or went away:
@@ -66,10 +68,11 @@ impl Transport {
     pub(crate) fn plane_event(&self, tx: &TxCtx<'_>, plane: u8, up: bool) {
         {
             let mut i = self.lock();
-            if i.peer.is_some() && !i.failed && plane < i.send.sender.config().planes {
+            let ours = !i.failed && plane < i.send.sender.config().planes;
+            if let Some(peer) = i.peer.filter(|_| ours) {
                 if !up {
                     i.send.sender.plane_down(plane, now_ns());
-                } else if Self::plane_usable(tx, &i.peer_planes, plane) {
+                } else if Self::plane_usable(tx, &i.recv.peer_planes, &peer.local, plane) {
                     i.send.sender.plane_up(plane, now_ns());
                 }
                 self.pump(&mut i, tx);
@@ -86,23 +89,25 @@ impl Transport {
         if pl.src_qpn != peer.qpn || i.failed {
             return;
         }
-        let confirmed = i.peer_planes.acked;
+        let confirmed = i.recv.peer_planes.acked;
         if pl.known {
-            i.peer_planes.acked = true;
+            i.recv.peer_planes.acked = true;
         }
-        let new = i.peer_planes.learn(pl.count, &pl.addrs);
+        let new = i.recv.peer_planes.learn(pl.count, &pl.addrs);
         if new {
-            tx.peers.lock().learn(i.peer_planes.as_peer(peer.local));
+            tx.peers
+                .lock()
+                .learn(i.recv.peer_planes.as_peer(peer.local));
         }
-        if new || confirmed != i.peer_planes.acked {
+        if new || confirmed != i.recv.peer_planes.acked {
             for k in 1..i.send.sender.config().planes {
-                if Self::plane_usable(tx, &i.peer_planes, k) {
+                if Self::plane_usable(tx, &i.recv.peer_planes, &peer.local, k) {
                     i.send.sender.plane_up(k, now_ns());
                 }
             }
         }
         if !pl.known || pl.confirm {
-            self.send_planes(tx, peer, &i.peer_planes);
+            self.send_planes(tx, peer, &i.recv.peer_planes);
         }
         self.pump(i, tx);
     }
@@ -113,11 +118,11 @@ impl Transport {
         &self,
         planes: &SpinLockBh<PlaneTable>,
         ndev: &NetDevice,
-        src: Ipv4Addr,
+        src: IpAddr,
     ) -> Option<u32> {
         let i = self.lock();
         let peer = i.peer?;
         let plane = planes.lock().index_of(ndev)?;
-        (i.peer_planes.addr(plane) == Some(src)).then_some(peer.qpn)
+        (i.recv.peer_planes.addr(plane) == Some(src)).then_some(peer.qpn)
     }
 }

@@ -19,11 +19,12 @@ use crate::engine::config::MSG_WINDOW;
 use crate::engine::crc::crc32;
 use crate::engine::sender::{Message, PostError, TxKind};
 use crate::engine::wire::{self, DataHeader, Opcode};
+use crate::ib::ip::{Family, IpAddr};
 use crate::ib::lock::SpinLockBh;
-use crate::ib::skb::{Ecn, Ipv4Addr, TxTail};
+use crate::ib::skb::{Ecn, TxTail};
 use crate::ib::trace::{self, Resent};
 use crate::ib::types::{WcOpcode, WcStatus, WrOpcode};
-use crate::ib::udp::TxV4;
+use crate::ib::udp::TxTo;
 
 /// The engine opcode of the messages of a send work request and the
 /// opcode of its completion; `None` for one carried out without messages
@@ -364,7 +365,8 @@ impl Transport {
 
     /// Sends each packet on its path's plane: from our netdev on that plane
     /// to the peer's address on it (plane 0: the connected GIDs; others:
-    /// the source address the route picks on that netdev). False if the
+    /// the source address the route picks on that netdev, or over IPv6 the
+    /// one our PLANES named). False if the
     /// budget ran out while the engine may have more.
     fn pump_on(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer) -> bool {
         if !i.send.sender.has_ready() {
@@ -379,19 +381,23 @@ impl Transport {
             let Some(pkt) = i.send.sender.next_packet(now) else {
                 return true;
             };
-            let (Some(ndev), Some(dst)) = (planes.get(pkt.plane), i.peer_planes.addr(pkt.plane))
+            let (Some(ndev), Some(dst)) =
+                (planes.get(pkt.plane), i.recv.peer_planes.addr(pkt.plane))
             else {
                 // The plane went away since the engine chose it: the packet
                 // counts as lost and is resent on another path.
                 tx.counters.inc(Counter::TxErrors);
                 continue;
             };
-            let src = if pkt.plane == 0 {
-                peer.local
-            } else {
-                Ipv4Addr::default()
+            // IPv4 lets the route choose the source on other planes; IPv6
+            // sends from the address our PLANES named there (a plane may
+            // have several, and the peer takes only that one).
+            let src = match peer.local.family() {
+                Family::V6 => planes.local_addr_of(pkt.plane, &peer.local),
+                Family::V4 if pkt.plane == 0 => peer.local,
+                Family::V4 => IpAddr::UNSPECIFIED,
             };
-            let to = TxV4 {
+            let to = TxTo {
                 src,
                 dst,
                 src_port: pkt.src_port,

@@ -26,7 +26,7 @@ use crate::ib::netdev::NetDevice;
 use crate::ib::ring::SharedRing;
 use crate::ib::skb::Ecn;
 use crate::ib::types::{AccessFlags, WcOpcode, WcStatus};
-use crate::ib::udp::TxV4;
+use crate::ib::udp::TxTo;
 
 /// What a UC QP does with a received message's completion.
 enum UcCompletion {
@@ -237,7 +237,7 @@ impl Transport {
         i: &mut Inner,
         tx: &TxCtx<'_>,
         ndev: &NetDevice,
-        reply: TxV4,
+        reply: TxTo,
         path_id: u16,
         plane: Option<u8>,
         cum_msn: u32,
@@ -268,7 +268,7 @@ impl Transport {
         } else if let Some(k) = plane {
             // Held (protocol.md 3.4): a later packet of the path or the
             // tick sends it, back where this packet came from.
-            i.recv.ack_routes.wait(path_id, k, reply);
+            i.recv.ack_routes.wait(path_id, k, reply.src_port);
         }
     }
 
