@@ -256,20 +256,38 @@ peer_listening() {
 perftest_pair() {
 	local secs=$1 srv=$2 cli=$3 target=$4 t=$5 job out server rc
 	shift 5
-	# shellcheck disable=SC2086
-	job=$(peer_spawn "timeout $secs $t $srv $*") || fail "cannot start $t on host B"
-	peer_listening "$(sed -n 's/.*-p \([0-9]*\).*/\1/p' <<< " $srv")" 60 "$srv" ||
-		log "$t: no listener on host B after 60 s (its server's output will say why)"
-	# shellcheck disable=SC2086
-	out=$(timeout "$secs" "$t" $cli "$@" "$target" 2>&1) ||
-		{
-			# The refusal, if any, is in a kernel log; perftest's own
-			# reason sits a dozen lines above its last.
-			mr0_counters
-			log "A dmesg: $(dmesg | tail -6)"
-			log "B dmesg: $(peer 'dmesg | tail -6' 2>&1)"
-			fail "$t $cli $* failed on host A: $(tail -15 <<< "$out")"
-		}
+	local attempt
+	for attempt in 1 2; do
+		# shellcheck disable=SC2086
+		job=$(peer_spawn "timeout $secs $t $srv $*") || fail "cannot start $t on host B"
+		peer_listening "$(sed -n 's/.*-p \([0-9]*\).*/\1/p' <<< " $srv")" 60 "$srv" ||
+			log "$t: no listener on host B after 60 s (its server's output will say why)"
+		# shellcheck disable=SC2086
+		out=$(timeout "$secs" "$t" $cli "$@" "$target" 2>&1) && break
+		# perftest -R connects twice on one port: its exchange channel,
+		# then the test QPs, for which the server listens anew after the
+		# exchange. Under TCG its client's connect request can come first:
+		# host B's CM then rejects it (reason 8, no listener for the
+		# service ID; host B lists the exchange connection and the new
+		# listener), and the client's retry path crashes in librdmacm
+		# (perftest 4.5-0.20 reuses the IDs it destroyed). That race, and
+		# only it, is run once more.
+		if [ "$attempt" = 1 ] && grep -q "RDMA_CM_EVENT_REJECTED; error: 8\." <<< "$out"; then
+			cm_state
+			log "$t $cli $*: perftest's -R race (test QPs' connect before the server's listen, REJ reason 8): once more"
+			peer "pkill -x $t" > /dev/null
+			peer_wait "$job" 30 > /dev/null || true
+			continue
+		fi
+		# The refusal, if any, is in a kernel log; perftest's own
+		# reason sits a dozen lines above its last.
+		mr0_counters
+		cm_state
+		log "A dmesg: $(dmesg | tail -6)"
+		log "B dmesg: $(peer 'dmesg | tail -6' 2>&1)"
+		log "B server: $(peer_poll "$job" 10 | tail -15)"
+		fail "$t $cli $* failed on host A: $(tail -15 <<< "$out")"
+	done
 	# A side that hangs leaves both hosts' counters and QP states behind
 	# (a rare ib_send_bw server hang after a completed client is not
 	# explained yet): a server not done 30 s after its client is shown
@@ -387,6 +405,16 @@ tc_drop_clear() {
 
 # mr0_counters: both hosts' mr0 counters and QPs into the log, so that a
 # failure (a stalled transfer) leaves what the transport saw.
+# cm_state: both hosts' connection manager on mr0: its MAD counters by
+# message (sent, received, retried, duplicates; zero counts left out) and
+# the rdma_cm IDs that exist.
+cm_state() {
+	# shellcheck disable=SC2016
+	local c='cd /sys/class/infiniband/mr0/ports/1 2>/dev/null && grep -r . cm_tx_msgs cm_rx_msgs cm_tx_retries cm_rx_duplicates 2>/dev/null | grep -v ":0$" | tr "\n" " "; rdma resource show cm_id 2>&1 | tr "\n" ";"'
+	log "A CM: $(bash -c "$c")"
+	log "B CM: $(peer "$c" 2>&1)"
+}
+
 mr0_counters() {
 	log "A: $(rdma statistic show link mr0/1 2>&1)"
 	log "B: $(peer rdma statistic show link mr0/1 2>&1)"
