@@ -1360,7 +1360,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         self.cfg.planes = planes;
         self.rehome(now);
-        let want = self.balanced(self.path_count()).saturating_sub(self.path_count());
+        let want = self
+            .balanced(self.path_count())
+            .saturating_sub(self.path_count());
         self.open_paths(want, now);
         true
     }

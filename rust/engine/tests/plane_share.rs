@@ -233,6 +233,9 @@ fn paths_grown_on_a_long_rtt_stay_even_over_the_planes() {
             base_ns: 20_000_000,
         };
         let sent = run(&f, Start::AllUp, 4, max_paths);
-        assert_even(&sent, &format!("{planes} planes, grown to {max_paths} paths at most"));
+        assert_even(
+            &sent,
+            &format!("{planes} planes, grown to {max_paths} paths at most"),
+        );
     }
 }
