@@ -448,6 +448,20 @@ start_pingpong() {
 	log "ok: ping-pong running, client QP $qpn"
 }
 
+# qp_details QPN: "PATHS ACTIVE PLANES" of host A's QP QPN on mr0, PLANES
+# the plane of each path by slot, comma-separated (`rdma resource show qp
+# -dd`, rust/driver/qp_details.rs).
+qp_details() {
+	rdma -j -dd resource show qp link mr0/1 lqpn "$1" 2>&1 | /usr/bin/python3 -c '
+import json, sys
+(qp,) = json.load(sys.stdin)
+# iproute2 prints driver attributes with a drv_ prefix.
+d = {k.removeprefix("drv_"): v for k, v in qp.items()}
+slots = sorted(int(k[1:-len("_plane")]) for k in d if k.startswith("p") and k.endswith("_plane"))
+print(d["paths"], d["active_paths"], ",".join(str(d[f"p{s}_plane"]) for s in slots))' ||
+		fail "no transport details for QP $1"
+}
+
 # pingpong_run TOOL SECONDS LABEL ARGS...: an rdma-core pingpong example
 # (ibv_rc_pingpong, ibv_ud_pingpong) with its server on host B and its
 # client on host A, retried while the server starts, over the plane 0 GIDs

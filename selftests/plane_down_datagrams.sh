@@ -51,18 +51,6 @@ peer "ip neigh replace \$PEER_PLANE0_IP lladdr $amac dev \$PLANE0_DEV nud perman
 	fail "pinning A's plane-0 neighbour on B"
 
 # --- A running RC QP, its path count before the failure ---
-# qp_details QPN: "PATHS ACTIVE PLANES" of host A's QP QPN, PLANES the
-# plane of each path by slot, comma-separated.
-qp_details() {
-	rdma -j -dd resource show qp link mr0/1 lqpn "$1" 2>&1 | /usr/bin/python3 -c '
-import json, sys
-(qp,) = json.load(sys.stdin)
-# iproute2 prints driver attributes with a drv_ prefix.
-d = {k.removeprefix("drv_"): v for k, v in qp.items()}
-slots = sorted(int(k[1:-len("_plane")]) for k in d if k.startswith("p") and k.endswith("_plane"))
-print(d["paths"], d["active_paths"], ",".join(str(d[f"p{s}_plane"]) for s in slots))' ||
-		fail "no transport details for QP $1"
-}
 args="-d mr0 -n 1000000 -s 1024 -c"
 peer_spawn "timeout 400 ibv_rc_pingpong $args -g $pgid" > /dev/null || fail "cannot start the RC server"
 sleep 2

@@ -86,7 +86,8 @@ impl LinkType for MetaRoceLink {
 }
 
 /// Adds `ndev` (not a plane of any device) as the next plane of `dev`.
-/// QPs connected from now on spray over it too.
+/// QPs connected from now on spray over it, and the connected ones join
+/// it once their peers learn our address there (protocol.md 1.8).
 fn add_plane(dev: &MetaRoceIbDevice, ndev: &NetDevice) -> Result {
     let name = dev.name();
     let (first_mtu, same_net) = dev
@@ -134,6 +135,12 @@ fn add_plane(dev: &MetaRoceIbDevice, ndev: &NetDevice) -> Result {
     // The receive capacity the rate hints share grows with it.
     rcn::read_planes(&dev.data().rcn, &dev.data().planes);
     pr_info!("{}: plane {} on {}\n", name, k, ndev.name());
+    let st = dev.data();
+    let count = st.planes.lock().count();
+    let tx = st.tx(&st.tunnel, 0);
+    for t in st.qps.lock().iter() {
+        t.plane_added(&tx, k, count);
+    }
     // The port is active while any plane is.
     dev.dispatch_port_event(FIRST_PORT, dev.data().planes.lock().any_carrier());
     Ok(())

@@ -301,19 +301,34 @@ impl PeerPlanes {
         true
     }
 
-    /// Takes the peer's list; returns whether it was new. Plane 0 stays the
-    /// address the QP was connected to; an entry of the other family than
-    /// plane 0's is not usable (a QP is one family end to end).
+    /// Our plane list changed (a plane was added to the device while the
+    /// QP is connected, protocol.md 1.8): the peer holds an old one, so
+    /// ours is due now and repeated, from the shortest interval, until
+    /// the peer says it holds it. What we know of the peer's stays.
+    pub(crate) fn restart(&mut self, now: u64) {
+        self.acked = false;
+        self.next_ns = now;
+        self.interval_ns = PLANES_RETRY_MIN_NS;
+    }
+
+    /// Takes the peer's list; returns whether it told us anything new (the
+    /// first list, or one that differs from the last: the peer's planes
+    /// changed). Plane 0 stays the address the QP was connected to; an
+    /// entry of the other family than plane 0's is not usable (a QP is one
+    /// family end to end).
     pub(crate) fn learn(&mut self, count: u8, addrs: &[[u8; 16]; MAX_PLANES]) -> bool {
         let family = self.addrs[0].family();
+        let mut changed = false;
         for k in 1..MAX_PLANES {
             let a = IpAddr(addrs[k]);
-            self.addrs[k] = if k < count as usize && a.family() == family {
+            let a = if k < count as usize && a.family() == family {
                 a
             } else {
                 IpAddr::UNSPECIFIED
             };
+            changed |= self.addrs[k] != a;
+            self.addrs[k] = a;
         }
-        !core::mem::replace(&mut self.known, true)
+        !core::mem::replace(&mut self.known, true) || changed
     }
 }

@@ -81,9 +81,33 @@ impl Transport {
         self.deliver_cq_events();
     }
 
+    /// Plane `plane` was added to the device, which has `planes` planes
+    /// now (protocol.md 1.8, a plane joining): a connected QP spreads its
+    /// paths over them (the new planes stay down until they are usable)
+    /// and lists its planes to the peer again, until the peer confirms.
+    pub(crate) fn plane_added(&self, tx: &TxCtx<'_>, plane: u8, planes: u8) {
+        {
+            let mut i = self.lock();
+            let Some(peer) = i.peer.filter(|_| !i.failed) else {
+                return;
+            };
+            let now = now_ns();
+            if !i.send.sender.add_planes(planes, now) && plane < i.send.sender.config().planes {
+                // A removed plane's number filled again (down since its
+                // removal): its new address must reach the peer first.
+                i.send.sender.plane_down(plane, now);
+            }
+            i.recv.peer_planes.restart(now);
+            let _ = i.recv.peer_planes.due(now);
+            self.send_planes(tx, peer, &i.recv.peer_planes);
+            self.pump(&mut i, tx);
+        }
+        self.deliver_cq_events();
+    }
+
     /// The peer's PLANES packet: learn its addresses (its planes become
-    /// usable), confirm that we have them, stop repeating ours once it
-    /// confirms.
+    /// usable, a plane it no longer lists goes down), confirm that we have
+    /// them, stop repeating ours once it confirms.
     pub(super) fn receive_planes(&self, i: &mut Inner, tx: &TxCtx<'_>, pl: &Planes) {
         let Some(peer) = i.peer else { return };
         if pl.src_qpn != peer.qpn || i.failed {
@@ -93,6 +117,7 @@ impl Transport {
         if pl.known {
             i.recv.peer_planes.acked = true;
         }
+        let before = i.recv.peer_planes;
         let new = i.recv.peer_planes.learn(pl.count, &pl.addrs);
         if new {
             tx.peers
@@ -103,6 +128,8 @@ impl Transport {
             for k in 1..i.send.sender.config().planes {
                 if Self::plane_usable(tx, &i.recv.peer_planes, &peer.local, k) {
                     i.send.sender.plane_up(k, now_ns());
+                } else if before.addr(k).is_some() && i.recv.peer_planes.addr(k).is_none() {
+                    i.send.sender.plane_down(k, now_ns());
                 }
             }
         }

@@ -18,7 +18,8 @@ use super::path::{
 use super::seq::{seq_diff, seq_in_window};
 use super::window::MsgWindow;
 use super::wire::{
-    Ack, DataHeader, Nak, Opcode, Probe, FLAG_IMM, FLAG_PEER_PSN, FLAG_RETRANSMIT, SACK_BITS,
+    Ack, DataHeader, Nak, Opcode, Probe, FLAG_IMM, FLAG_PEER_PSN, FLAG_RETRANSMIT, MAX_PLANES,
+    SACK_BITS,
 };
 
 /// A message to send.
@@ -1339,6 +1340,62 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.rehome(now);
     }
 
+    /// The device gained planes while the QP was connected (protocol.md
+    /// 1.8, a plane joining): the connection now spreads over `planes`
+    /// planes, homing slot `s` on plane `s mod planes`. The planes from
+    /// the old count on start down, as at connect, until the caller
+    /// reports them up ([`Sender::plane_up`]: the PLANES exchange named
+    /// the peer's address there); meanwhile a slot whose new home is one
+    /// of them stays where it is. More slots are opened, when the bound
+    /// allows, so that every plane homes as many as the others. False
+    /// (nothing changes) unless `planes` is above the current count and at
+    /// most [`MAX_PLANES`].
+    pub fn add_planes(&mut self, planes: u8, now: u64) -> bool {
+        let old = self.cfg.planes;
+        if planes <= old || usize::from(planes) > MAX_PLANES {
+            return false;
+        }
+        for k in old..planes {
+            self.planes_down |= plane_bit(k);
+        }
+        self.cfg.planes = planes;
+        self.rehome(now);
+        let want = self
+            .balanced(self.path_count())
+            .saturating_sub(self.path_count());
+        self.open_paths(want, now);
+        true
+    }
+
+    /// A path count of at least `n` that every plane homes equally many
+    /// slots of: `n` rounded up to a multiple of the plane count, or when
+    /// that is above `max_paths`, `max_paths` rounded down to one (callers
+    /// open only what goes beyond the count they have). With more planes
+    /// than `max_paths`, `n` within the bound.
+    fn balanced(&self, n: usize) -> usize {
+        let planes = usize::from(self.cfg.planes.max(1));
+        let bound = usize::from(self.cfg.max_paths).min(MAX_PATHS);
+        if bound < planes {
+            return n.min(bound);
+        }
+        let up = n.div_ceil(planes) * planes;
+        if up <= bound {
+            up
+        } else {
+            bound / planes * planes
+        }
+    }
+
+    /// Opens `count` more paths in the lowest unused slots, active (on
+    /// the plane [`Sender::plane_for`] chooses).
+    fn open_paths(&mut self, count: usize, now: u64) {
+        for slot in Slots(!self.used).take(count) {
+            if self.open_path(slot, 0, PathState::Active, now) {
+                self.stats.paths_opened += 1;
+            }
+        }
+    }
+
     /// Whether plane `k` is one of this connection's and not reported down.
     fn plane_live(&self, k: u8) -> bool {
         k < self.cfg.planes.max(1) && self.planes_down & plane_bit(k) == 0
@@ -1590,12 +1647,11 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             && active > 0
             && used < self.cfg.max_paths as usize
         {
-            let want = (active / 2 + 1).min(self.cfg.max_paths as usize - used);
-            for slot in Slots(!self.used).take(want) {
-                if self.open_path(slot, 0, PathState::Active, now) {
-                    self.stats.paths_opened += 1;
-                }
-            }
+            // Half as many again, rounded so that the planes keep
+            // homing equal numbers of slots (else one plane has one
+            // more path, and window, than another).
+            let want = self.balanced(used + active / 2 + 1).saturating_sub(used);
+            self.open_paths(want, now);
         }
         self.window_limited = false;
         self.congested = false;

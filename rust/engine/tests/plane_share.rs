@@ -1,0 +1,241 @@
+//! Each plane carries its share (issue #14 item 3): one QP sending over 2
+//! or 4 planes of equal links, each link its own bottleneck queue, sends
+//! within ±10% of `1/planes` of its packets on every plane in steady
+//! state: with all planes there from the start, with planes joining after
+//! plane 0 built its queue (the PLANES exchange at connect), with a plane
+//! added to the device while the QP is connected (`Sender::add_planes`),
+//! and after the QP grew its path count on a long RTT.
+
+use std::collections::VecDeque;
+
+use metaroce_engine::config::{ReceiverConfig, SenderConfig};
+use metaroce_engine::receiver::Receiver;
+use metaroce_engine::sender::{Message, Sender, TxKind};
+use metaroce_engine::wire::{Ack, DataHeader, Opcode, Probe};
+
+const MTU: u32 = 4096;
+const STEP_NS: u64 = 20_000;
+/// Packets are counted from 2 s on (the start settles first), to 6 s.
+const COUNT_FROM_NS: u64 = 2_000_000_000;
+const END_NS: u64 = 6_000_000_000;
+
+/// One plane's link: a queue served at a fixed rate, then a fixed delay
+/// each way besides the queue.
+struct Link {
+    queue: VecDeque<DataHeader>,
+    busy_until: u64,
+}
+
+/// The fabric of a run.
+struct Fabric {
+    planes: u8,
+    /// One packet per `service_ns` on each plane's link.
+    service_ns: u64,
+    /// Round trip besides the queue.
+    base_ns: u64,
+}
+
+/// What happens to the sender's planes during a run.
+#[derive(Clone, Copy)]
+enum Start {
+    /// Every plane usable from the start.
+    AllUp,
+    /// Planes other than 0 down at connect, up at `at` (the PLANES
+    /// exchange done): the driver's connect.
+    LateUp { at: u64 },
+    /// Connected on `from` planes, the rest added to the device at `at`
+    /// and usable a PLANES round trip later.
+    Added { from: u8, at: u64 },
+}
+
+/// Data packets each plane carried while counted.
+fn run(fabric: &Fabric, start: Start, paths: u16, max_paths: u16) -> Vec<u64> {
+    let n = usize::from(fabric.planes);
+    let connected_on = match start {
+        Start::Added { from, .. } => from,
+        _ => fabric.planes,
+    };
+    let cfg = SenderConfig {
+        mtu: MTU,
+        planes: connected_on,
+        initial_paths: paths,
+        max_paths,
+        ..SenderConfig::default()
+    };
+    let mut tx = Sender::new(cfg, 0).unwrap();
+    if let Start::LateUp { .. } = start {
+        for k in 1..fabric.planes {
+            tx.plane_down(k, 0);
+        }
+    }
+    let mut rx = Receiver::new(ReceiverConfig {
+        peer_qpn: 0,
+        mtu: MTU,
+    })
+    .unwrap();
+    let mut links: Vec<Link> = (0..n)
+        .map(|_| Link {
+            queue: VecDeque::new(),
+            busy_until: 0,
+        })
+        .collect();
+    let mut acks: VecDeque<(u64, Ack)> = VecDeque::new();
+    let mut probes: VecDeque<(u64, Probe)> = VecDeque::new();
+    let mut sent = vec![0u64; n];
+    let mut now = 0;
+    let msg = Message {
+        opcode: Opcode::Write,
+        len: 256 * 1024,
+        remote_va: 0,
+        rkey: 1,
+        imm: 0,
+        rsn: 0,
+    };
+    while now < END_NS {
+        match start {
+            Start::LateUp { at } if now == at => {
+                for k in 1..fabric.planes {
+                    tx.plane_up(k, now);
+                }
+            }
+            Start::Added { from, at } if now == at => {
+                assert!(tx.add_planes(fabric.planes, now));
+                assert_eq!(tx.config().planes, fabric.planes);
+                let _ = from;
+            }
+            Start::Added { from, at } if now == at + 2 * fabric.base_ns => {
+                for k in from..fabric.planes {
+                    tx.plane_up(k, now);
+                }
+            }
+            _ => {}
+        }
+        while tx.post(&msg).is_ok() {}
+        while let Some(p) = tx.next_packet(now) {
+            let k = usize::from(p.plane);
+            match p.kind {
+                TxKind::Data { header, .. } => {
+                    if now >= COUNT_FROM_NS {
+                        sent[k] += 1;
+                    }
+                    links[k].queue.push_back(header);
+                }
+                // A probe waits behind its plane's queue too.
+                TxKind::Probe(pr) => {
+                    let at = now + fabric.base_ns + links[k].queue.len() as u64 * fabric.service_ns;
+                    probes.push_back((at, pr));
+                }
+            }
+        }
+        for link in links.iter_mut() {
+            while link.busy_until <= now {
+                let Some(h) = link.queue.pop_front() else {
+                    break;
+                };
+                link.busy_until = link.busy_until.max(now) + fabric.service_ns;
+                rx.on_data(&h, false, now);
+                if let Some(a) = rx.ack_for(h.path_id) {
+                    acks.push_back((link.busy_until + fabric.base_ns, a));
+                }
+            }
+        }
+        // Links of equal delay, but ACKs of different planes interleave:
+        // deliver in time order.
+        acks.make_contiguous().sort_by_key(|(t, _)| *t);
+        while acks.front().is_some_and(|(t, _)| *t <= now) {
+            let (_, a) = acks.pop_front().unwrap();
+            tx.on_ack(&a, now);
+        }
+        probes.make_contiguous().sort_by_key(|(t, _)| *t);
+        while probes.front().is_some_and(|(t, _)| *t <= now) {
+            let (_, pr) = probes.pop_front().unwrap();
+            tx.on_probe_reply(&rx.on_probe(&pr), now);
+        }
+        // The receiver's tick: held ACKs go every 1 ms.
+        if now % 1_000_000 == 0 {
+            while let Some(a) = rx.flush(u64::MAX) {
+                acks.push_back((now + fabric.base_ns, a));
+            }
+        }
+        while tx.pop_completion().is_some() {}
+        while rx.pop_completion().is_some() {}
+        tx.on_timer(now);
+        now += STEP_NS;
+    }
+    sent
+}
+
+/// Every plane within ±10% of an equal share.
+fn assert_even(sent: &[u64], what: &str) {
+    let total: u64 = sent.iter().sum();
+    assert!(total > 20_000, "{what}: only {total} packets");
+    let n = sent.len() as u64;
+    let (lo, hi) = (total * 9 / (10 * n), total * 11 / (10 * n));
+    for (k, &s) in sent.iter().enumerate() {
+        assert!(
+            (lo..=hi).contains(&s),
+            "{what}: plane {k} sent {s} of {total} ({sent:?})"
+        );
+    }
+}
+
+/// Equal links that a QP's default windows can queue on: 200 us RTT
+/// besides the queue, ~80 MB/s per plane.
+fn fabric(planes: u8) -> Fabric {
+    Fabric {
+        planes,
+        service_ns: 50_000,
+        base_ns: 200_000,
+    }
+}
+
+#[test]
+fn two_and_four_planes_from_the_start_share_evenly() {
+    for planes in [2, 4] {
+        let sent = run(&fabric(planes), Start::AllUp, 4, 64);
+        assert_even(&sent, &format!("{planes} planes"));
+    }
+}
+
+#[test]
+fn planes_that_join_after_the_exchange_share_evenly() {
+    for planes in [2, 4] {
+        let sent = run(&fabric(planes), Start::LateUp { at: 50_000_000 }, 4, 64);
+        assert_even(&sent, &format!("{planes} planes, late"));
+    }
+}
+
+#[test]
+fn a_plane_added_while_connected_takes_its_share() {
+    for (from, planes) in [(1, 2), (2, 4), (1, 4)] {
+        let sent = run(
+            &fabric(planes),
+            Start::Added {
+                from,
+                at: 500_000_000,
+            },
+            4,
+            64,
+        );
+        assert_even(&sent, &format!("{from} -> {planes} planes"));
+    }
+}
+
+#[test]
+fn paths_grown_on_a_long_rtt_stay_even_over_the_planes() {
+    // 20 ms round trip: the 4 paths' windows cap at 256 packets each
+    // before they fill the links, and the QP opens more paths, up to a
+    // bound that is no multiple of the plane count.
+    for (planes, max_paths) in [(2, 9), (4, 10)] {
+        let f = Fabric {
+            planes,
+            service_ns: 20_000,
+            base_ns: 20_000_000,
+        };
+        let sent = run(&f, Start::AllUp, 4, max_paths);
+        assert_even(
+            &sent,
+            &format!("{planes} planes, grown to {max_paths} paths at most"),
+        );
+    }
+}
