@@ -8,7 +8,8 @@
 #
 # LOCAL_ADDR, PEER_ADDR: the two hosts' addresses on the network mpirun and
 # its daemons talk over (the rig's management link: netem on the planes
-# never touches them; the /24 around LOCAL_ADDR). PATH is how Open MPI
+# never touches them; the /24 around LOCAL_ADDR). GID: the device's GID
+# index every rank uses, or auto (each library picks). PATH is how Open MPI
 # carries the ranks' messages between the hosts (README "Collectives"):
 #
 #   ucx     pml ucx, UCX rc_verbs (data) and ud_verbs (connection set-up)
@@ -64,9 +65,10 @@ openib)
 	# per-peer receive queue first; it has no parameters for an unknown
 	# vendor ID (MetaRoCE's and rxe's) and says so unless told not to.
 	args+=(--mca pml ob1 --mca btl self,vader,openib --mca btl_openib_if_include "$dev:1"
-		--mca btl_openib_cpc_include rdmacm --mca btl_openib_gid_index "$gid"
+		--mca btl_openib_cpc_include rdmacm
 		--mca btl_openib_receive_queues P,128,64,48,16:P,65536,64,48,16
 		--mca btl_openib_warn_no_device_params_found 0 --mca btl_openib_allow_ib 1)
+	[ "$gid" = auto ] || args+=(--mca btl_openib_gid_index "$gid")
 	;;
 check)
 	args+=(--mca pml ucx --mca pml_ucx_devices any --mca pml_ucx_tls any --mca btl self,vader
