@@ -13,7 +13,8 @@ one RDMA operation that the responder must refuse. The client checks the
 error completion, that its QP is then in the error state, that a request
 posted afterwards is flushed, and the server checks its buffer is
 unchanged. A READ that is allowed checks the bytes that come back; local
-errors (a bad lkey, a QP transition that skips states) are checked too.
+errors (a bad lkey, a QP transition that skips states) are checked too, and
+a zero-length WRITE and READ with key 0 succeed: they name no memory.
 In one case the responder drops its own NAKs for a while (a tc filter on
 its plane netdevs, verbs_util.TcDrop): it is in
 error by the time the requester's verdict probe arrives, and must still
@@ -52,6 +53,10 @@ CASES = [
     ("read out of bounds", LW | RW | RR, "read", "bounds", e.IBV_WC_REM_ACCESS_ERR),
     ("read without REMOTE_READ", LW | RW, "read", None, e.IBV_WC_REM_ACCESS_ERR),
     ("write with a bad lkey", LW | RW | RR, "write", "lkey", e.IBV_WC_LOC_PROT_ERR),
+    # Zero bytes name no memory: key 0 at address 0 is not checked
+    # (InfiniBand C9-88). UCX's RC transport flushes with such a WRITE.
+    ("zero-length write, key 0", LW | RW | RR, "write", "zero", e.IBV_WC_SUCCESS),
+    ("zero-length read, key 0", LW | RW | RR, "read", "zero", e.IBV_WC_SUCCESS),
 ]
 
 
@@ -147,6 +152,8 @@ def client(dev, gid_index, host, port):
             addr += BUF - 32
         elif change == "lkey":
             lkey ^= 0x5A5A00
+        elif change == "zero":
+            rkey, addr, n = 0, 0, 0
         post(end, op, SGE(local.buf, n, lkey), rkey, addr, 1)
         wc = end.poll(name)
         if wc.status != status:
@@ -155,6 +162,12 @@ def client(dev, gid_index, host, port):
             if op == "read" and local.read(n, 0) != PATTERN[:n]:
                 fail(f"{name}: READ returned other bytes than the responder's")
             ok(f"{name}: status {wc.status}, bytes match")
+            if change == "zero":
+                post(end, "read", SGE(local.buf, 8, local.lkey), peer["rkey"], peer["addr"], 3)
+                wc = end.poll(f"{name}: a READ after it")
+                if wc.status != e.IBV_WC_SUCCESS or local.read(8, 0) != PATTERN[:8]:
+                    fail(f"{name}: a READ after it completed with status {wc.status} or other bytes")
+                ok(f"{name}: the QP still works")
         else:
             ok(f"{name}: completion status {wc.status}")
             st = end.state()

@@ -7,7 +7,8 @@
 # is posted later, and B's memory must be unchanged; also when B's first
 # NAKs are lost and B is in error by the time the requester's verdict
 # probe arrives (B still NAKs it). Also a bad lkey (local
-# protection error) and a QP transition that skips a state (EINVAL). The
+# protection error) and a QP transition that skips a state (EINVAL); a
+# zero-length WRITE and READ with key 0 succeed (they name no memory). The
 # verbs work is in remote_access.py (pyverbs); this script sets up the
 # devices and runs its two halves.
 . "$(dirname "$0")/lib.sh"

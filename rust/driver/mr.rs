@@ -443,6 +443,13 @@ impl MrTable {
         offset: u64,
         data: &[u8],
     ) -> core::result::Result<(), Syndrome> {
+        if names_no_memory(u64::from(msg_len)) {
+            return if data.is_empty() {
+                Ok(())
+            } else {
+                Err(Syndrome::RemoteAccess)
+            };
+        }
         let r = self.find_remote(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
         let iova = va.checked_add(offset).ok_or(Syndrome::RemoteAccess)?;
         let in_msg = offset
@@ -465,6 +472,9 @@ impl MrTable {
         va: u64,
         len: u64,
     ) -> core::result::Result<(), Syndrome> {
+        if names_no_memory(len) {
+            return Ok(());
+        }
         let r = self.find_remote(rkey, pd).ok_or(Syndrome::RemoteAccess)?;
         if !r.allows(AccessFlags::REMOTE_READ, va, len) {
             return Err(Syndrome::RemoteAccess);
@@ -540,6 +550,9 @@ impl MrTable {
         len: usize,
         out: &mut TxTail<'_>,
     ) -> Result {
+        if names_no_memory(len as u64) {
+            return Ok(());
+        }
         let r = self.find_remote(rkey, pd).ok_or(EACCES)?;
         if !r.allows(AccessFlags::REMOTE_READ, va, len as u64) {
             return Err(EACCES);
@@ -619,6 +632,15 @@ pub(crate) struct MrState {
 
 /// Access flags this device accepts. `MW_BIND` permits binding memory
 /// windows to the MR.
+/// A WRITE or READ of `len` bytes names no memory when `len` is 0: its
+/// key and address are not checked (InfiniBand C9-88; protocol.md 5), and
+/// requesters put anything there. UCX's RC transport flushes a connection
+/// with a zero-length WRITE of key 0 to address 0, which a key check
+/// failed with a remote access error, the QP with it.
+fn names_no_memory(len: u64) -> bool {
+    len == 0
+}
+
 const SUPPORTED_ACCESS: AccessFlags = AccessFlags::LOCAL_WRITE
     .union(AccessFlags::REMOTE_WRITE)
     .union(AccessFlags::REMOTE_READ)

@@ -230,3 +230,39 @@ ip_run() {
 	peer_wait "$job" $((t + 40)) > "$out.server" 2>&1
 	python3 -c 'import json,sys; print("%.3f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8 / 1048576))' "$out" 2> /dev/null
 }
+
+# ---------------------------------------------------------------- MPI collectives
+# coll_job PATH DEV GID TIMEOUT OUT ARGS...: one collectives.py job
+# (mpi_coll.sh) between this host (COLL_ADDR, default the address that
+# reaches the peer) and host B, BENCH_COLL_RANKS (default 2) ranks on each;
+# its output in OUT, its status returned (124: TIMEOUT ran out).
+coll_job() {
+	local path=$1 dev=$2 gid=$3 tmo=$4 out=$5 addr
+	shift 5
+	addr=${COLL_ADDR:-$(ip -4 -o route get "$METAROCE_PEER_ADDR" | sed -n 's/.* src \([0-9.]*\).*/\1/p')}
+	"$BENCH_DIR/mpi_coll.sh" "$addr" "$METAROCE_PEER_ADDR" "${BENCH_COLL_RANKS:-2}" "$path" "$dev" "$gid" "$tmo" "$@" > "$out" 2>&1
+}
+# coll_record T RANKS PLANES COND SIZES RC TIMEOUT OUT: the samples of one
+# job's output OUT (collectives.py's "coll OP SIZE BYTES ITERS AVG MIN MAX
+# RANKS" lines): avg_us, min_us and max_us per point; a job that ended with
+# status RC != 0 leaves an error, with the reason, for every point of SIZES
+# (comma-separated) it did not print.
+coll_record() {
+	local t=$1 n=$2 pl=$3 cond=$4 sizes=$5 rc=$6 tmo=$7 out=$8 op size bytes iters avg lo hi why
+	while read -r _ op size bytes iters avg lo hi _; do
+		csv "$t" collectives "$op" "$size" "$n" "$pl" "$cond" 1 avg_us "$avg" "$iters operations of $bytes B per rank"
+		csv "$t" collectives "$op" "$size" "$n" "$pl" "$cond" 1 min_us "$lo"
+		csv "$t" collectives "$op" "$size" "$n" "$pl" "$cond" 1 max_us "$hi"
+	done < <(grep -a '^coll ' "$out")
+	[ "$rc" = 0 ] && return 0
+	if [ "$rc" = 124 ]; then
+		why="the job did not finish in $tmo s"
+	else
+		why="exit $rc: $(grep -aE '^coll-error|error|fail|abort' "$out" | head -2 | tr '\n' ' ')"
+	fi
+	for size in ${sizes//,/ }; do
+		for op in allreduce alltoall; do
+			grep -aqE "^coll $op $size " "$out" || csv "$t" collectives "$op" "$size" "$n" "$pl" "$cond" 1 error "" "$why"
+		done
+	done
+}

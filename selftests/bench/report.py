@@ -248,6 +248,121 @@ def failover_stats(d, t):
     return res
 
 
+# ---------------------------------------------------------------- collectives
+COLL_OPS = ["allreduce", "alltoall"]
+COLL_LABEL = {"allreduce": "all-reduce", "alltoall": "all-to-all"}
+
+
+def size_label(b):
+    b = int(b)
+    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= k and b % k == 0:
+            return f"{b // k} {unit}"
+    return f"{b} B"
+
+
+def coll_conds(d):
+    """The collectives' conditions, lossless first ("loss=0", "loss=1")."""
+    return sorted({r["cond"] for r in d.rows if r["scenario"] == "collectives" and r["cond"].startswith("loss=")},
+                  key=lambda c: fnum(c[5:]) or 0)
+
+
+def coll_series(d, t, op, cond):
+    """[(size, avg_us)] of one transport, operation and condition."""
+    pts = [(int(r["size"]), fnum(r["value"])) for r in d.rows
+           if r["transport"] == t and r["scenario"] == "collectives" and r["test"] == op
+           and r["cond"] == cond and r["metric"] == "avg_us" and fnum(r["value"]) is not None]
+    return sorted(pts)
+
+
+def coll_section(d, w):
+    """The collectives' report section; returns the transports measured."""
+    ts = [t for t in ("metaroce", "rxe") if any(r["transport"] == t and r["scenario"] == "collectives" for r in d.rows)]
+    if not ts:
+        return []
+    w("\n## Collectives: all-reduce and all-to-all completion time (Open MPI)\n\n")
+    rows = []
+    for t in ts:
+        path = next((r for r in d.rows if r["transport"] == t and r["scenario"] == "collectives" and r["metric"] == "path"), None)
+        if path:
+            how = {"ucx": "pml ucx: UCX rc_verbs, ud_verbs for connection set-up",
+                   "openib": "pml ob1, openib BTL (rdma_cm connections)"}.get(path["value"], path["value"])
+            rows.append([LABEL[t], f"{path['value']} ({how})", f"{path['qps']} ranks, {path['planes']} plane(s)"
+                         + (f"; {path['note']}" if path["note"] else "")])
+        else:
+            why = d.missing(t, scenario="collectives") or "not measured"
+            rows.append([LABEL[t], "**not measured**", why])
+    w(table(["transport", "Open MPI path", "ranks, notes"], rows))
+    conds = coll_conds(d)
+    w("\nTime of one operation on the slowest rank, **ms**, by the bytes each rank contributes (SIZE: the all-reduce "
+      "vector of float32 sums; the all-to-all send buffer, SIZE / ranks to each rank). Each point is the mean of "
+      "its operations (up to 20, at least one; the note column of samples.csv says how many), every result checked. "
+      "A cell without a number says why.\n\n")
+    sizes = sorted({int(r["size"]) for r in d.rows if r["scenario"] == "collectives" and r["size"].isdigit()})
+    header = ["operation", "size"]
+    for c in conds:
+        lbl = "lossless" if c == "loss=0" else f"{c[5:]}% loss"
+        header += [f"{LABEL[t]}, {lbl}" for t in ts]
+        if len(ts) == 2:
+            header.append(f"rxe/MetaRoCE, {lbl}")
+    rows = []
+    notes = {}
+    for op in COLL_OPS:
+        for size in sizes:
+            row = [COLL_LABEL[op], size_label(size)]
+            for c in conds:
+                got = {}
+                for t in ts:
+                    v = d.vals(transport=t, scenario="collectives", test=op, size=str(size), cond=c, metric="avg_us")
+                    if v:
+                        got[t] = med(v)
+                        row.append(fmt(got[t] / 1000))
+                        continue
+                    errs = d.errors(transport=t, scenario="collectives", test=op, size=str(size), cond=c)
+                    why = "; ".join(sorted({e["note"] for e in errs if e["note"]})) or "not measured"
+                    k = notes.setdefault(why, len(notes) + 1)
+                    row.append(f"— [{k}]")
+                if len(ts) == 2:
+                    row.append(ratio(got.get("rxe"), got.get("metaroce")))
+            rows.append(row)
+    w(table(header, rows))
+    for why, k in notes.items():
+        w(f"\n[{k}] {why}\n")
+    w("\nrxe/MetaRoCE above 1 means MetaRoCE completed the operation sooner. Loss is netem on every plane of both "
+      "hosts; Open MPI's own start-up runs over the management link.\n")
+    return ts
+
+
+def coll_plot(out, d, ts):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    conds = coll_conds(d)
+    fig, axes = plt.subplots(len(COLL_OPS), max(1, len(conds)), figsize=(5.2 * max(1, len(conds)), 7.2), squeeze=False)
+    for i, op in enumerate(COLL_OPS):
+        for j, c in enumerate(conds):
+            ax = axes[i, j]
+            for t in ts:
+                pts = coll_series(d, t, op, c)
+                if pts:
+                    ax.plot([s for s, _ in pts], [v / 1000 for _, v in pts], marker="o", label=LABEL[t], color=COLOR[t])
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            xs = sorted({s for t in ts for s, _ in coll_series(d, t, op, c)})
+            if xs:
+                ax.set_xticks(xs, [size_label(x) for x in xs], rotation=45, fontsize=7)
+                ax.minorticks_off()
+            ax.set_title(f"{COLL_LABEL[op]}, {'lossless' if c == 'loss=0' else c[5:] + '% loss'}", fontsize=10)
+            ax.set_xlabel("bytes per rank")
+            ax.set_ylabel("completion time, ms (log)")
+            ax.grid(alpha=0.3, which="both")
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "collectives.png"), dpi=110)
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
@@ -544,9 +659,11 @@ def main():
                 why_na or ("met" if ok else "missed")])
     w(table(["target", "measured", "status"], tgt))
 
-    # Notes: skipped/failed points
+    coll_ts = coll_section(d, w)
+
+    # Notes: skipped/failed points (the collectives' are in their section)
     notes = sorted({(r["transport"], r["scenario"], r["test"], r["note"]) for r in d.rows
-                    if r["metric"] == "error" and r["transport"] != "metaroce"})
+                    if r["metric"] == "error" and r["transport"] != "metaroce" and r["scenario"] != "collectives"})
     w("\n## Failed or skipped points\n\n")
     if notes:
         for t, sc, test, n in notes:
@@ -559,10 +676,14 @@ def main():
     w("\nEvery sample is in `samples.csv` (columns: transport, scenario, test, size, qps, planes, cond, rep, metric, value, note); "
       "the raw tool outputs of the run are in the run directory's `raw/`.\n")
     w("\n## Plots\n\n![throughput vs loss](loss.png)\n\n![throughput vs planes](scaling.png)\n\n![plane failure](failover.png)\n")
+    if coll_ts:
+        w("\n![collectives](collectives.png)\n")
 
     with open(os.path.join(a.dir, "report.md"), "w") as f:
         f.write("".join(md))
     plots(a.dir, ts, d, loss_series, scale_series, fo, rate)
+    if coll_ts:
+        coll_plot(a.dir, d, coll_ts)
 
 
 def plots(out, ts, d, loss_series, scale_series, fo, rate):

@@ -4,11 +4,11 @@
 # runs selftests/bench/suite.sh on host A, then turns the samples into
 # report.md, samples.csv and PNG plots on this host.
 #
-#   selftests/bench/run.sh               full suite (< 60 min on 2 TCG cores)
+#   selftests/bench/run.sh               full suite (< 60 min on 2 TCG cores, and the collectives)
 #   BENCH_QUICK=1 selftests/bench/run.sh the ~5 minute subset (CI smoke)
 #
 # Environment: BENCH_OUT (default a new /tmp/metaroce-bench.*),
-# BENCH_TRANSPORTS, BENCH_SCENARIOS, BENCH_REPS, BENCH_PLANE_RATE (passed to
+# BENCH_TRANSPORTS, BENCH_SCENARIOS, BENCH_REPS, BENCH_PLANE_RATE, BENCH_COLL_* (passed to
 # the suite),
 # BENCH_PUBLISH=0 (do not copy a full run's report into
 # Documentation/benchmarks/), METAROCE_PLANES (default 4).
@@ -20,13 +20,15 @@ quick=${BENCH_QUICK:-0}
 out=${BENCH_OUT:-$(mktemp -d /tmp/metaroce-bench.XXXXXX)}
 mkdir -p "$out"
 export METAROCE_OUT=$out METAROCE_PLANES=${METAROCE_PLANES:-4}
-export METAROCE_RIG_TIMEOUT=${METAROCE_RIG_TIMEOUT:-3300}
+# The collectives (up to 2 x 24 min when every job runs out its time) come
+# on top of the other scenarios' 55 min.
+export METAROCE_RIG_TIMEOUT=${METAROCE_RIG_TIMEOUT:-6300}
 
 # The guests do not inherit our environment: the suite's knobs go on its
 # command line, in double quotes (the rig wraps the whole command in single
 # quotes; single-quoted values split it at their spaces).
 knobs="BENCH_QUICK=$quick"
-for v in BENCH_TRANSPORTS BENCH_SCENARIOS BENCH_REPS BENCH_PLANE_RATE; do
+for v in BENCH_TRANSPORTS BENCH_SCENARIOS BENCH_REPS BENCH_PLANE_RATE BENCH_COLL_RANKS BENCH_COLL_LOSS BENCH_COLL_PATHS; do
 	[ -n "${!v:-}" ] && knobs+=" $v=\"${!v}\""
 done
 invocation="${BENCH_INVOCATION:-$knobs selftests/bench/run.sh}"

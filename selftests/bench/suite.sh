@@ -8,27 +8,33 @@
 # Environment: BENCH_QUICK=1 (the ~5 minute subset), BENCH_TRANSPORTS
 # (default "rxe siw metaroce tcp"), BENCH_SCENARIOS (below), BENCH_REPS,
 # BENCH_PLANE_RATE (kbit/s per plane for the scaling and congestion runs;
-# default measured).
+# default measured), BENCH_COLL_RANKS (MPI ranks per host, default 2),
+# BENCH_COLL_LOSS (the lossy collectives' netem loss %, default 1),
+# BENCH_COLL_PATHS (Open MPI paths tried in order, default "ucx openib").
 . "$(dirname "$0")/lib.sh"
 csv_init
 start_s=$(date +%s)
 quick=${BENCH_QUICK:-0}
 transports=${BENCH_TRANSPORTS:-rxe siw metaroce tcp}
-# BENCH_SCENARIOS: a subset of "throughput scaling failover congestion"
-# (throughput also runs latency, the loss sweep and reordering).
-scenarios=" ${BENCH_SCENARIOS:-throughput scaling failover congestion} "
+# BENCH_SCENARIOS: a subset of "throughput scaling failover congestion
+# collectives" (throughput also runs latency, the loss sweep and reordering).
+scenarios=" ${BENCH_SCENARIOS:-throughput scaling failover congestion collectives} "
 want() { [[ $scenarios == *" $1 "* ]]; }
 if [ "$quick" = 1 ]; then
 	reps=${BENCH_REPS:-1} dur=4 lat_n=200 fail_t=15 cong_t=6
 	bw_tests=("ib_write_bw 65536 1" "ib_write_bw 65536 8")
 	lat_tests=("ib_write_lat 2")
 	losses=(1 10) plane_set=(1 2)
+	coll_sizes=8,512,32768,1048576 coll_tmo=240
 else
 	reps=${BENCH_REPS:-3} dur=4 lat_n=500 fail_t=30 cong_t=10
 	bw_tests=("ib_write_bw 65536 1" "ib_write_bw 1048576 1" "ib_write_bw 65536 8"
 		"ib_write_bw 1048576 8" "ib_send_bw 65536 1" "ib_read_bw 65536 1")
 	lat_tests=("ib_write_lat 2" "ib_write_lat 4096" "ib_send_lat 2" "ib_send_lat 4096")
 	losses=(0.1 1 5 10) plane_set=(1 2 4)
+	# 8 B to 64 MiB, every 8x, then 4x from 1 MiB: each point sends at
+	# least one operation, at the rig's few MB/s the largest take seconds.
+	coll_sizes=8,64,512,4096,32768,262144,1048576,4194304,16777216,67108864 coll_tmo=600
 fi
 ((METAROCE_PLANES >= plane_set[-1])) || plane_set=(1 "$METAROCE_PLANES")
 # MetaRoCE's own configuration for the non-scaling runs: the rig's usual 2.
@@ -53,6 +59,7 @@ tmo=$((dur + 25))
 	echo "cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
 	echo "perftest=$(dpkg-query -W -f='${Version}' perftest 2> /dev/null) iperf3=$(dpkg-query -W -f='${Version}' iperf3 2> /dev/null)"
 	echo "rdma-core=$(dpkg-query -W -f='${Version}' rdma-core 2> /dev/null)"
+	echo "openmpi=$(dpkg-query -W -f='${Version}' openmpi-bin 2> /dev/null) ucx=$(dpkg-query -W -f='${Version}' libucx0 2> /dev/null) mpi4py=$(dpkg-query -W -f='${Version}' python3-mpi4py 2> /dev/null)"
 } > "$BOUT/env.txt"
 cat "$BOUT/env.txt"
 
@@ -280,6 +287,66 @@ PY
 	on_both "sysctl -qw net.ipv4.tcp_ecn=2"
 }
 
+# collectives T: all-reduce and all-to-all completion time by size, lossless
+# and at BENCH_COLL_LOSS% netem loss on every plane of both hosts, with
+# BENCH_COLL_RANKS ranks on each host: collectives.py under Open MPI
+# (mpi_coll.sh; README "Collectives"). RoCE devices only (MetaRoCE vs rxe):
+# UCX has no iWARP, TCP has no verbs. The first Open MPI path of
+# BENCH_COLL_PATHS that runs a small job on the device is measured; the
+# samples name it (metric path).
+coll_ranks=${BENCH_COLL_RANKS:-2}
+coll_loss=${BENCH_COLL_LOSS:-1}
+coll_paths=${BENCH_COLL_PATHS:-ucx openib}
+collectives() {
+	local t=$1 dev gid pgid path="" p out tried="" cond loss rc n
+	case $t in
+	rxe) dev=rxe0 ;;
+	metaroce) dev=mr0 ;;
+	*) csv "$t" collectives - - - - - - skipped "" "collectives compare the RoCE devices (MetaRoCE and rxe) only"; return ;;
+	esac
+	tp_up "$t" "$main_planes" || { csv "$t" collectives - - - - - - unavailable "" "$TP_REASON"; tp_down "$t"; return; }
+	# UCX and the openib BTL take one GID index for every rank; the
+	# hosts' are the same unless the GID tables differ.
+	gid=${TP_CLI##*-x } pgid=${TP_SRV##*-x }
+	[ "$gid" = "$pgid" ] || gid=auto
+	n=$((2 * coll_ranks))
+	for p in $coll_paths; do
+		out=$(raw_name "$t collectives gate $p")
+		coll_job "$p" "$dev" "$gid" 240 "$out" --sizes 8,65536 --max-iters 2
+		rc=$?
+		if [ $rc = 0 ] && grep -q '^coll-end' "$out"; then
+			path=$p
+			break
+		fi
+		if [ $rc = 124 ]; then
+			tried+="$p: no answer in 240 s; "
+		else
+			tried+="$p: exit $rc $(grep -iE 'error|fail|unable|abort' "$out" | head -2 | tr '\n' ' '); "
+		fi
+	done
+	if [ -z "$path" ]; then
+		csv "$t" collectives - - "$n" "$TP_PLANES" - - unavailable "" "no Open MPI path ran a small job on $dev: $tried(raw/*collectives_gate*)"
+		note "$t collectives: no Open MPI path works: $tried"
+		tp_down "$t"
+		return
+	fi
+	csv "$t" collectives - - "$n" "$TP_PLANES" - - path "$path" "${tried:+after $tried}"
+	note "$t collectives over Open MPI path $path, $n ranks"
+	for loss in 0 "$coll_loss"; do
+		cond=loss=$loss
+		if [ "$loss" != 0 ]; then
+			on_both "tc_loss_all $loss" || { note "netem loss $loss failed"; continue; }
+		fi
+		out=$(raw_name "$t collectives $cond")
+		coll_job "$path" "$dev" "$gid" "$coll_tmo" "$out" --sizes "$coll_sizes"
+		rc=$?
+		coll_record "$t" "$n" "$TP_PLANES" "$cond" "$coll_sizes" "$rc" "$coll_tmo" "$out"
+		note "$t collectives $cond: $(grep -c '^coll ' "$out") points, exit $rc"
+		on_both tc_clear
+	done
+	tp_down "$t"
+}
+
 # ---------------------------------------------------------------- the run
 # Availability first: a transport that cannot come up is "not available"
 # with its reason in every table.
@@ -316,6 +383,20 @@ for t in $transports; do
 	want congestion && congestion "$t" "$rate"
 	on_both tc_clear
 done
+
+# Collectives last: they bring their own transports up (RoCE only), and
+# each host gets a name of its own for them (Open MPI tells its nodes and
+# their session directories apart by name; the rig's guests share one).
+if want collectives; then
+	name_a=$(hostname) name_b=$(peer hostname)
+	hostname coll-a && peer "hostname coll-b" > /dev/null
+	for t in $transports; do
+		[ -n "${avail[$t]:-}" ] || continue
+		collectives "$t"
+		on_both tc_clear
+	done
+	hostname "$name_a" && peer "hostname $name_b" > /dev/null
+fi
 
 note "suite finished in $(($(date +%s) - start_s)) s"
 csv all suite - - - - - - duration_s $(($(date +%s) - start_s))

@@ -24,6 +24,7 @@ APT_PKGS=(
 	rdma-core perftest ibverbs-utils libibverbs-dev librdmacm-dev rdmacm-utils
 	ibverbs-providers iproute2 iperf3 iputils-ping python3-pyverbs python3-venv
 	ethtool nftables
+	openmpi-bin python3-mpi4py # the benchmark's collectives (selftests/bench; the guests run the host's /usr)
 	tshark # tools/wireshark's tests in `make check` (skipped without it)
 	linux-headers-amd64 # a stock kernel without Rust, for install-check.sh
 )

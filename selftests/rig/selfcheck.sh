@@ -44,6 +44,7 @@ check "dmesg-check catches a kernel general protection fault beside it" 1 "$rig/
 check "hostctl drives QMP set_link and counts plane bytes (nftables)" 0 python3 "$rig/hostctl.py" --selftest
 check "lib.sh's teardown and counter helpers (fake commands)" 0 "$rig/libcheck.sh"
 check "rcn.sh's readings of rdma's QP details (captured output, peer.py on the loopback)" 0 "$rig/rcncheck.sh"
+check "bench collectives: Open MPI through peer.py on the loopback, samples, report (bench/collcheck.sh)" 0 "$rig/../bench/collcheck.sh"
 
 sel=$(cd "$rig/.." && pwd)
 check "expect_err accepts the expected error" 0 env METAROCE_TESTS=rig/fixtures/passes.sh "$sel/run_tests.sh"
