@@ -149,12 +149,14 @@ def u64_operand(value) -> bytes:
     return struct.pack(">Q", value)
 
 
-def ack(dst_qpn, path_id, ce, cum_psn, sack_bits, ts_echo, cum_msn, rate_hint):
-    """Section 1.4: SACK bit i is byte 16 + i/8, mask 1 << (i mod 8)."""
+def ack(dst_qpn, path_id, ce, cum_psn, sack_bits, ts_echo, cum_msn, rate_hint, msg_window=0):
+    """Section 1.4: SACK bit i is byte 16 + i/8, mask 1 << (i mod 8);
+    msg_window 0: the receiver does not say (the v1 window, 64)."""
     sack = bytearray(32)
     for i in sack_bits:
         sack[i // 8] |= 1 << (i % 8)
-    body = struct.pack(">BBHIHHI", VERSION, OP_ACK, 1 if ce else 0, dst_qpn, path_id, 0, cum_psn)
+    body = struct.pack(">BBHIHHI", VERSION, OP_ACK, 1 if ce else 0, dst_qpn, path_id, msg_window,
+                       cum_psn)
     body += bytes(sack) + struct.pack(">QII", ts_echo, cum_msn, rate_hint)
     assert len(body) == 64
     return seal(body)

@@ -7,7 +7,8 @@
 //! be read off a running QP.
 //!
 //! Names: `paths`, `active_paths`, `qwnd` (packets), `inflight`,
-//! `outstanding` (messages), `rate_hint_mbps` (the peer's hint this QP's
+//! `outstanding` (messages), `msg_window` (messages the peer's receiver
+//! accepts outstanding, protocol.md 1.4), `rate_hint_mbps` (the peer's hint this QP's
 //! sender obeys), `rx_rate_hint_mbps` (the hint this QP's ACKs carry
 //! while it receives, protocol.md 6.5; a QP that stopped keeps its last,
 //! its next ACK takes the newcomer's share, `rcn.rs`), then for each path in use,
@@ -34,6 +35,7 @@ pub(crate) fn write(sender: &Sender, receiver: &Receiver, out: &mut Details<'_>)
     out.u32(format_args!("qwnd"), sender.qwnd())?;
     out.u32(format_args!("inflight"), sender.inflight())?;
     out.u32(format_args!("outstanding"), sender.outstanding())?;
+    out.u32(format_args!("msg_window"), count(sender.msg_window()))?;
     out.u32(format_args!("rate_hint_mbps"), sender.rate_hint_mbps())?;
     out.u32(format_args!("rx_rate_hint_mbps"), receiver.rate_hint_mbps())?;
     for p in sender.used_paths() {
@@ -69,7 +71,8 @@ fn state_name(s: PathState) -> &'static CStr {
     }
 }
 
-/// A path count as the u32 netlink carries (at most `MAX_PATHS`).
+/// A count (of paths, at most `MAX_PATHS`; of messages, at most
+/// `MSG_WINDOW_MAX`) as the u32 netlink carries.
 fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }

@@ -45,12 +45,15 @@ use super::uc::UcDrops;
 use super::wqe::{RecvWqe, Sge};
 use crate::engine::bitmap::MAX_MSG_PKTS;
 use crate::engine::cc::Aimd;
-use crate::engine::config::{ConfigError, ReceiverConfig, SenderConfig, MSG_WINDOW};
-use crate::engine::heap::kmalloc_size;
+use crate::engine::config::{
+    ConfigError, ReceiverConfig, SenderConfig, MSG_WINDOW_MAX, MSG_WINDOW_V1,
+};
+use crate::engine::heap::{kmalloc_size, Empty};
 use crate::engine::path::TxPath;
 use crate::engine::rcn::Shares;
 use crate::engine::receiver::Receiver;
-use crate::engine::sender::Sender;
+use crate::engine::sender::{Message, PostError, Sender};
+use crate::engine::window::MsgWindow;
 use crate::engine::wire::{self, Opcode, Packet};
 use crate::ib::ip::IpAddr;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh, SpinLockBhGuard};
@@ -149,13 +152,19 @@ const NO_WR: OutWr = OutWr {
 const SEND_MORE: u64 = 1 << 63;
 
 /// Send work requests tracked at once (taken but not completed): at most
-/// `MSG_WINDOW` in the engine plus READs waiting for their responses. A QP
-/// whose send ring is smaller tracks as many as its ring holds: a request
-/// stays in the ring until it completes, so no more can be outstanding
-/// (592 B each: a 128-deep window was 74 KiB per QP, the largest part).
-const WR_WINDOW: usize = 128;
+/// `MSG_WINDOW_MAX` in the engine plus READs waiting for their responses,
+/// a power of two (the window's slots follow the ring indices across
+/// their wrap). A QP whose send ring is smaller tracks as many as its ring
+/// holds: a request stays in the ring until it completes, so no more can
+/// be outstanding (592 B each: the window grows to what the QP posts,
+/// `reserve_requests`, so only a QP that keeps 1,024 requests in flight
+/// has the 592 KiB of a 1,024-deep one).
+const WR_WINDOW: usize = 2 * MSG_WINDOW_MAX;
 
-/// What the engine is carrying as message `msn` (at `msn % MSG_WINDOW`).
+const _: () = assert!(WR_WINDOW >= MSG_WINDOW_MAX + MAX_RD_ATOMIC as usize);
+const _: () = assert!(WR_WINDOW.is_power_of_two());
+
+/// What the engine is carrying as message `msn` (at `msn % MSG_WINDOW_MAX`).
 #[derive(Clone, Copy)]
 enum OutMsg {
     /// Bytes `[offset, offset + len)` of send work request `wr` (ring index).
@@ -166,6 +175,10 @@ enum OutMsg {
     /// here until the message is acknowledged (retransmissions send it
     /// again; the atomic never runs twice, protocol.md 5.1).
     AtomicResp { original: u64 },
+}
+
+impl Empty for OutMsg {
+    const EMPTY: Self = OutMsg::Wr { wr: 0, offset: 0 };
 }
 
 /// A READ or atomic request of ours waiting for its response (requester
@@ -194,7 +207,8 @@ struct ToAnswer {
 }
 
 /// The operands of an atomic request of the peer, from its arrival to
-/// its execution when it completes (at `msn % MSG_WINDOW`).
+/// its execution when it completes (in a free slot of
+/// `Inner::atomic_operands`).
 #[derive(Clone, Copy)]
 struct AtomicOperands {
     msn: u32,
@@ -209,14 +223,14 @@ struct TakenRecv {
 }
 
 /// The sender engine and the tables of what its messages carry, in one
-/// allocation: the `Sender` (1,416 B; its message window is taken with the
-/// first message) with the message table, the READ and atomic tables and
-/// the device's name fill one 4 KiB kmalloc object (design.md, "Per-QP
-/// memory"; asserted below).
+/// allocation: the `Sender` (1,416 B; its message window is taken in
+/// chunks as messages are posted) with the message table (taken the same
+/// way), the READ and atomic tables and the device's name fill one 2 KiB
+/// kmalloc object (design.md, "Per-QP memory"; asserted below).
 struct SendSide {
     sender: Sender,
-    /// What message `msn` carries, at `msn % MSG_WINDOW`.
-    out: [OutMsg; MSG_WINDOW],
+    /// What message `msn` carries, at `msn % MSG_WINDOW_MAX`.
+    out: MsgWindow<OutMsg>,
     /// Our READs and atomics waiting for responses (at most
     /// `max_rd_atomic`).
     reads: [Option<PendingRead>; MAX_RD_ATOMIC as usize],
@@ -248,7 +262,7 @@ struct RecvSide {
 /// records are taken as the QP opens and uses them (`engine_heap.rs`).
 const EMPTY_SEND: SendSide = SendSide {
     sender: Sender::empty(Aimd),
-    out: [OutMsg::Wr { wr: 0, offset: 0 }; MSG_WINDOW],
+    out: MsgWindow::NONE,
     reads: [None; MAX_RD_ATOMIC as usize],
     answers: [None; MAX_RD_ATOMIC as usize],
     dev_name: DevName::NONE,
@@ -259,12 +273,15 @@ const EMPTY_RECV: RecvSide = RecvSide {
     peer_planes: PeerPlanes::NONE,
 };
 
+/// Atomic requests of the peer placed and not yet executed that a QP
+/// keeps: a conforming peer has at most `MAX_RD_ATOMIC` (our
+/// `max_dest_rd_atomic`) outstanding; the v1 window's worth were kept
+/// before, by MSN, and a table as long keeps every earlier peer working.
+const ATOMICS_IN_PROGRESS: usize = MSG_WINDOW_V1;
+
 /// No atomic request placed: the peer's atomics' operands, allocated
 /// when the QP grants `REMOTE_ATOMIC`.
-const NO_OPERANDS: [AtomicOperands; MSG_WINDOW] = [AtomicOperands {
-    msn: 0,
-    bytes: [0; 16],
-}; MSG_WINDOW];
+const NO_OPERANDS: [Option<AtomicOperands>; ATOMICS_IN_PROGRESS] = [None; ATOMICS_IN_PROGRESS];
 
 struct Inner {
     send: KVBox<SendSide>,
@@ -292,10 +309,10 @@ struct Inner {
     /// READs and atomics the QP may have outstanding (its `max_rd_atomic`,
     /// at least 1).
     max_rd_atomic: usize,
-    /// The peer's atomic requests placed and not yet executed, at
-    /// `msn % MSG_WINDOW`; taken when the QP first grants
+    /// The peer's atomic requests placed and not yet executed, each in a
+    /// free slot, found by its MSN; taken when the QP first grants
     /// `REMOTE_ATOMIC` (`set_limits`), kept after.
-    atomic_operands: Option<KVBox<[AtomicOperands; MSG_WINDOW]>>,
+    atomic_operands: Option<KVBox<[Option<AtomicOperands>; ATOMICS_IN_PROGRESS]>>,
     /// The rights the QP grants its peer (REMOTE_WRITE, REMOTE_READ,
     /// REMOTE_ATOMIC).
     access: AccessFlags,
@@ -312,10 +329,38 @@ struct Inner {
     /// The engine's retry budget (`retry_budget_ns`), kept across connect.
     give_up_ns: u64,
     /// With an SRQ: the receives taken for messages in progress, at
-    /// `rsn % MSG_WINDOW` (at most `MSG_WINDOW` are in progress, so their
+    /// `rsn % MSG_WINDOW_V1` (the receiver of a QP with an SRQ keeps the v1
+    /// window, `connect`: at most that many are in progress, so their
     /// `rsn`s are distinct there). Empty without an SRQ: the QP's own ring
     /// binds receives by position.
     srq_taken: KVVec<Option<TakenRecv>>,
+}
+
+impl SendSide {
+    /// Posts `msg` to the sender engine with what it carries (`out`),
+    /// kept under its MSN; the record's memory is taken first, so no
+    /// message goes out without one.
+    fn post(&mut self, msg: &Message, out: OutMsg) -> Result<u32, PostError> {
+        if !self
+            .out
+            .take(self.sender.next_msn() as usize % MSG_WINDOW_MAX)
+        {
+            return Err(PostError::NoMemory);
+        }
+        let msn = self.sender.post(msg)?;
+        if let Some(o) = self.out.get_mut(msn as usize % MSG_WINDOW_MAX) {
+            *o = out;
+        }
+        Ok(msn)
+    }
+
+    /// What message `msn` (one the engine carries) carries.
+    fn out(&self, msn: u32) -> OutMsg {
+        self.out
+            .get(msn as usize % MSG_WINDOW_MAX)
+            .copied()
+            .unwrap_or(OutMsg::EMPTY)
+    }
 }
 
 impl Inner {
@@ -403,9 +448,9 @@ fn empty_wrs(n: usize, flags: kernel::alloc::Flags) -> Result<KVVec<OutWr>> {
 /// classes (design.md, "Per-QP memory"): the two engine boxes (the
 /// sender's with the message table), the sender's first paths and the
 /// `Transport` itself (in its `Arc`, after the reference count). Nothing
-/// else until the QP carries data (the engines' message windows, 8 and 4
-/// KiB, and per-path memory), grants `REMOTE_ATOMIC`, is UC or uses an
-/// SRQ; the rings are the process's, sized by it.
+/// else until the QP carries data (the message windows: 8, 4 and 1 KiB
+/// chunks of 64 messages, and per-path memory), grants `REMOTE_ATOMIC`,
+/// is UC or uses an SRQ; the rings are the process's, sized by it.
 pub(crate) const IDLE_BYTES: usize = kmalloc_size(size_of::<SendSide>())
     + SenderConfig::DEFAULT.initial_paths as usize * kmalloc_size(size_of::<TxPath>())
     + kmalloc_size(size_of::<RecvSide>())
@@ -413,13 +458,16 @@ pub(crate) const IDLE_BYTES: usize = kmalloc_size(size_of::<SendSide>())
 
 // Each box fills its kmalloc class and no more: the `SendSide` needs the
 // 4 KiB class and the `RecvSide` the 1 KiB one, and nothing added to them
-// may push them into the next. The message windows a QP takes with its
-// first message (the sender's with the first it sends, the receiver's
-// with the first data packet it accepts; kept until the QP is destroyed)
-// are 8 and 4 KiB kmalloc objects.
+// may push them into the next. The message windows a QP takes as it
+// carries messages (the sender's and its table of what they carry with
+// the messages it sends, the receiver's with the data packets it accepts;
+// kept until the QP is destroyed) come in chunks of 64 messages, 8, 1
+// and 4 KiB kmalloc objects, each window's first with a 128 B table.
 const _: () = assert!(size_of::<SendSide>() <= 4096 && size_of::<SendSide>() > 2048);
 const _: () = assert!(size_of::<RecvSide>() <= 1024 && size_of::<RecvSide>() > 512);
-const _: () = assert!(<Sender>::WINDOW_BYTES == 8192 && <Receiver>::WINDOW_BYTES == 4096);
+const _: () = assert!(<Sender>::WINDOW_CHUNK_BYTES == 8192);
+const _: () = assert!(<Receiver>::WINDOW_CHUNK_BYTES == 4096);
+const _: () = assert!(MsgWindow::<OutMsg>::CHUNK_SIZE == 1024);
 const _: () = assert!(size_of::<Transport>() + size_of::<u64>() <= 512);
 
 /// The data path of one RC QP. Its lock and state are in the same
@@ -629,8 +677,8 @@ impl Transport {
         let recv = KVBox::new(EMPTY_RECV, GFP_KERNEL)?;
         let mut srq_taken = KVVec::new();
         if srq.is_some() {
-            srq_taken.reserve(MSG_WINDOW, GFP_KERNEL)?;
-            for _ in 0..MSG_WINDOW {
+            srq_taken.reserve(MSG_WINDOW_V1, GFP_KERNEL)?;
+            for _ in 0..MSG_WINDOW_V1 {
                 srq_taken.push(None, GFP_KERNEL)?;
             }
         }
@@ -769,6 +817,15 @@ impl Transport {
                 mtu,
             })
             .map_err(|_| EINVAL)?;
+        // The receiver accepts what the responder's tables follow: those
+        // of receives taken from an SRQ and of a UC QP's drops are the v1
+        // window's (protocol.md 1.4).
+        let window = if self.srq.is_some() || i.uc.is_some() {
+            MSG_WINDOW_V1
+        } else {
+            MSG_WINDOW_MAX
+        };
+        i.recv.receiver.set_msg_window(window);
         i.recv.receiver.start_at(rq_psn);
         i.send.sender.start_at(rq_psn, true);
         i.peer = Some(peer);
@@ -786,6 +843,9 @@ impl Transport {
         i.srq_taken.fill(None);
         if let Some(uc) = i.uc.as_deref_mut() {
             *uc = UcDrops::NONE;
+        }
+        if let Some(t) = i.atomic_operands.as_deref_mut() {
+            t.fill(None);
         }
         Ok(())
     }
@@ -812,7 +872,7 @@ impl Transport {
     /// The QP's remote access flags and the READs it
     /// may have outstanding (`max_rd_atomic`; 0 is taken as 1 so that a
     /// READ is not stuck forever). A QP that grants `REMOTE_ATOMIC` gets
-    /// the table its peer's atomics' operands wait in (1,280 B, only for
+    /// the table its peer's atomics' operands wait in (1,536 B, only for
     /// such QPs: design.md, "Per-QP memory").
     pub(crate) fn set_limits(&self, access: AccessFlags, max_rd_atomic: u8) -> Result {
         let mut operands = None;

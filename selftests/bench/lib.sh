@@ -64,6 +64,23 @@ tc_rate_all() { # KBIT: tbf on every plane's egress
 		tc qdisc replace dev "$(plane_dev $p)" root tbf rate "${1}kbit" burst "$burst" limit "$limit" || return 1
 	done
 }
+# tc_delay_rate_all DELAY KBIT: every plane's egress delayed by DELAY
+# (netem, one way; on both hosts the RTT is twice it) under a tbf at KBIT:
+# a long-haul link of that rate. netem is tbf's queue: the packets of the
+# delay line and those waiting for tokens, 10,000 at most (more than the
+# rates and RTTs of the scale scenario keep in flight). The burst holds 20
+# ms of tokens, at least 16 KiB (tbf drops a packet larger than its burst).
+tc_delay_rate_all() {
+	local p dev burst
+	burst=$(($2 * 1000 / 8 / 50))
+	((burst < 16384)) && burst=16384
+	for ((p = 0; p < METAROCE_PLANES; p++)); do
+		dev=$(plane_dev $p)
+		tc qdisc del dev "$dev" root 2> /dev/null
+		tc qdisc add dev "$dev" root handle 1: tbf rate "${2}kbit" burst "$burst" limit 1048576 &&
+			tc qdisc add dev "$dev" parent 1:1 handle 10: netem delay "$1" limit 10000 || return 1
+	done
+}
 # tc_ecn_bottleneck PLANE KBIT: tbf at KBIT with a RED/ECN queue under it.
 tc_ecn_bottleneck() {
 	local dev bps min max limit burst
@@ -216,6 +233,26 @@ pt_lat() { # SIZE -> "typical(median) p99" [usec]
 pt_err() {
 	awk '$2 ~ /^[0-9]+$/ && $2 > 0 && NF >= 5 && $4 == "0.00" { printf "perftest printed 0.00 MB/s for %s iterations (its duration clock failed) ", $2; exit }' "$PT_OUT"
 	grep -vE '^ *$|^-+$' "$PT_OUT" | grep -iE 'error|fail|couldn|unable|not supported|timed out' | head -2 | tr '\n' ' '
+}
+
+# ---------------------------------------------------------------- QP details
+# mr_qp_reading: of host A's MetaRoCE ib_write_bw RC QPs in RTS (the
+# client's, the senders), "PATHS OUTSTANDING MSG_WINDOW" of the one with
+# the most paths, from the driver's attributes in `rdma -dd resource show
+# qp` (rust/driver/qp_details.rs; as selftests/rcn_readings.sh reads
+# them); nothing if there is none.
+mr_qp_reading() {
+	rdma -dd resource show qp 2> /dev/null | awk '
+	/ type RC / && / state RTS / && / comm ib_write_bw( |$)/ {
+		paths = out = win = "?"
+		for (i = 1; i < NF; i++) {
+			if ($i == "drv_paths") paths = $(i + 1)
+			else if ($i == "drv_outstanding") out = $(i + 1)
+			else if ($i == "drv_msg_window") win = $(i + 1)
+		}
+		if (best == "" || paths + 0 > bp) { best = paths " " out " " win; bp = paths + 0 }
+	}
+	END { if (best != "") print best }'
 }
 
 # ---------------------------------------------------------------- iperf3

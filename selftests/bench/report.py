@@ -363,6 +363,58 @@ def coll_plot(out, d, ts):
     plt.close(fig)
 
 
+def delay_ms(cond):
+    """The one-way delay (ms) of a scale cond "delay=1.5ms;rate=...kbit"."""
+    m = re.match(r"delay=([0-9.]+)ms", cond)
+    return float(m.group(1)) if m else None
+
+
+def scale_section(d, ts, w):
+    """Scale-across (issue #14 item 2): goodput over the tbf rate at long
+    RTTs, and MetaRoCE's paths, messages outstanding and message window."""
+    rate = d.vals(transport="all", scenario="scale", metric="rate_kbit")
+    rows_sc = [r for r in d.rows if r["scenario"] == "scale"]
+    conds = sorted({r["cond"] for r in rows_sc if delay_ms(r["cond"]) is not None}, key=delay_ms)
+    if not rate and not conds:
+        return
+    w("\n## Scale-across: one plane as a long-haul link (netem delay one way on both hosts, under tbf)\n\n")
+    rate_mib = rate[0] * 1000 / 8 / 1048576 if rate else None
+    w(f"Link rate {rate[0]:.0f} kbit/s = {rate_mib:.3f} MiB/s (1/4 of the CPU ceiling unless "
+      "`BENCH_SCALE_RATE`); RTT = twice the delay. `ib_write_bw -t 1024` (room for 1,024 messages in "
+      "flight), 1 QP; TCP: one iperf3 flow. Cells: median MiB/s (min–max, n) and its share of the link "
+      "rate. *v1 bound*: what the v1 window of 64 messages carries at this RTT, as a share of the "
+      "rate (below 100%: the point needs the lifted window, protocol.md 1.4). MetaRoCE: its sender's "
+      "paths, messages outstanding and message window (the peer's ACKs'), the reading with the most "
+      "paths (`rdma -dd resource show qp` every 2 s).\n\n" if rate else "Link rate unknown.\n\n")
+    sizes = sorted({int(r["size"]) for r in rows_sc if r["size"].isdigit()})
+    rows = []
+    for cond in conds:
+        rtt_s = 2 * delay_ms(cond) / 1000
+        for size in sizes:
+            row = [f"{delay_ms(cond):g} ms", f"{size // 1024} KiB"]
+            bound = 64 * size / rtt_s / 1048576
+            row.append(f"{100 * bound / rate_mib:.0f}%" if rate_mib else "?")
+            for t in ts:
+                if t == "tcp":
+                    kw = dict(test="iperf3")
+                else:
+                    kw = dict(test="ib_write_bw", size=str(size))
+                v = d.vals(transport=t, scenario="scale", cond=cond, metric="MiBps", **kw)
+                if v:
+                    share = f" = {100 * med(v) / rate_mib:.0f}%" if rate_mib else ""
+                    row.append(cell(v) + share)
+                else:
+                    why = d.missing(t, scenario="scale", cond=cond) or d.missing(t, scenario="scale")
+                    row.append(f"— ({why or 'not measured'})")
+            got = [med(d.vals(transport="metaroce", scenario="scale", cond=cond, size=str(size), metric=m))
+                   if d.vals(transport="metaroce", scenario="scale", cond=cond, size=str(size), metric=m) else None
+                   for m in ("paths", "outstanding", "msg_window")]
+            row.append(" / ".join("?" if g is None else f"{g:.0f}" for g in got))
+            rows.append(row)
+    w(table(["delay", "size", "v1 bound"] + [LABEL[t] for t in ts] + ["MetaRoCE paths / outstanding / window"],
+            rows))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
@@ -555,6 +607,8 @@ def main():
                 row.append(f"— ({why})")
         rows.append(row)
     w(table(["transport"] + [f"{p} plane(s)" for p in planes_set], rows))
+
+    scale_section(d, ts, w)
 
     # Failover
     w("\n## Plane failure: ib_write_bw 64 KiB, 1 QP; the transport's last plane goes down on host A, then comes back\n\n")

@@ -10,14 +10,17 @@
 # BENCH_PLANE_RATE (kbit/s per plane for the scaling and congestion runs;
 # default measured), BENCH_COLL_RANKS (MPI ranks per host, default 2),
 # BENCH_COLL_LOSS (the lossy collectives' netem loss %, default 1),
-# BENCH_COLL_PATHS (Open MPI paths tried in order, default "ucx openib").
+# BENCH_COLL_PATHS (Open MPI paths tried in order, default "ucx openib"),
+# BENCH_SCALE_RATE (kbit/s of the scale run's link; default measured).
 . "$(dirname "$0")/lib.sh"
 csv_init
 start_s=$(date +%s)
 quick=${BENCH_QUICK:-0}
 transports=${BENCH_TRANSPORTS:-rxe siw metaroce tcp}
-# BENCH_SCENARIOS: a subset of "throughput scaling failover congestion
-# collectives" (throughput also runs latency, the loss sweep and reordering).
+# BENCH_SCENARIOS: some of "throughput scaling failover congestion
+# collectives scale" (throughput also runs latency, the loss sweep and
+# reordering; scale, ~10 minutes, only when named until the full suite's
+# time allows it).
 scenarios=" ${BENCH_SCENARIOS:-throughput scaling failover congestion collectives} "
 want() { [[ $scenarios == *" $1 "* ]]; }
 if [ "$quick" = 1 ]; then
@@ -26,6 +29,7 @@ if [ "$quick" = 1 ]; then
 	lat_tests=("ib_write_lat 2")
 	losses=(1 10) plane_set=(1 2)
 	coll_sizes=8,512,32768,1048576 coll_tmo=240
+	scale_delays=(10ms) scale_sizes=(4096) scale_t=10
 else
 	reps=${BENCH_REPS:-3} dur=4 lat_n=500 fail_t=30 cong_t=10
 	bw_tests=("ib_write_bw 65536 1" "ib_write_bw 1048576 1" "ib_write_bw 65536 8"
@@ -35,6 +39,7 @@ else
 	# 8 B to 64 MiB, every 8x, then 4x from 1 MiB: each point sends at
 	# least one operation, at the rig's few MB/s the largest take seconds.
 	coll_sizes=8,64,512,4096,32768,262144,1048576,4194304,16777216,67108864 coll_tmo=600
+	scale_delays=(1.5ms 10ms) scale_sizes=(4096 65536) scale_t=12
 fi
 ((METAROCE_PLANES >= plane_set[-1])) || plane_set=(1 "$METAROCE_PLANES")
 # MetaRoCE's own configuration for the non-scaling runs: the rig's usual 2.
@@ -155,6 +160,74 @@ scaling() { # T RATE_KBIT
 		on_both tc_clear
 		tp_down "$t"
 	done
+}
+
+# scale T RATE_KBIT (issue #14 item 2): one plane as a long-haul link,
+# netem delay (one way, on both hosts) under a tbf at RATE, for each of
+# scale_delays; ib_write_bw of each of scale_sizes with -t 1024 (room
+# for 1,024 messages in flight, MetaRoCE's message window), or one iperf3
+# flow. Goodput over the rate is what the report shows; for MetaRoCE also
+# its sender's paths, messages outstanding and message window (the peer's
+# ACKs', protocol.md 1.4), read from `rdma -dd resource show qp` every
+# 2 s while the client runs (the most paths seen, with the outstanding
+# and window of that reading).
+scale() {
+	local t=$1 rate=$2 d size rep v cond pid r best i r_paths r_out r_win
+	if [ "$t" = siw ]; then
+		csv siw scale - - - - - - skipped "" "the scale run compares MetaRoCE, rxe and TCP"
+		return
+	fi
+	tp_up "$t" 1 || { csv "$t" scale - - - - - - unavailable "" "$TP_REASON"; tp_down "$t"; return; }
+	for d in "${scale_delays[@]}"; do
+		cond="delay=$d;rate=${rate}kbit"
+		on_both "tc_clear; tc_delay_rate_all $d $rate" || { csv "$t" scale - - 1 1 "$cond" - error "" "netem delay under tbf failed"; continue; }
+		for size in "${scale_sizes[@]}"; do
+			[ "$t" = tcp ] && [ "$size" != "${scale_sizes[0]}" ] && continue
+			for ((rep = 1; rep <= reps; rep++)); do
+				if [ "$t" = tcp ]; then
+					v=$(ip_run 0 "$scale_t" 1)
+					if [ -n "$v" ]; then csv tcp scale iperf3 - 1 1 "$cond" "$rep" MiBps "$v"; else csv tcp scale iperf3 - 1 1 "$cond" "$rep" error "" "iperf3 failed"; fi
+					note "tcp scale $cond rep$rep: ${v:-error} MiB/s"
+					continue
+				fi
+				: > "$BOUT/.sc"
+				: > "$BOUT/.sc.err"
+				(
+					if ! { pt_run ib_write_bw $((scale_t + 30)) -s "$size" -D "$scale_t" -f 1 -Q 1 -t 1024 &&
+						pt_bw "$size" > "$BOUT/.sc"; }; then
+						pt_err > "$BOUT/.sc.err"
+					fi
+				) &
+				pid=$!
+				best=""
+				if [ "$t" = metaroce ]; then
+					for ((i = 0; i < (scale_t + 30) / 2; i++)); do
+						sleep 2
+						kill -0 "$pid" 2> /dev/null || break
+						r=$(mr_qp_reading)
+						[[ ${r%% *} =~ ^[0-9]+$ ]] || continue
+						if [ -z "$best" ] || ((${r%% *} >= ${best%% *})); then best=$r; fi
+					done
+				fi
+				wait "$pid"
+				v=$(cat "$BOUT/.sc")
+				if [ -n "$v" ]; then
+					csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" MiBps "$v"
+				else
+					csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" error "" "$(cat "$BOUT/.sc.err" 2> /dev/null)"
+				fi
+				if [ -n "$best" ]; then
+					read -r r_paths r_out r_win <<< "$best"
+					csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" paths "$r_paths"
+					csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" outstanding "$r_out"
+					csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" msg_window "$r_win"
+				fi
+				note "$t scale size=$size $cond rep$rep: ${v:-error} MiB/s${best:+, paths/outstanding/window $best}"
+			done
+		done
+		on_both tc_clear
+	done
+	tp_down "$t"
 }
 
 # failover T: fail_t s of traffic; the last plane the transport uses goes
@@ -355,7 +428,13 @@ for t in $transports; do
 		avail[$t]=1 planes_of[$t]=$TP_PLANES
 		note "$t: available, $TP_PLANES plane(s)"
 		csv "$t" availability - - - "$TP_PLANES" - - available 1
-		want throughput && throughput_latency_loss "$t"
+		if want throughput; then
+			throughput_latency_loss "$t"
+		elif [ "$t" != tcp ] && { want scaling || want congestion || want scale; }; then
+			# The rate-limited runs take their rates from the CPU ceiling
+			# below: measure it when the throughput scenario does not.
+			bw_point "$t" throughput ib_write_bw 65536 1 "${planes_of[$t]}" loss=0 1
+		fi
 	else
 		reason[$t]=$TP_REASON
 		note "$t: NOT available: $TP_REASON"
@@ -375,12 +454,20 @@ rate=${BENCH_PLANE_RATE:-$(awk -v c="${ceiling:-1}" 'BEGIN { r = int(c * 1048576
 note "CPU ceiling (slowest RDMA transport, lossless 64 KiB write): ${ceiling:-unknown} MiB/s; per-plane rate ${rate} kbit/s"
 csv all scaling - - - - "ceiling" - ceiling_MiBps "${ceiling:-}"
 csv all scaling - - - - "ceiling" - plane_rate_kbit "$rate"
+# The scale run's one link: 1/4 of the ceiling, unless BENCH_SCALE_RATE
+# says. Fast enough that 64 messages of 4 KiB do not fill it at 20 ms RTT
+# once the ceiling passes 50 MiB/s (the point then needs the lifted window;
+# the report shows which do), slow enough that the CPU, which 4 KiB
+# messages load more than the ceiling's 64 KiB ones, is not the limit.
+scale_rate=${BENCH_SCALE_RATE:-$(awk -v c="${ceiling:-1}" 'BEGIN { r = int(c * 1048576 * 8 / 1000 / 4); print (r < 256) ? 256 : r }')}
+csv all scale - - - - "ceiling" - rate_kbit "$scale_rate"
 
 for t in $transports; do
 	[ -n "${avail[$t]:-}" ] || continue
 	want scaling && scaling "$t" "$rate"
 	want failover && failover "$t"
 	want congestion && congestion "$t" "$rate"
+	want scale && scale "$t" "$scale_rate"
 	on_both tc_clear
 done
 

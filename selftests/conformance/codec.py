@@ -117,6 +117,7 @@ class Ack:
     cum_msn: int = 0
     rate_hint_mbps: int = 0
     ce: bool = False
+    msg_window: int = 0
     kind: str = field(default="ack", repr=False)
     opcode: int = field(default=P.OP_ACK, repr=False)
 
@@ -126,7 +127,7 @@ class Ack:
     def encode(self) -> bytes:
         bits = [i for i in range(256) if self.sack >> i & 1]
         return reseal(P.ack(self.dst_qpn, self.path_id, self.ce, self.cum_psn, bits,
-                            self.ts_echo, self.cum_msn, self.rate_hint_mbps))
+                            self.ts_echo, self.cum_msn, self.rate_hint_mbps, self.msg_window))
 
 
 @dataclass
@@ -242,12 +243,10 @@ def decode(buf: bytes):
         _check_icrc(buf)
         if flags & ~1:
             raise Malformed("BadFlags", f"ACK flags {flags:#x}")
-        pid, rsvd, cum_psn = struct.unpack(">HHI", buf[8:16])
-        if rsvd:
-            raise Malformed("ReservedNonZero", "ACK offset 10")
+        pid, msg_window, cum_psn = struct.unpack(">HHI", buf[8:16])
         ts, cum_msn, rate = struct.unpack(">QII", buf[48:64])
         return Ack(dst_qpn, pid, cum_psn, int.from_bytes(buf[16:48], "little"), ts, cum_msn, rate,
-                   bool(flags & 1))
+                   bool(flags & 1), msg_window)
     if opcode == P.OP_NAK:
         _need(buf, NAK_LEN + ICRC_LEN)
         _check_icrc(buf)

@@ -40,7 +40,7 @@ from codec import P
 
 BUGS = ("accept-rsn-on-write", "no-ce-echo", "ack-once", "go-back-n")
 PATHS, PWND, RTO, PROBES_TO_FAIL, GIVE_UP = 4, 8, 0.03, 3, 1.0
-MSG_WINDOW = 64
+MSG_WINDOW = 64  # protocol.md 1.4: its ACKs say no msg_window, so 64
 MR_VA = 0x10000
 
 

@@ -65,7 +65,8 @@ def codec_checks():
                 p = rand_data(rnd, opcode)
             elif opcode == P.OP_ACK:
                 p = codec.Ack(rnd.getrandbits(24), rnd.getrandbits(16), rnd.getrandbits(32), rnd.getrandbits(256),
-                              rnd.getrandbits(64), rnd.getrandbits(32), rnd.getrandbits(32), rnd.random() < .5)
+                              rnd.getrandbits(64), rnd.getrandbits(32), rnd.getrandbits(32), rnd.random() < .5,
+                              rnd.getrandbits(16))
             elif opcode == P.OP_NAK:
                 p = codec.Nak(rnd.getrandbits(24), rnd.getrandbits(16), rnd.choice((1, 2, 3)), rnd.getrandbits(32),
                               rnd.getrandbits(32))

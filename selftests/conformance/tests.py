@@ -348,32 +348,42 @@ def generation(ctx):
 @test()
 def message_window(ctx):
     c = ctx.conn()
-    paths = [c.path(s) for s in range(4)]
+    # 16 paths: W + 1 packets stay within each path's SACK width (3.1).
+    paths = [c.path(s) for s in range(16)]
+    # The DUT's window W is what its ACKs say (1.4: 0 is 64).
+    m0 = ctx.wire.mark()
+    first = c.msn()
+    c.send(c.write_packets(first, [paths[3]], 0, b"")[0])
+    ack = c.wait_ack(m0, lambda a: a.path_id == paths[3].pid, ctx.timeout)
+    ctx.check("3.2.a", ack is not None, "an empty WRITE was not acknowledged")
+    window = max(64, ack.pkt.msg_window) if ack else 64
+    c.note_acks(m0)
     head = c.next_msn
-    far = c.write_packets((head + 64) & 0xFFFFFFFF, [paths[0]], 0, b"F" * 64)[0]
+    far = c.write_packets((head + window) & 0xFFFFFFFF, [paths[0]], 0, b"F" * 64)[0]
     c.mem_write(0, bytes(64))
     mark = ctx.wire.mark()
     c.send(far)
     late = no_reply(ctx, c, mark, paths[0].pid)
-    ctx.check("3.2.a", not late, f"MSN head + 64 answered: {[codec.describe(r.pkt) for r in late]}")
-    ctx.check("3.2.a", c.mem_read(0, 64) == bytes(64), "MSN head + 64 was placed")
+    ctx.check("3.2.a", not late, f"MSN head + {window} answered: {[codec.describe(r.pkt) for r in late]}")
+    ctx.check("3.2.a", c.mem_read(0, 64) == bytes(64), f"MSN head + {window} was placed")
     paths[0].next_psn -= 1  # the dropped packet took no PSN of the path
-    # 65 empty WRITEs: head moves 65 past the first.
+    # W + 1 empty WRITEs: head moves W + 1 past the first.
     m2 = ctx.wire.mark()
-    for i in range(65):
-        c.send(c.write_packets(c.msn(), [paths[i % 4]], 0, b"")[0])
+    for i in range(window + 1):
+        c.send(c.write_packets(c.msn(), [paths[i % len(paths)]], 0, b"")[0])
     last = (c.next_msn - 1) & 0xFFFFFFFF
-    ctx.check("3.2.a", complete(ctx, c, m2, last, "65 empty WRITEs"), "65 one-packet WRITEs did not complete")
+    ctx.check("3.2.a", complete(ctx, c, m2, last, f"{window + 1} empty WRITEs"),
+              f"{window + 1} one-packet WRITEs did not complete")
     c.note_acks(m2)
     m3 = ctx.wire.mark()
-    c.send(c.write_packets(head, [paths[1]], 0, b"", flags=P.FLAG_RETRANSMIT)[0])  # MSN < head - 64
+    c.send(c.write_packets(head, [paths[1]], 0, b"", flags=P.FLAG_RETRANSMIT)[0])  # MSN < head - W
     late = no_reply(ctx, c, m3, paths[1].pid)
-    ctx.check("3.2.a", not late, f"MSN head - 65 answered: {[codec.describe(r.pkt) for r in late]}")
+    ctx.check("3.2.a", not late, f"MSN head - {window + 1} answered: {[codec.describe(r.pkt) for r in late]}")
     paths[1].next_psn -= 1
     m4 = ctx.wire.mark()
     c.send(c.write_packets((last - 1) & 0xFFFFFFFF, [paths[2]], 0, b"", flags=P.FLAG_RETRANSMIT)[0])
     ack = c.wait_ack(m4, lambda a: a.path_id == paths[2].pid, ctx.timeout)
-    ctx.check("3.2.c", ack is not None, "a duplicate within 64 MSNs behind head was not acknowledged")
+    ctx.check("3.2.c", ack is not None, "a duplicate within W MSNs behind head was not acknowledged")
 
 
 @test()

@@ -157,6 +157,8 @@ local F = {
     ack_ts_echo = ProtoField.uint64("metaroce.ack.ts_echo", "Timestamp echo (ns)", base.DEC),
     ack_cum_msn = ProtoField.uint32("metaroce.ack.cum_msn", "Cumulative MSN", base.DEC),
     ack_rate_hint = ProtoField.uint32("metaroce.ack.rate_hint", "Rate hint (Mbit/s)", base.DEC),
+    ack_msg_window = ProtoField.uint16("metaroce.ack.msg_window", "Message window", base.DEC, nil, nil,
+        "Messages the receiver accepts outstanding; 0: not said, 64 (protocol.md 1.4)"),
     ack_data_frame = ProtoField.framenum("metaroce.ack.data_frame", "Echoes data frame", base.NONE,
         frametype.REQUEST, 0, "Data packet on this path whose timestamp this ACK echoes"),
     ack_rtt = ProtoField.relative_time("metaroce.ack.rtt", "Time since data frame",
@@ -722,7 +724,7 @@ local function dissect_ack(ctx)
     local flags, fitem, check_flags = add_flags(ctx, { F.flag_ce }, ACK_FLAG_CE)
     add(ctx, tree, F.dst_qpn, 4, 4)
     local path_id = add_path_id(ctx, tree, 8)
-    local check_reserved = add_reserved(ctx, 10, 2, "ACK bytes 10-11")
+    add(ctx, tree, F.ack_msg_window, 10, 2)
     local a = { path_id = path_id, cum_psn = uint(ctx, 12, 4), cum_msn = uint(ctx, 56, 4) }
     add(ctx, tree, F.ack_cum_psn, 12, 4)
     if have(ctx, 16, 32) then
@@ -757,7 +759,6 @@ local function dissect_ack(ctx)
     add(ctx, tree, F.ack_rate_hint, 60, 4)
     check_icrc(ctx, ctx.op.len)
     check_flags()
-    check_reserved()
     if flags and band(flags, ACK_FLAG_CE) ~= 0 then
         fitem:add_proto_expert_info(E.ce, "ECN-CE echoed (flag CE)")
     end

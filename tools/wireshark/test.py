@@ -70,7 +70,7 @@ FIELDS = [
     "metaroce.atomic.swap", "metaroce.atomic.add", "metaroce.atomic.data", "metaroce.atomic.orig",
     "metaroce.ack.cum_psn", "metaroce.ack.sack_psn", "metaroce.ack.sack_rel",
     "metaroce.ack.sack_count", "metaroce.ack.sack_ranges", "metaroce.ack.ts_echo",
-    "metaroce.ack.cum_msn", "metaroce.ack.rate_hint", "metaroce.ack.data_frame", "metaroce.ack_frame",
+    "metaroce.ack.cum_msn", "metaroce.ack.rate_hint", "metaroce.ack.msg_window", "metaroce.ack.data_frame", "metaroce.ack_frame",
     "metaroce.nak.syndrome", "metaroce.nak.psn", "metaroce.nak.msn", "metaroce.nak.data_frame",
     "metaroce.probe.seq", "metaroce.probe.timestamp", "metaroce.probe.request_frame",
     "metaroce.probe.reply_frame", "metaroce.planes.src_qpn", "metaroce.planes.count",
@@ -125,7 +125,7 @@ def valid_capture():
     c.add("send2", A0, B0, 50010, data(P.OP_SEND, p0, 1, 0, 2 * M, 2500), ecn=3)  # CE
     c.add("ack_send1", B1, A1, 50011, P.ack(QA, p1, False, 1, [], 1_000_000, 0, 0))
     c.add("ack_sack", B0, A0, 50010, P.ack(QA, p0, True, 2, [1, 2, 3, 9, 255],
-                                           1_000_000 + 7, 1, 25000))
+                                           1_000_000 + 7, 1, 25000, msg_window=1024))
     c.add("send_imm", A0, B0, 50010, data(P.OP_SEND_IMM, p0, 2, 1, 0, 100, imm=0xDEADBEEF, rsn=1))
     c.add("write0", A0, B0, 50010, data(P.OP_WRITE, p0, 3, 2, 0, 2 * M, remote_va=0x7F0000001000,
                                         rkey=0x1234, floor_delta=2))
@@ -250,7 +250,6 @@ def broken_capture():
                                              remote_va=0x10000))
     # Control packets.
     ack = P.ack(QA, pid(5, 3), False, 3, [0], 0, 0, 0)
-    add("ack_reserved", "ReservedNonZero", patch(ack, 10, b"\x00\x01"))
     add("ack_flags", "BadFlags", patch(ack, 2, be(2, 0x0002)))
     add("ack_truncated", "Truncated", ack[:-1])
     nak = P.nak(QA, pid(5, 3), 2, 1, 1)
@@ -524,6 +523,8 @@ def check_fields(ck, names, rows):
     eq("ack_sack", "metaroce.ack.sack_ranges", "4-6,12,258")
     eq("ack_sack", "metaroce.ack.rate_hint", 25000)
     eq("ack_sack", "metaroce.ack.cum_msn", 1)
+    eq("ack_sack", "metaroce.ack.msg_window", 1024)
+    eq("ack_send1", "metaroce.ack.msg_window", 0)
     eq("ack_send1", "metaroce.ack.sack_count", 0)
     eq("send_imm", "metaroce.imm", "0xdeadbeef")
     eq("send_imm", "metaroce.flags.imm", 1)

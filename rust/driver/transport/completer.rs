@@ -12,7 +12,7 @@ use crate::driver::limits::MAX_RD_ATOMIC;
 use crate::driver::stats::Counter;
 use crate::driver::wqe::{self, Completion};
 use crate::engine::completion::CompletionStatus;
-use crate::engine::config::MSG_WINDOW;
+use crate::engine::config::MSG_WINDOW_V1;
 use crate::engine::wire::{Ack, Nak, Syndrome};
 use crate::ib::trace;
 use crate::ib::types::{WcOpcode, WcStatus, WrOpcode};
@@ -61,7 +61,7 @@ impl Transport {
     /// completes the finished requests in posting order.
     pub(super) fn complete_sends(&self, i: &mut Inner) {
         while let Some(c) = i.send.sender.pop_completion() {
-            match i.send.out[c.msn as usize % MSG_WINDOW] {
+            match i.send.out(c.msn) {
                 OutMsg::Wr { wr, .. } => {
                     let k = i.wr_slot(wr);
                     let w = &mut i.wrs[k];
@@ -238,7 +238,7 @@ impl Transport {
             |wr_id| Completion::new(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, self.qpn);
         for k in 0..i.srq_taken.len() {
             let rsn = i.rx_rsn.wrapping_add(k as u16);
-            let slot = rsn as usize % MSG_WINDOW;
+            let slot = rsn as usize % MSG_WINDOW_V1;
             if let Some(t) = i.srq_taken[slot].take_if(|t| t.rsn == rsn) {
                 if self
                     .recv_cq

@@ -15,7 +15,6 @@ use crate::driver::limits::MAX_MSG_SIZE;
 use crate::driver::mr::{MrTable, Requester};
 use crate::driver::stats::{Counter, PlaneCounter};
 use crate::driver::wqe::{self, SendReq, Sge};
-use crate::engine::config::MSG_WINDOW;
 use crate::engine::crc::crc32;
 use crate::engine::sender::{Message, PostError, TxKind};
 use crate::engine::wire::{self, DataHeader, Opcode};
@@ -276,7 +275,11 @@ impl Transport {
                 imm: w.imm,
                 rsn,
             };
-            let msn = match i.send.sender.post(&msg) {
+            let carried = OutMsg::Wr {
+                wr: index,
+                offset: w.posted,
+            };
+            let msn = match i.send.post(&msg, carried) {
                 Ok(msn) => msn,
                 // The message window is full: the rest waits for ACKs.
                 Err(PostError::QueueFull) => return false,
@@ -297,10 +300,6 @@ impl Transport {
             if consumes_receive(op) && last {
                 i.tx_rsn = i.tx_rsn.wrapping_add(1);
             }
-            i.send.out[msn as usize % MSG_WINDOW] = OutMsg::Wr {
-                wr: index,
-                offset: w.posted,
-            };
             if let (true, Some(r)) = (is_read, free_read) {
                 i.send.reads[r] = Some(PendingRead {
                     req_msn: msn,
@@ -424,7 +423,7 @@ impl Transport {
                     let n = header.payload_len as usize;
                     let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
                     let mrs = tx.mrs;
-                    let out = i.send.out[header.msn as usize % MSG_WINDOW];
+                    let out = i.send.out(header.msn);
                     let _ = self.send_data(tx, ndev, &to, len, |buf| {
                         put_data_packet(buf, &header, |body| {
                             if header.opcode == Opcode::ReadReq {

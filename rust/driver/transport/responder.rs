@@ -8,7 +8,8 @@
 use kernel::prelude::*;
 
 use super::{
-    consumes_receive, now_ns, Inner, OutMsg, TakenRecv, ToAnswer, Transport, TxCtx, SEND_MORE,
+    consumes_receive, now_ns, AtomicOperands, Inner, OutMsg, TakenRecv, ToAnswer, Transport, TxCtx,
+    SEND_MORE,
 };
 use crate::abi::opcode::WcFlags;
 use crate::driver::mr::{MrTable, Requester};
@@ -17,7 +18,7 @@ use crate::driver::stats::Counter;
 use crate::driver::uc::RecvFate;
 use crate::driver::wqe::{self, Completion, RecvWqe, Sge};
 use crate::engine::completion::{CompletionStatus, RxCompletion};
-use crate::engine::config::MSG_WINDOW;
+use crate::engine::config::MSG_WINDOW_V1;
 use crate::engine::receiver::{Placement, RxVerdict};
 use crate::engine::sender::{Message, PostError};
 use crate::engine::wire::{self, DataHeader, Opcode, Syndrome};
@@ -82,8 +83,8 @@ impl Transport {
                 imm: a.req_msn,
                 rsn: 0,
             };
-            let msn = match i.send.sender.post(&msg) {
-                Ok(msn) => msn,
+            match i.send.post(&msg, a.out) {
+                Ok(_) => {}
                 Err(PostError::QueueFull) => return,
                 // No memory for the message window: the answer waits for
                 // the transmit worker's retry (`Inner::room_wanted`).
@@ -95,8 +96,7 @@ impl Transport {
                     i.failed = true;
                     return;
                 }
-            };
-            i.send.out[msn as usize % MSG_WINDOW] = a.out;
+            }
             i.send.answers.rotate_left(1);
             if let Some(last) = i.send.answers.last_mut() {
                 *last = None;
@@ -399,10 +399,10 @@ impl Transport {
             let index = self.recv_index(i, rsn).ok_or(Syndrome::InvalidRequest)?;
             return wqe::get_recv(ring, index).map_err(|_| Syndrome::InvalidRequest);
         };
-        if rsn.wrapping_sub(i.rx_rsn) as usize >= MSG_WINDOW {
+        if rsn.wrapping_sub(i.rx_rsn) as usize >= MSG_WINDOW_V1 {
             return Err(Syndrome::InvalidRequest);
         }
-        let slot = &mut i.srq_taken[rsn as usize % MSG_WINDOW];
+        let slot = &mut i.srq_taken[rsn as usize % MSG_WINDOW_V1];
         match slot {
             Some(t) if t.rsn == rsn => Ok(t.wqe),
             // Held by a message that never completed: not ours to reuse.
@@ -468,40 +468,52 @@ impl Transport {
             return Err(Syndrome::InvalidRequest);
         }
         mrs.check_remote_atomic(rkey, self.local.pd, va, access)?;
-        // Allocated when the QP granted REMOTE_ATOMIC, checked above.
-        let slot = i
+        // Allocated when the QP granted REMOTE_ATOMIC, checked above. A
+        // request arrives once per message here (its one packet, placed
+        // once); a peer with more in progress than the table holds broke
+        // our `max_dest_rd_atomic`.
+        let table = i
             .atomic_operands
             .as_deref_mut()
-            .and_then(|t| t.get_mut(msn as usize % MSG_WINDOW))
             .ok_or(Syndrome::InvalidRequest)?;
-        slot.msn = msn;
-        slot.bytes = [0; 16];
-        slot.bytes
+        let slot = table
+            .iter()
+            .position(|o| o.is_some_and(|o| o.msn == msn))
+            .or_else(|| table.iter().position(Option::is_none))
+            .and_then(|k| table.get_mut(k))
+            .ok_or(Syndrome::InvalidRequest)?;
+        let mut operands = AtomicOperands {
+            msn,
+            bytes: [0; 16],
+        };
+        operands
+            .bytes
             .get_mut(..payload.len())
             .ok_or(Syndrome::InvalidRequest)?
             .copy_from_slice(payload);
+        *slot = Some(operands);
         Ok(())
     }
 
     /// Runs the peer's atomic request that just completed (in MSN order)
-    /// and queues its response with the original value. `None`: it cannot
-    /// run any more (its region went away since it was accepted).
+    /// and queues its response with the original value, freeing its
+    /// operands' slot. `None`: it cannot run any more (its region went
+    /// away since it was accepted).
     fn run_atomic(
         &self,
-        i: &Inner,
+        i: &mut Inner,
         op: Opcode,
         msn: u32,
         va: u64,
         rkey: u32,
         mrs: &MrTable,
     ) -> Option<u64> {
-        let operands = *i
+        let operands = i
             .atomic_operands
-            .as_deref()?
-            .get(msn as usize % MSG_WINDOW)?;
-        if operands.msn != msn {
-            return None;
-        }
+            .as_deref_mut()?
+            .iter_mut()
+            .find(|o| o.is_some_and(|o| o.msn == msn))?
+            .take()?;
         mrs.atomic_remote(
             rkey,
             self.local.pd,
@@ -709,7 +721,7 @@ impl Transport {
                 // The receive its packets took; a message with none
                 // (WRITE_IMM, or a SEND without payload packets to
                 // place) takes one now, unless it failed.
-                let slot = c.rsn as usize % MSG_WINDOW;
+                let slot = c.rsn as usize % MSG_WINDOW_V1;
                 let taken = match i.srq_taken[slot] {
                     Some(t) if t.rsn == c.rsn => Some(t.wqe),
                     _ if ok => self.recv_for(i, c.rsn).ok(),

@@ -9,8 +9,8 @@ use super::ack_policy::{AckPending, DEFAULT_ACK_DELAY_NS};
 use super::bitmap::{MsgBits, PktBitmap, INLINE_PKTS, MAX_MSG_PKTS};
 use super::completion::{CompletionStatus, RxCompletion};
 use super::config::{
-    validate_mtu, ConfigError, ReceiverConfig, MAX_PATHS, MSG_WINDOW, PATH_GENERATIONS,
-    PATH_SLOT_BITS, PATH_SLOT_MASK,
+    validate_mtu, ConfigError, ReceiverConfig, MAX_PATHS, MSG_WINDOW_MAX, MSG_WINDOW_V1,
+    PATH_GENERATIONS, PATH_SLOT_BITS, PATH_SLOT_MASK,
 };
 use super::heap::{kmalloc_size, Empty, Global, Heap};
 use super::rcn::{self, Shares};
@@ -179,9 +179,13 @@ pub struct Receiver<H: Heap = Global> {
     /// The paths packets arrived on, by slot (`None`: none yet since
     /// `reset`; a slot keeps its memory for later generations).
     paths: [Option<H::Box<RxPath>>; MAX_PATHS],
-    /// The messages from `head` on, at `msn % MSG_WINDOW`; its memory is
-    /// taken with the first data packet accepted (none is live before).
+    /// The messages from `head` on, at `msn % MSG_WINDOW_MAX`; a chunk's
+    /// memory is taken with the first data packet accepted for it (none
+    /// is live before).
     msgs: MsgWindow<RxMsg<H>, H>,
+    /// Messages from `head` on accepted (the rest are out of window), and
+    /// advertised in every ACK: [`Receiver::set_msg_window`].
+    msg_window: u16,
     start: Start,
     head: u32,
     cum_msn: u32,
@@ -207,6 +211,10 @@ impl<H: Heap> Receiver<H> {
     /// What the message window costs once the first data packet takes it
     /// (kmalloc classes).
     pub const WINDOW_BYTES: usize = MsgWindow::<RxMsg<H>, H>::SIZE;
+
+    /// What each further chunk of the message window costs, taken as
+    /// more messages are in flight (kmalloc classes).
+    pub const WINDOW_CHUNK_BYTES: usize = MsgWindow::<RxMsg<H>, H>::CHUNK_SIZE;
 }
 
 impl Receiver {
@@ -231,6 +239,7 @@ impl<H: Heap> Receiver<H> {
         },
         paths: [Self::NO_PATH; MAX_PATHS],
         msgs: MsgWindow::NONE,
+        msg_window: MSG_WINDOW_MAX as u16,
         start: Start::ZERO,
         head: 0,
         cum_msn: 0,
@@ -305,7 +314,7 @@ impl<H: Heap> Receiver<H> {
                     self.start.peer
                 };
                 let ahead = seq_diff(h.msn, first);
-                if !(0..MSG_WINDOW as i32).contains(&ahead) {
+                if !(0..i32::from(self.msg_window)).contains(&ahead) {
                     return Err(DropReason::MessageOutOfWindow);
                 }
                 self.head = first;
@@ -332,6 +341,22 @@ impl<H: Heap> Receiver<H> {
             + self.msgs.footprint()
             + paths * kmalloc_size(size_of::<RxPath>())
             + bitmaps * kmalloc_size(size_of::<PktBitmap>())
+    }
+
+    /// Accept and advertise `n` messages outstanding, within
+    /// [`MSG_WINDOW_V1`]`..=`[`MSG_WINDOW_MAX`] (default the most): a
+    /// caller whose own per-message tables hold fewer says so. Call before
+    /// the connection's first packet; it stays across [`Receiver::reset`]
+    /// (a window never shrinks under a sender that was told it).
+    pub fn set_msg_window(&mut self, n: usize) {
+        if self.start.settled.is_none() {
+            self.msg_window = n.clamp(MSG_WINDOW_V1, MSG_WINDOW_MAX) as u16;
+        }
+    }
+
+    /// Messages accepted outstanding ([`Receiver::set_msg_window`]).
+    pub fn msg_window(&self) -> usize {
+        usize::from(self.msg_window)
     }
 
     /// Next message not yet fully received.
@@ -450,14 +475,15 @@ impl<H: Heap> Receiver<H> {
             return self.drop(r);
         }
         let ahead = seq_diff(h.msn, self.head);
-        // A sender has at most MSG_WINDOW messages in flight, so a real
+        // A sender has at most the advertised window in flight, so a real
         // duplicate is at most that far behind: anything further (a late
         // packet of an earlier connection, a forgery) is out of window too,
         // dropped before it can touch path state or draw an ACK.
-        if ahead >= MSG_WINDOW as i32 || ahead < -(MSG_WINDOW as i32) {
+        let window = i32::from(self.msg_window);
+        if ahead >= window || ahead < -window {
             return self.drop(DropReason::MessageOutOfWindow);
         }
-        let slot = h.msn as usize % MSG_WINDOW;
+        let slot = h.msn as usize % MSG_WINDOW_MAX;
         if ahead >= 0 {
             if let Some(m) = self.msgs.get(slot) {
                 if m.live
@@ -530,7 +556,7 @@ impl<H: Heap> Receiver<H> {
         ahead >= 0
             && self
                 .msgs
-                .get(h.msn as usize % MSG_WINDOW)
+                .get(h.msn as usize % MSG_WINDOW_MAX)
                 .is_some_and(|m| !m.live || m.msn != h.msn)
     }
 
@@ -551,7 +577,7 @@ impl<H: Heap> Receiver<H> {
                 *p = Some(H::copy_of(&RxPath::EMPTY)?);
             }
         }
-        if !self.msgs.take() {
+        if !self.msgs.take(h.msn as usize % MSG_WINDOW_MAX) {
             return None;
         }
         if npkts > INLINE_PKTS && self.starts_message(h, ahead) {
@@ -571,7 +597,7 @@ impl<H: Heap> Receiver<H> {
         npkts: u32,
         bits: MsgBits<H::Box<PktBitmap>>,
     ) -> RxVerdict {
-        let slot = h.msn as usize % MSG_WINDOW;
+        let slot = h.msn as usize % MSG_WINDOW_MAX;
         if ahead < 0 {
             self.stats.duplicates += 1;
             return RxVerdict::Duplicate;
@@ -630,10 +656,10 @@ impl<H: Heap> Receiver<H> {
 
     fn advance_cum(&mut self) {
         loop {
-            if self.cum_msn.wrapping_sub(self.head) as usize >= MSG_WINDOW {
+            if self.cum_msn.wrapping_sub(self.head) as usize >= usize::from(self.msg_window) {
                 return;
             }
-            match self.msgs.get(self.cum_msn as usize % MSG_WINDOW) {
+            match self.msgs.get(self.cum_msn as usize % MSG_WINDOW_MAX) {
                 Some(m) if m.live && m.msn == self.cum_msn && m.complete && m.failed.is_none() => {
                     self.cum_msn = self.cum_msn.wrapping_add(1);
                 }
@@ -646,10 +672,10 @@ impl<H: Heap> Receiver<H> {
     /// receive buffer): fail it, queue a NAK. Fatal to the QP in v1.
     pub fn fail_message(&mut self, msn: u32, syndrome: Syndrome, path_id: u16, psn: u32) {
         let ahead = seq_diff(msn, self.head);
-        if ahead < 0 || ahead >= MSG_WINDOW as i32 {
+        if ahead < 0 || ahead >= i32::from(self.msg_window) {
             return;
         }
-        if let Some(m) = self.msgs.get_mut(msn as usize % MSG_WINDOW) {
+        if let Some(m) = self.msgs.get_mut(msn as usize % MSG_WINDOW_MAX) {
             if m.live && m.msn == msn {
                 m.failed = Some(syndrome);
                 m.complete = true;
@@ -766,6 +792,7 @@ impl<H: Heap> Receiver<H> {
             ts_echo: rp.last_ts,
             cum_msn: self.cum_msn,
             rate_hint_mbps: self.rate_hint_mbps,
+            msg_window: self.msg_window,
         })
     }
 
@@ -779,7 +806,7 @@ impl<H: Heap> Receiver<H> {
 
     /// Release the next completion, strictly in MSN order, exactly once.
     pub fn pop_completion(&mut self) -> Option<RxCompletion> {
-        let m = self.msgs.get_mut(self.head as usize % MSG_WINDOW)?;
+        let m = self.msgs.get_mut(self.head as usize % MSG_WINDOW_MAX)?;
         if !m.live || m.msn != self.head || !m.complete {
             return None;
         }
@@ -908,7 +935,7 @@ mod tests {
             RxVerdict::Drop(DropReason::Inconsistent)
         );
         assert_eq!(
-            r.on_data(&hdr(64, 0, 10, 1), false, 0),
+            r.on_data(&hdr(MSG_WINDOW_MAX as u32, 0, 10, 1), false, 0),
             RxVerdict::Drop(DropReason::MessageOutOfWindow)
         );
         // floor_delta bounds every PSN to within the SACK window of the

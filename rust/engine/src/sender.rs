@@ -8,7 +8,9 @@ use core::ops::{Deref, DerefMut};
 use super::bitmap::{MsgBits, PktBitmap, INLINE_PKTS, MAX_MSG_PKTS};
 use super::cc::{AckSignal, Aimd, CcParams, CongestionControl};
 use super::completion::{CompletionStatus, TxCompletion};
-use super::config::{ConfigError, SenderConfig, MAX_PATHS, MSG_WINDOW, PATH_GENERATIONS};
+use super::config::{
+    ConfigError, SenderConfig, MAX_PATHS, MSG_WINDOW_MAX, MSG_WINDOW_V1, PATH_GENERATIONS,
+};
 use super::events::{CutCause, Events, FailCause, LossCause, RecoverCause, SenderEvent};
 use super::heap::{kmalloc_size, Empty, Global, Heap};
 use super::path::{
@@ -49,7 +51,8 @@ pub struct Message {
 /// Why `post` refused a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PostError {
-    /// `MSG_WINDOW` messages are already outstanding.
+    /// As many messages are outstanding as the receiver accepts
+    /// ([`Sender::msg_window`]).
     QueueFull,
     /// More than `MAX_MSG_PKTS` packets.
     TooLong,
@@ -323,6 +326,13 @@ impl Iterator for Slots {
 const _: () = assert!(MAX_PATHS == u64::BITS as usize);
 
 /// Whether the SACK of `ack` has `psn` (bit `psn - cum_psn - 1`).
+/// The window an ACK's `msg_window` gives (protocol.md 1.4): 0 (a
+/// receiver that does not say) and anything below is the v1 window, and
+/// no more than this side's tables hold.
+fn peer_window(advertised: u16) -> u16 {
+    advertised.clamp(MSG_WINDOW_V1 as u16, MSG_WINDOW_MAX as u16)
+}
+
 fn sack_has(ack: &Ack, psn: u32) -> bool {
     let i = psn.wrapping_sub(ack.cum_psn).wrapping_sub(1) as usize;
     i < SACK_BITS && ack.sack.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 != 0)
@@ -357,9 +367,14 @@ pub struct Sender<C: CongestionControl = Aimd, H: Heap = Global> {
     /// `open_path` and only `reset` closes them): the loops over paths
     /// visit these, typically a few of the 64.
     used: u64,
-    /// The messages from `head` to `tail`, at `msn % MSG_WINDOW`; its
-    /// memory is taken by the first `post` (none is live before).
+    /// The messages from `head` to `tail`, at `msn % MSG_WINDOW_MAX`; a
+    /// chunk's memory is taken by the first `post` into it (none is live
+    /// before).
     msgs: MsgWindow<TxMsg<H>, H>,
+    /// Messages the peer's receiver accepts outstanding, from its ACKs'
+    /// `msg_window` (protocol.md 1.4), at most `MSG_WINDOW_MAX`;
+    /// `MSG_WINDOW_V1` until one says more.
+    peer_window: u16,
     head: u32,
     tail: u32,
     cursor: u32,
@@ -409,6 +424,10 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     /// (kmalloc classes).
     pub const WINDOW_BYTES: usize = MsgWindow::<TxMsg<H>, H>::SIZE;
 
+    /// What each further chunk of the message window costs, taken as
+    /// more messages are in flight (kmalloc classes).
+    pub const WINDOW_CHUNK_BYTES: usize = MsgWindow::<TxMsg<H>, H>::CHUNK_SIZE;
+
     /// A sender with a caller-chosen congestion control.
     pub fn with_cc(cfg: SenderConfig, cc: C, now: u64) -> Result<Self, ConfigError> {
         let mut s = Self::empty(cc);
@@ -433,6 +452,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             rings: [Self::NO_RING; MAX_PATHS],
             used: 0,
             msgs: MsgWindow::NONE,
+            peer_window: MSG_WINDOW_V1 as u16,
             head: 0,
             tail: 0,
             cursor: 0,
@@ -493,6 +513,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         for m in self.msgs.iter_mut() {
             *m = TxMsg::EMPTY;
         }
+        self.peer_window = MSG_WINDOW_V1 as u16;
         self.head = 0;
         self.tail = 0;
         self.cursor = 0;
@@ -618,6 +639,19 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.used_paths().map(|p| p.inflight).sum()
     }
 
+    /// Messages that may be outstanding: what the peer's receiver accepts
+    /// (its ACKs' `msg_window`, [`MSG_WINDOW_V1`] until one came), at most
+    /// [`MSG_WINDOW_MAX`].
+    pub fn msg_window(&self) -> usize {
+        usize::from(self.peer_window)
+    }
+
+    /// The MSN the next [`Sender::post`] numbers: a caller that keeps its
+    /// own record per message takes that record's memory first.
+    pub fn next_msn(&self) -> u32 {
+        self.tail
+    }
+
     /// Messages posted but not yet returned by `pop_completion`.
     pub fn outstanding(&self) -> u32 {
         self.tail.wrapping_sub(self.head)
@@ -716,7 +750,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         if !seq_in_window(msn, self.head, self.tail.wrapping_sub(self.head)) {
             return None;
         }
-        let i = msn as usize % MSG_WINDOW;
+        let i = msn as usize % MSG_WINDOW_MAX;
         match self.msgs.get(i) {
             Some(m) if m.live && m.msn == msn => Some(i),
             _ => None,
@@ -740,16 +774,16 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         if npkts as usize > MAX_MSG_PKTS {
             return Err(PostError::TooLong);
         }
-        if self.tail.wrapping_sub(self.head) as usize >= MSG_WINDOW {
+        if self.tail.wrapping_sub(self.head) as usize >= self.msg_window() {
             return Err(PostError::QueueFull);
         }
-        if !self.msgs.take() {
+        if !self.msgs.take(self.tail as usize % MSG_WINDOW_MAX) {
             return Err(PostError::NoMemory);
         }
         let msn = self.tail;
         let m = self
             .msgs
-            .get_mut(msn as usize % MSG_WINDOW)
+            .get_mut(msn as usize % MSG_WINDOW_MAX)
             .ok_or(PostError::QueueFull)?;
         *m = TxMsg {
             msn,
@@ -773,7 +807,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         if self.head == self.tail {
             return None;
         }
-        let m = self.msgs.get_mut(self.head as usize % MSG_WINDOW)?;
+        let m = self.msgs.get_mut(self.head as usize % MSG_WINDOW_MAX)?;
         if !m.live || !m.done() {
             return None;
         }
@@ -972,6 +1006,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             return;
         }
         self.rate_hint_mbps = ack.rate_hint_mbps;
+        self.peer_window = peer_window(ack.msg_window);
         self.on_cum_msn(ack.cum_msn);
         if let Some(p) = open_mut(&mut self.paths, slot) {
             p.last_ack = Some(now);
@@ -1143,7 +1178,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         let mut msn = self.head;
         let mut waiting = None;
         while msn != self.tail {
-            match self.msgs.get(msn as usize % MSG_WINDOW) {
+            match self.msgs.get(msn as usize % MSG_WINDOW_MAX) {
                 Some(m) if m.live && m.msn == msn && m.done() => msn = msn.wrapping_add(1),
                 Some(m) if m.live && m.msn == msn && m.awaiting_verdict() => {
                     waiting = Some(msn);
@@ -1163,7 +1198,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         );
         match self.verdict_deadline {
             Some((m, t)) if m == msn && now >= t => {
-                if let Some(m) = self.msgs.get_mut(msn as usize % MSG_WINDOW) {
+                if let Some(m) = self.msgs.get_mut(msn as usize % MSG_WINDOW_MAX) {
                     let pkt = m.npkts.saturating_sub(1);
                     // Queued like a lost packet although it is acknowledged;
                     // its ACK changes nothing but brings `cum_msn`.
@@ -1481,7 +1516,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         let mut failed = 0u32;
         let mut msn = self.head;
         while msn != self.tail {
-            if let Some(m) = self.msgs.get_mut(msn as usize % MSG_WINDOW) {
+            if let Some(m) = self.msgs.get_mut(msn as usize % MSG_WINDOW_MAX) {
                 if m.live && m.msn == msn && !m.done() {
                     failed += 1;
                     m.retry_exceeded = true;
@@ -1675,7 +1710,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         let mut msn = self.head;
         while msn != self.tail {
-            if let Some(m) = self.msgs.get(msn as usize % MSG_WINDOW) {
+            if let Some(m) = self.msgs.get(msn as usize % MSG_WINDOW_MAX) {
                 if m.live && m.msn == msn && m.lost_count > 0 {
                     if let Some(pkt) = m.lost.first_set() {
                         return Some((msn, pkt, m.last_loss_slot));
@@ -1689,7 +1724,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
 
     fn find_new(&mut self) -> Option<u32> {
         while self.cursor != self.tail {
-            match self.msgs.get(self.cursor as usize % MSG_WINDOW) {
+            match self.msgs.get(self.cursor as usize % MSG_WINDOW_MAX) {
                 Some(m)
                     if m.live
                         && m.msn == self.cursor
@@ -1770,7 +1805,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             Some((msn, pkt, avoid)) => (msn, pkt, avoid, true),
             None => {
                 let msn = self.find_new()?;
-                let m = self.msgs.get_mut(msn as usize % MSG_WINDOW)?;
+                let m = self.msgs.get_mut(msn as usize % MSG_WINDOW_MAX)?;
                 // A long message takes its bitmaps as its first packet goes.
                 if !m.has_bits() {
                     self.alloc_retry = Some(now.saturating_add(ALLOC_RETRY_NS));
@@ -1835,7 +1870,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         };
         self.rr = (slot + 1) % MAX_PATHS;
         let mtu = self.cfg.mtu;
-        let m = self.msgs.get_mut(msn as usize % MSG_WINDOW)?;
+        let m = self.msgs.get_mut(msn as usize % MSG_WINDOW_MAX)?;
         if is_retx {
             if m.lost.clear(pkt) {
                 m.lost_count = m.lost_count.saturating_sub(1);
@@ -2525,6 +2560,7 @@ mod tests {
             ts_echo: 0,
             cum_msn: m0.wrapping_add(1),
             rate_hint_mbps: 1,
+            msg_window: 0,
         };
         // Another generation of the path (a stale or guessed path id).
         let other_gen = path.wrapping_add(1 << crate::config::PATH_SLOT_BITS);

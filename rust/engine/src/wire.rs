@@ -522,6 +522,9 @@ pub struct Ack {
     pub cum_msn: u32,
     /// Receiver rate hint (RCN) for this QP in Mbit/s; 0 = no hint.
     pub rate_hint_mbps: u32,
+    /// Messages the receiver accepts outstanding (protocol.md 1.4); 0:
+    /// not said, [`MSG_WINDOW_V1`](super::config::MSG_WINDOW_V1).
+    pub msg_window: u16,
 }
 
 impl Ack {
@@ -533,7 +536,7 @@ impl Ack {
         let flags = if self.ce { ACK_FLAG_CE } else { 0 };
         write_common(out, Opcode::Ack, flags, self.dst_qpn)?;
         wr(out, 8, &self.path_id.to_be_bytes())?;
-        wr(out, 10, &[0, 0])?;
+        wr(out, 10, &self.msg_window.to_be_bytes())?;
         wr(out, 12, &self.cum_psn.to_be_bytes())?;
         let mut bytes = [0u8; 32];
         for (j, b) in bytes.iter_mut().enumerate() {
@@ -551,9 +554,6 @@ impl Ack {
         if flags & !ACK_FLAG_CE != 0 {
             return Err(WireError::BadFlags);
         }
-        if rd_u16(buf, 10)? != 0 {
-            return Err(WireError::ReservedNonZero);
-        }
         let bytes = rd::<32>(buf, 16)?;
         let mut sack = [0u64; 4];
         for (j, b) in bytes.iter().enumerate() {
@@ -570,6 +570,7 @@ impl Ack {
             ts_echo: rd_u64(buf, 48)?,
             cum_msn: rd_u32(buf, 56)?,
             rate_hint_mbps: rd_u32(buf, 60)?,
+            msg_window: rd_u16(buf, 10)?,
         })
     }
 }
@@ -1075,8 +1076,10 @@ mod tests {
             ts_echo: 5,
             cum_msn: 3,
             rate_hint_mbps: 200_000,
+            msg_window: 1024,
         };
         let n = ack.encode(&mut buf).unwrap();
+        assert_eq!(&buf[10..12], &[0x04, 0x00], "msg_window at offset 10");
         assert_eq!(parse_packet(&buf[..n]), Ok(Packet::Ack(ack)));
         let nak = Nak {
             dst_qpn: 1,

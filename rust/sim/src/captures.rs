@@ -5,6 +5,7 @@
 //! writes them for any seed. Each has a check of what it claims.
 
 use metaroce_engine::completion::CompletionStatus;
+use metaroce_engine::config::MSG_WINDOW_V1;
 use metaroce_engine::receiver::DropReason;
 use metaroce_engine::wire::{parse_packet, Opcode, Packet, Syndrome, FLAG_RETRANSMIT};
 
@@ -430,6 +431,9 @@ const LATE_MSGS: u32 = 68;
 
 fn late_dup(seed: u64) -> Scenario {
     let mut sc = Scenario::new("late-dup", seed);
+    // B's receiver keeps the v1 window (as the driver's UC and SRQ QPs
+    // do, protocol.md 1.4), so 68 messages pass it.
+    sc.msg_window[B] = MSG_WINDOW_V1;
     sc.ops = (0..LATE_MSGS).map(|k| at(0, write(0, k * 8))).collect();
     let first: fn(&Packet<'_>, &Scenario) -> bool =
         |p, sc| matches!(p, Packet::Data { header, .. } if header.msn == sc.msn_a(0));

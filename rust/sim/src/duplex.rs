@@ -19,6 +19,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
 use metaroce_engine::completion::{CompletionStatus, RxCompletion, TxCompletion};
+use metaroce_engine::config::MSG_WINDOW_MAX;
 use metaroce_engine::path::entropy_port;
 use metaroce_engine::receiver::Placement;
 use metaroce_engine::sender::Message;
@@ -186,6 +187,8 @@ pub struct Scenario {
     pub qpn: [u32; 2],
     /// Initial PSNs of A's and B's messages (24 bits, from the seed).
     pub psn: [u32; 2],
+    /// Messages A's and B's receivers accept (protocol.md 1.4).
+    pub msg_window: [usize; 2],
 }
 
 impl Scenario {
@@ -213,6 +216,7 @@ impl Scenario {
             time_limit_ns: 1_000_000_000,
             qpn,
             psn,
+            msg_window: [MSG_WINDOW_MAX; 2],
         }
     }
 
@@ -227,6 +231,7 @@ impl Scenario {
             peer: addr(peer, 0),
             sq_psn: self.psn[h],
             rq_psn: self.psn[peer],
+            msg_window: self.msg_window[h],
         }
     }
 

@@ -60,6 +60,9 @@ pub struct HostConfig {
     pub sq_psn: u32,
     /// Initial PSN of the peer's messages (`rq_psn`).
     pub rq_psn: u32,
+    /// Messages our receiver accepts and advertises
+    /// (`Receiver::set_msg_window`, protocol.md 1.4).
+    pub msg_window: usize,
 }
 
 /// The engine configuration of a host's sender: the defaults, with the
@@ -205,6 +208,7 @@ impl<V: Verbs> Host<V> {
             peer_qpn: cfg.peer_qpn,
             mtu: cfg.mtu,
         })?);
+        rx.set_msg_window(cfg.msg_window);
         rx.start_at(cfg.rq_psn);
         rx.own_start(cfg.sq_psn);
         Ok(Self {

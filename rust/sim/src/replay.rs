@@ -40,7 +40,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use metaroce_engine::completion::{RxCompletion, TxCompletion};
-use metaroce_engine::config::SenderConfig;
+use metaroce_engine::config::{SenderConfig, MSG_WINDOW_MAX};
 use metaroce_engine::receiver::Placement;
 use metaroce_engine::sender::Message;
 use metaroce_engine::seq::seq_diff;
@@ -319,6 +319,15 @@ fn setup(tap: &[Tapped<'_>], local: &[[u8; 4]], opts: &Options) -> Result<HostCo
         peer,
         sq_psn: first(Dir::Sent),
         rq_psn: first(Dir::Received),
+        // The window the host's ACKs advertised (protocol.md 1.4).
+        msg_window: tap
+            .iter()
+            .filter(|t| t.1 == Dir::Sent)
+            .find_map(|t| match parse_packet(&t.2.payload) {
+                Ok(Packet::Ack(a)) => Some(usize::from(a.msg_window)),
+                _ => None,
+            })
+            .unwrap_or(MSG_WINDOW_MAX),
     })
 }
 

@@ -192,6 +192,41 @@ pub fn long_rtt(seed: u64) -> Scenario {
     sc
 }
 
+/// One plane limited to `gbps` at `rtt_ns` (the bench's `scale`
+/// scenario: netem delay under a tbf rate on the planes, issue 14) with
+/// messages of `msg_bytes`: the message window (v1: 64 messages, 2.1
+/// Gbit/s of 4 KiB ones at 1 ms RTT) and the path count (256 packets per
+/// path) must both grow to fill it. About 40 RTTs of data.
+pub fn scale(rtt_ns: u64, gbps: f64, msg_bytes: u32, seed: u64) -> Scenario {
+    let name = format!(
+        "{:.1} ms RTT, {gbps} Gbit/s, {} KiB messages",
+        rtt_ns as f64 / 1e6,
+        msg_bytes / 1024
+    );
+    let mut sc = base(&name, seed);
+    sc.planes = 1;
+    sc.links_per_plane = 16;
+    sc.host_gbps = gbps;
+    sc.core.gbps = gbps;
+    sc.down.gbps = gbps;
+    sc.core.prop_ns = rtt_ns / 2 - sc.down.prop_ns;
+    // Marks at a millisecond of queue, as a tbf's queue of a few ms
+    // would drop: the bottleneck's queue, not the window, sets the rate.
+    sc.core.ecn_bytes = (gbps * 1e6 / 8.0) as u64;
+    sc.core.buffer_bytes = 256_000_000;
+    sc.down.ecn_bytes = sc.core.ecn_bytes;
+    sc.down.buffer_bytes = sc.core.buffer_bytes;
+    let bytes = gbps * 1e9 / 8.0 * 40.0 * rtt_ns as f64 / 1e9;
+    sc.msg_bytes = msg_bytes;
+    sc.msgs_per_sender = (bytes / f64::from(msg_bytes)) as usize;
+    sc.sender_cfg.initial_paths = 4;
+    sc.sender_cfg.initial_rto_ns = 3 * rtt_ns;
+    sc.warmup_ns = 10 * rtt_ns;
+    sc.bin_ns = rtt_ns / 4;
+    sc.time_limit_ns = 200 * rtt_ns;
+    sc
+}
+
 /// 8 planes; the receiver stops for 300 us every 3 ms (six times the RTO
 /// floor of 50 us: a descheduled vCPU, at fabric speed). Every path with
 /// packets in flight times out in each pause; the ACKs that come when it

@@ -48,6 +48,7 @@ fn valid_packets() -> Vec<Vec<u8>> {
         ts_echo: 4,
         cum_msn: 5,
         rate_hint_mbps: 6,
+        msg_window: 1024,
     };
     let n = ack.encode(&mut buf).unwrap();
     out.push(buf[..n].to_vec());

@@ -169,6 +169,7 @@ fn engine_survives_hostile_input() {
             } else {
                 rng.next_u64() as u32
             },
+            msg_window: rng.next_u64() as u16,
         };
         tx.on_ack(&ack, now);
         if rng.chance(0.01) {
@@ -218,7 +219,7 @@ fn engine_survives_hostile_input() {
                 rsn: rng.next_u64() as u16,
             });
         }
-        assert!(tx.outstanding() as usize <= metaroce_engine::config::MSG_WINDOW);
+        assert!(tx.outstanding() as usize <= metaroce_engine::config::MSG_WINDOW_MAX);
         for s in 0..64 {
             let p = tx.path(s).unwrap();
             assert!(p.span() as usize <= metaroce_engine::wire::SACK_BITS);

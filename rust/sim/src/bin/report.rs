@@ -93,6 +93,15 @@ fn main() {
     row(&sid, &incd);
     let (sl, lr) = go(long_rtt(5));
     row(&sl, &lr);
+    // Scale-across (issue 14): rate-limited long-haul links.
+    for (rtt, gbps, size) in [
+        (1_500_000, 10.0, 4096),
+        (10_000_000, 2.0, 4096),
+        (10_000_000, 25.0, 65536),
+    ] {
+        let (ss, so) = go(scale(rtt, gbps, size, 7));
+        row(&ss, &so);
+    }
     let (sq, pq) = go(receiver_pauses(3));
     row(&sq, &pq);
     let (ss, sm) = go(small_messages(6));
