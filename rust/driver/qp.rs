@@ -17,6 +17,7 @@ use super::mr::Requester;
 use super::port::{active_mtu, FIRST_PORT};
 use super::qp_counters::QpCounters;
 use super::refusal::{check_limits, qp_state_name, qp_type_name, refuse};
+use super::stats::Counter;
 use super::transport::{self, Peer, Transport};
 use super::tx_worker::DOORBELL_BUDGET;
 use super::wqe::{self, geometry, Remote, SendWr, Sge};
@@ -631,6 +632,7 @@ impl QpState {
         if state != Qps::Rts && state != Qps::Sqd {
             return Err(EINVAL);
         }
+        dev.data().counters.inc(Counter::Doorbells);
         self.kick(dev)
     }
 
@@ -661,7 +663,9 @@ impl QpState {
             // allocated here, where the allocation may sleep.
             self.transport.reserve_requests();
         }
-        self.transport.kick(&st.tx(&st.tunnel, DOORBELL_BUDGET));
+        let mut tx = st.tx(&st.tunnel, DOORBELL_BUDGET);
+        tx.doorbell = self.user;
+        self.transport.kick(&tx);
         Ok(())
     }
 }

@@ -64,6 +64,7 @@ use crate::ib::verbs::{CqRef, SrqRef};
 use crate::ib::worker::WorkItem;
 
 mod completer;
+mod doorbell;
 mod planes;
 mod requester;
 mod responder;
@@ -283,6 +284,15 @@ struct Inner {
     /// has the transmit worker try again (`kick_locked`, which clears it
     /// first).
     room_wanted: bool,
+    /// The send ring's header says the kernel takes posts without a
+    /// doorbell (`doorbell.rs`): the kernel's own record of what it
+    /// advertised, never read back from the ring.
+    takes_posts: bool,
+    /// Requests were published while the ring said the kernel takes them,
+    /// and found when it withdrew that where nothing could send them (a
+    /// hold of the lock without a `TxCtx`): the tick has the transmit
+    /// worker take them.
+    unrung: bool,
     /// Send ring index of the oldest work request not completed.
     sq_head: u32,
     /// Send ring index up to which work requests became messages.
@@ -470,6 +480,9 @@ pub(crate) struct Transport {
 struct Locked<'a> {
     t: &'a Transport,
     i: SpinLockBhGuard<'a, Inner>,
+    /// What the holder sends with, if it may send: the doorbell flag's
+    /// withdrawal takes what it finds with it (`doorbell.rs`).
+    tx: Option<&'a TxCtx<'a>>,
 }
 
 impl Deref for Locked<'_> {
@@ -489,7 +502,9 @@ impl DerefMut for Locked<'_> {
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
         // Still under the lock: the guard is dropped after this.
-        let (t, i) = (self.t, &*self.i);
+        let t = self.t;
+        t.settle_doorbell(&mut self.i, self.tx);
+        let i = &*self.i;
         t.tick_due.mark_if(t.qpn, || t.tick_work(i).any());
     }
 }
@@ -509,8 +524,9 @@ struct TickWork {
     /// Our PLANES is repeated until the peer confirms it (protocol.md
     /// 1.8).
     planes: bool,
-    /// Work waits for memory (`Inner::room_wanted`): the transmit worker
-    /// tries again.
+    /// Work waits for memory (`Inner::room_wanted`) or for a doorbell the
+    /// ring's flag saved (`Inner::unrung`): the transmit worker takes the
+    /// requests again.
     room_wanted: bool,
     /// The sender engine's next timer (retransmission timeouts, probes,
     /// the verdict probe, the retry budget, a refused allocation's retry).
@@ -561,6 +577,9 @@ pub(crate) struct TxCtx<'a> {
     /// the receive path and the tick send only replies (ACKs, NAKs,
     /// PLANES) themselves.
     pub(crate) budget: Cell<u32>,
+    /// The caller is a process's doorbell: what it takes from the send
+    /// ring is not counted as taken without one.
+    pub(crate) doorbell: bool,
 }
 
 impl TxCtx<'_> {
@@ -640,6 +659,8 @@ impl Transport {
             wrs: KVVec::new(),
             wr_cap: (sq.count() as usize).clamp(1, WR_WINDOW),
             room_wanted: false,
+            takes_posts: false,
+            unrung: false,
             sq_head: 0,
             sq_taken: 0,
             taking: false,
@@ -912,6 +933,17 @@ impl Transport {
         Locked {
             t: self,
             i: self.inner.lock(),
+            tx: None,
+        }
+    }
+
+    /// The state, locked by a holder that sends with `tx` (the data
+    /// path's entry points).
+    fn lock_tx<'a>(&'a self, tx: &'a TxCtx<'a>) -> Locked<'a> {
+        Locked {
+            t: self,
+            i: self.inner.lock(),
+            tx: Some(tx),
         }
     }
 
@@ -934,7 +966,7 @@ impl Transport {
             flush_receives: false,
             held_acks: i.recv.receiver.ack_deadline().is_some(),
             planes: i.send.sender.config().planes > 1 && !i.recv.peer_planes.acked,
-            room_wanted: i.room_wanted,
+            room_wanted: i.room_wanted || i.unrung,
             deadline: i.send.sender.next_deadline(),
             rcn_count,
         }
@@ -948,7 +980,7 @@ impl Transport {
     /// request window. Marked again if work is left. Returns whether the
     /// QP counts as receiving now (protocol.md 6.5).
     pub(crate) fn tick(&self, tx: &TxCtx<'_>, shares: &Shares) -> bool {
-        let receiving = self.tick_locked(&mut self.lock(), tx, shares);
+        let receiving = self.tick_locked(&mut self.lock_tx(tx), tx, shares);
         self.deliver_cq_events();
         receiving
     }
@@ -1019,7 +1051,7 @@ impl Transport {
     /// and send what the windows allow. In the error state they are
     /// flushed.
     pub(crate) fn kick(&self, tx: &TxCtx<'_>) {
-        self.kick_locked(&mut self.lock(), tx);
+        self.kick_locked(&mut self.lock_tx(tx), tx);
         self.deliver_cq_events();
     }
 
@@ -1027,6 +1059,7 @@ impl Transport {
         // What waited for memory is tried again here, and asks again if
         // it still finds none.
         i.room_wanted = false;
+        i.unrung = false;
         if i.failed {
             self.flush_locked(i);
         } else if i.peer.is_some() {
@@ -1062,7 +1095,7 @@ impl Transport {
             return;
         }
         {
-            let mut i = self.lock();
+            let mut i = self.lock_tx(tx);
             let now = now_ns();
             if timers
                 && i.peer.is_some()
@@ -1098,7 +1131,7 @@ impl Transport {
         pkt: &Packet<'_>,
         meta: &RxMeta,
     ) -> RxFate {
-        let fate = self.receive_locked(&mut self.lock(), tx, ndev, pkt, meta);
+        let fate = self.receive_locked(&mut self.lock_tx(tx), tx, ndev, pkt, meta);
         self.deliver_cq_events();
         fate
     }

@@ -137,6 +137,20 @@ impl Transport {
             return;
         }
         let max_msg = Self::max_msg(i);
+        let first = i.sq_taken;
+        self.take_requests_to(i, tx, prod, max_msg);
+        if !tx.doorbell && self.local.kernel.is_none() {
+            let taken = i.sq_taken.wrapping_sub(first);
+            if taken != 0 {
+                tx.counters
+                    .add(Counter::PostsWithoutDoorbell, u64::from(taken));
+            }
+        }
+    }
+
+    /// Takes the requests from `sq_taken` up to `prod`, as far as the
+    /// windows allow.
+    fn take_requests_to(&self, i: &mut Inner, tx: &TxCtx<'_>, prod: u32, max_msg: u32) {
         while i.sq_taken != prod && !i.failed {
             let index = i.sq_taken;
             let prev = i.wr_slot(index.wrapping_sub(1));
