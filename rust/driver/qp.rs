@@ -73,7 +73,7 @@ pub(crate) struct QpAttrs {
 /// What an idle connected RC QP allocates in the driver, in kmalloc
 /// classes: its data path ([`transport::IDLE_BYTES`]) and the locks and
 /// attributes below (the `QpState` itself is inside the core's `ib_qp`
-/// allocation, 80 B). 8,064 B on the test kernel, 7,824 B on the
+/// allocation, 80 B). 8,072 B on the test kernel, 7,832 B on the
 /// benchmark kernel.
 pub(crate) const IDLE_QP_BYTES: usize = transport::IDLE_BYTES
     + 2 * kmalloc_size(size_of::<SpinLockIrq<()>>())

@@ -86,6 +86,10 @@ pub(crate) enum Counter {
     /// the ring's flag saved doorbells for (a request posted with a
     /// doorbell that found the message window full counts here too).
     PostsWithoutDoorbell,
+    /// Times a QP stopped sending because its packets not yet released by
+    /// the network stack reached its cap (design.md, "Transmit
+    /// backpressure"); it sends again as they drain.
+    TxInflightWaits,
 }
 
 /// A counter kept per plane; its value is the index in a plane's set.
@@ -107,7 +111,7 @@ pub(crate) enum PlaneCounter {
 pub(crate) const QP_COUNTERS: usize = 8;
 
 /// Device-wide counters (before the per-plane ones).
-const DEVICE_COUNT: usize = 25;
+const DEVICE_COUNT: usize = 26;
 
 /// Counters of each plane.
 const PER_PLANE: usize = 5;
@@ -160,6 +164,7 @@ pub(crate) static NAMES: [StatDesc; COUNT] = counter_names!(
         "rto_spurious",
         "doorbells",
         "posts_without_doorbell",
+        "tx_inflight_waits",
     ],
     [0 1 2 3 4 5 6 7]
 );
@@ -243,6 +248,6 @@ impl Counters {
 }
 
 // Every counter has a name; the per-QP ones come first.
-const _: () = assert!(Counter::PostsWithoutDoorbell as usize + 1 == DEVICE_COUNT);
+const _: () = assert!(Counter::TxInflightWaits as usize + 1 == DEVICE_COUNT);
 const _: () = assert!(PlaneCounter::Retransmissions as usize + 1 == PER_PLANE);
 const _: () = assert!(Counter::PathFailures as usize + 1 == QP_COUNTERS);

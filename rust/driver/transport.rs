@@ -52,6 +52,7 @@ use crate::engine::rcn::Shares;
 use crate::engine::receiver::Receiver;
 use crate::engine::sender::Sender;
 use crate::engine::wire::{self, Opcode, Packet};
+use crate::ib::inflight::{TxInFlight, TX_IN_FLIGHT_BYTES};
 use crate::ib::ip::IpAddr;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh, SpinLockBhGuard};
 use crate::ib::netdev::NetDevice;
@@ -284,6 +285,10 @@ struct Inner {
     /// has the transmit worker try again (`kick_locked`, which clears it
     /// first).
     room_wanted: bool,
+    /// The QP stopped sending at its cap of packets the network stack
+    /// holds (`TX_IN_FLIGHT_CAP`): the next ACK or the tick has the
+    /// transmit worker try again as they drain.
+    tx_blocked: bool,
     /// The send ring's header says the kernel takes posts without a
     /// doorbell (`doorbell.rs`): the kernel's own record of what it
     /// advertised, never read back from the ring.
@@ -419,7 +424,8 @@ fn empty_wrs(n: usize, flags: kernel::alloc::Flags) -> Result<KVVec<OutWr>> {
 pub(crate) const IDLE_BYTES: usize = kmalloc_size(size_of::<SendSide>())
     + SenderConfig::DEFAULT.initial_paths as usize * kmalloc_size(size_of::<TxPath>())
     + kmalloc_size(size_of::<RecvSide>())
-    + kmalloc_size(size_of::<Transport>() + size_of::<u64>());
+    + kmalloc_size(size_of::<Transport>() + size_of::<u64>())
+    + kmalloc_size(TX_IN_FLIGHT_BYTES);
 
 // Each box fills its kmalloc class and no more: the `SendSide` needs the
 // 4 KiB class and the `RecvSide` the 1 KiB one, and nothing added to them
@@ -468,6 +474,9 @@ pub(crate) struct Transport {
     pub(super) sq_sig_all: bool,
     /// Per-QP counting (`rdma statistic qp`).
     pub(crate) counters: QpCounters,
+    /// The QP's data packets the network stack still holds: at
+    /// `TX_IN_FLIGHT_CAP` the QP stops sending (`requester.rs`).
+    in_flight: Arc<TxInFlight>,
 }
 
 /// A QP's transport state, locked ([`Transport::lock`]). Letting it go
@@ -528,6 +537,10 @@ struct TickWork {
     /// ring's flag saved (`Inner::unrung`): the transmit worker takes the
     /// requests again.
     room_wanted: bool,
+    /// The QP stopped at its cap of packets in the stack
+    /// (`Inner::tx_blocked`): the transmit worker tries again, should no
+    /// ACK come first.
+    tx_blocked: bool,
     /// The sender engine's next timer (retransmission timeouts, probes,
     /// the verdict probe, the retry budget, a refused allocation's retry).
     deadline: Option<u64>,
@@ -544,6 +557,7 @@ impl TickWork {
             || self.held_acks
             || self.planes
             || self.room_wanted
+            || self.tx_blocked
             || self.deadline.is_some()
             || self.rcn_count
     }
@@ -646,6 +660,7 @@ impl Transport {
         let mut send = KVBox::new(EMPTY_SEND, GFP_KERNEL)?;
         send.dev_name = dev_name;
         let recv = KVBox::new(EMPTY_RECV, GFP_KERNEL)?;
+        let in_flight = TxInFlight::new()?;
         let mut srq_taken = KVVec::new();
         if srq.is_some() {
             srq_taken.reserve(MSG_WINDOW, GFP_KERNEL)?;
@@ -659,6 +674,7 @@ impl Transport {
             wrs: KVVec::new(),
             wr_cap: (sq.count() as usize).clamp(1, WR_WINDOW),
             room_wanted: false,
+            tx_blocked: false,
             takes_posts: false,
             unrung: false,
             sq_head: 0,
@@ -693,6 +709,7 @@ impl Transport {
                 tick_due,
                 sq_sig_all,
                 counters: QpCounters::new(),
+                in_flight,
             }),
             GFP_KERNEL,
         )
@@ -722,7 +739,15 @@ impl Transport {
         len: usize,
         fill: impl FnOnce(&mut TxTail<'_>) -> Result,
     ) -> Result {
-        let sent = send_data(tx.counters, tx.sock, ndev, to, len, fill);
+        let sent = send_data(
+            tx.counters,
+            tx.sock,
+            ndev,
+            to,
+            len,
+            Some(&self.in_flight),
+            fill,
+        );
         self.counters.on_send(tx.qp_counters, &sent, len);
         sent
     }
@@ -967,6 +992,7 @@ impl Transport {
             held_acks: i.recv.receiver.ack_deadline().is_some(),
             planes: i.send.sender.config().planes > 1 && !i.recv.peer_planes.acked,
             room_wanted: i.room_wanted || i.unrung,
+            tx_blocked: i.tx_blocked,
             deadline: i.send.sender.next_deadline(),
             rcn_count,
         }
@@ -1033,6 +1059,12 @@ impl Transport {
             // Work waits for memory the heap refused: the transmit worker
             // takes the requests and answers again.
             self.kick_deferred.store(true, Ordering::Release);
+            tx.defer(self.qpn);
+        }
+        if work.tx_blocked {
+            // The stack may have sent what the QP waited for, with no ACK
+            // to tell: the transmit worker looks again.
+            self.tx_deferred.store(true, Ordering::Release);
             tx.defer(self.qpn);
         }
         if work.deadline.is_some_and(|d| d <= now) {
