@@ -124,6 +124,7 @@ const ENUMS: &[&str] = &[
     "ibv_wc_flags",
     "ibv_wc_opcode",
     "ibv_wr_opcode",
+    "metaroce_kernel_flags",
     "metaroce_wqe_flags",
     "metaroce_wr_opcode",
     "rdma_driver_id",

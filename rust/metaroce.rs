@@ -60,6 +60,7 @@ pub mod abi {
 
 use driver::events::NetdevEvents;
 use driver::link::MetaRoceLink;
+use ib::inflight::InFlightDrain;
 use ib::link::LinkRegistration;
 use ib::netdev::NetdevNotifier;
 use ib::udp::TunnelRegistration;
@@ -84,12 +85,14 @@ impl Drop for AllDevices {
 
 /// The module: its registrations, dropped in field order on `rmmod`: no new
 /// links first, then every device, then the netdev notifier, then the
-/// tunnels' namespace hook (every socket is closed by then).
+/// tunnels' namespace hook (every socket is closed by then), then the wait
+/// for the packets the network stack still holds.
 struct MetaRoceModule {
     _link: LinkRegistration<MetaRoceLink>,
     _devices: AllDevices,
     _events: NetdevNotifier<NetdevEvents>,
     _tunnels: TunnelRegistration,
+    _in_flight: InFlightDrain,
 }
 
 impl kernel::Module for MetaRoceModule {
@@ -106,6 +109,7 @@ impl kernel::Module for MetaRoceModule {
             _devices: AllDevices,
             _events: events,
             _tunnels: tunnels,
+            _in_flight: InFlightDrain,
         })
     }
 }

@@ -63,6 +63,8 @@ int ibv_cmd_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_se
 #define QB_INDEX_MASK 4		/* .index_mask */
 #define QB_PRODUCER 128		/* .producer_index */
 #define QB_CONSUMER 256		/* .consumer_index */
+#define QB_KERNEL_FLAGS 260	/* .kernel_flags (written by the kernel only) */
+#define KF_TAKES_POSTS 1u	/* METAROCE_KF_TAKES_POSTS */
 #define QB_DATA 384		/* .data[]: the elements */
 
 #define SW_WR_ID 0		/* struct metaroce_send_wqe.wr_id */
@@ -93,6 +95,8 @@ _Static_assert(offsetof(struct metaroce_queue_buf, index_mask) == QB_INDEX_MASK,
 _Static_assert(offsetof(struct metaroce_queue_buf, producer_index) == QB_PRODUCER, "abi");
 _Static_assert(offsetof(struct metaroce_queue_buf, consumer_index) == QB_CONSUMER, "abi");
 _Static_assert(offsetof(struct metaroce_queue_buf, data) == QB_DATA, "abi");
+_Static_assert(offsetof(struct metaroce_queue_buf, kernel_flags) == QB_KERNEL_FLAGS, "abi");
+_Static_assert(METAROCE_KF_TAKES_POSTS == KF_TAKES_POSTS, "abi");
 _Static_assert(offsetof(struct metaroce_send_wqe, wr_id) == SW_WR_ID, "abi");
 _Static_assert(offsetof(struct metaroce_send_wqe, opcode) == SW_OPCODE, "abi");
 _Static_assert(offsetof(struct metaroce_send_wqe, send_flags) == SW_SEND_FLAGS, "abi");
@@ -1016,6 +1020,64 @@ out:
 	env_close(e, q, 2, NULL);
 }
 
+/* ---- case 4: a forged doorbell flag ---- */
+
+/*
+ * The process sets the kernel's flag (METAROCE_KF_TAKES_POSTS: "the
+ * kernel takes new requests without a doorbell") on its idle requester
+ * and posts a SEND through the provider, which then makes no system call.
+ * The kernel never reads the flag: the request may wait (only this QP is
+ * hurt) until the doorbell is rung by hand; then it completes, the QP
+ * stays usable, and the kernel's own value is back in the word once the
+ * QP is idle again (0).
+ */
+static void case_forged_flag(struct env *e)
+{
+	struct qpx q[2] = { 0 };
+	struct ibv_wc wc;
+	uint32_t flags;
+	double ms;
+	int got, r, st;
+
+	if (rc_pair(e, &q[0], &q[1]))
+		goto out;
+	ring_store(&q[0].sq, QB_KERNEL_FLAGS, KF_TAKES_POSTS);
+	note("requester SQ kernel_flags forged to %#x", KF_TAKES_POSTS);
+	if (post_recv(e, &q[1], 0x5002, RECV_OFF, 4096) || post_send(e, &q[0], 0x1002, 64, NULL, 0))
+		goto out;
+	got = wait_wc(e->scq, 1000, &wc);
+	if (got < 0)
+		goto out;
+	note("%s within 1 s of the post without a doorbell", got ? "a completion" : "no completion");
+	r = doorbell(&q[0], &ms);
+	if (!got) {
+		got = wait_wc(e->scq, 4000, &wc);
+		if (got < 0)
+			goto out;
+	}
+	/* The receive's completion, and the kernel settling its flag. */
+	if (setup_wc(e->rcq, 0x5002, "the SEND's receive"))
+		goto out;
+	usleep(100 * 1000);
+	flags = ring_load(&q[0].sq, QB_KERNEL_FLAGS);
+	st = qp_state(&q[0]);
+	if (ms > PROMPT_MS)
+		fail("the doorbell took %.0f ms (> %.0f)", ms, PROMPT_MS);
+	else if (r)
+		fail("the doorbell failed: %s", strerror(r));
+	else if (!got || wc.status != IBV_WC_SUCCESS || wc.wr_id != 0x1002)
+		fail("after the doorbell: %s", got ? ibv_wc_status_str(wc.status) : "no completion in 4 s");
+	else if (st != IBV_QPS_RTS)
+		fail("requester QP %s after the forged flag", qp_state_str(st));
+	else if (flags & KF_TAKES_POSTS)
+		fail("kernel_flags %#x on an idle QP: the kernel did not write its own value", flags);
+	else
+		pass("the SEND completed after the doorbell, QP %s, kernel_flags %#x",
+		     qp_state_str(st), flags);
+out:
+	env_close(e, q, 2, NULL);
+}
+
 /* ---- driver ---- */
 
 struct tcase {
@@ -1028,6 +1090,7 @@ static void run_recv(struct env *e, int a) { case_recv(e, a); }
 static void run_ud(struct env *e, int a) { (void)a; case_ud_consumer(e); }
 static void run_rc(struct env *e, int a) { (void)a; case_rc_producer(e); }
 static void run_send(struct env *e, int a) { case_send(e, a); }
+static void run_forged_flag(struct env *e, int a) { (void)a; case_forged_flag(e); }
 
 static const struct tcase cases[] = {
 	{ "recv_sge_wrap", run_recv, RECV_SGE_WRAP },
@@ -1037,6 +1100,7 @@ static const struct tcase cases[] = {
 	{ "send_num_sge", run_send, SEND_NUM_SGE },
 	{ "send_inline_len", run_send, SEND_INLINE_LEN },
 	{ "send_sge_wrap", run_send, SEND_SGE_WRAP },
+	{ "forged_doorbell_flag", run_forged_flag, 0 },
 };
 #define NCASES ((int)(sizeof(cases) / sizeof(cases[0])))
 

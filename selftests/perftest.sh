@@ -75,3 +75,10 @@ run ib_read_bw -q 8 -n 50 -s 65536
 run ib_send_bw -q 8 -n 50 -s 65536
 run ib_write_bw -q 8 -n 50 -s 65536 --use_old_post_send
 run ib_write_bw -q 8 -D 12 -f 4 -Q 1 -s 65536
+# What the send rings' doorbell flag saved and how often a QP waited for
+# the network stack (design.md: "Doorbell suppression", "Transmit
+# backpressure"): informational, host A since the device came up.
+log "info: doorbells $(mr0_stat doorbells || true)," \
+	"posts_without_doorbell $(mr0_stat posts_without_doorbell || true)," \
+	"tx_inflight_waits $(mr0_stat tx_inflight_waits || true)," \
+	"retransmissions $(mr0_stat retransmissions || true)"

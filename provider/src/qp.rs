@@ -465,9 +465,12 @@ pub(crate) unsafe extern "C" fn bind_mw(
         sq.sync();
         sq.push(&wr, Payload::Sges(&[]))?;
         sq.publish();
+        let ring = sq.doorbell_needed();
         drop(g);
-        // SAFETY: live QP.
-        unsafe { doorbell(ibqp) }?;
+        if ring {
+            // SAFETY: live QP.
+            unsafe { doorbell(ibqp) }?;
+        }
         mw.rkey = rkey;
         Ok(())
     })
@@ -546,8 +549,9 @@ pub(crate) unsafe extern "C" fn post_send(
             cur = w.next;
         }
         let n = sq.publish();
+        let ring = n > 0 && sq.doorbell_needed();
         drop(g);
-        if n > 0 {
+        if ring {
             // SAFETY: live QP.
             unsafe { doorbell(ibqp) }?;
         }
@@ -723,9 +727,11 @@ unsafe extern "C" fn wr_complete(ex: *mut sys::ibv_qp_ex) -> c_int {
         let qp = unsafe { qp_ref(ex.cast::<sys::ibv_qp>()) };
         // SAFETY: wr_start leaked the guard; this one ends the sequence.
         let mut g = unsafe { qp.sq.resume() };
-        let n = g.as_mut().ok_or(EINVAL)?.batch_complete()?;
+        let sq = g.as_mut().ok_or(EINVAL)?;
+        let n = sq.batch_complete()?;
+        let ring = n > 0 && sq.doorbell_needed();
         drop(g);
-        if n > 0 {
+        if ring {
             // SAFETY: live QP.
             unsafe { doorbell(ex.cast::<sys::ibv_qp>()) }?;
         }
@@ -1056,6 +1062,8 @@ unsafe extern "C" fn wr_set_ud_addr(
 mod tests {
     use super::*;
     use crate::errno::ENOMEM;
+    use core::sync::atomic::Ordering;
+    use metaroce_abi::ring::KernelFlags;
 
     const RC: u32 = sys::ibv_qp_type_IBV_QPT_RC;
     const UD: u32 = sys::ibv_qp_type_IBV_QPT_UD;
@@ -1394,6 +1402,49 @@ mod tests {
         assert_eq!(r, ENOMEM.0);
         assert_eq!(badp, &mut wrs[6] as *mut _);
         assert!(!qp.sq.is_locked());
+    }
+
+    /// The kernel's flag in the send ring's header: set, a post publishes
+    /// its requests and makes no system call; clear (or unknown bits
+    /// only), it rings; nothing published, nothing rung.
+    #[test]
+    fn a_post_skips_the_doorbell_while_the_kernel_takes_posts() {
+        let mut qp = fake_qp(RC);
+        let mut sg = [sys::ibv_sge::default()];
+        let ok = legacy_wr(sys::ibv_wr_opcode_IBV_WR_SEND, 0, &mut sg);
+        let set_flags = |qp: &mut Qp, bits: u32| {
+            let sq = qp.sq.get_mut().as_ref().unwrap();
+            sq.ring().kernel_flags().store(bits, Ordering::Relaxed);
+        };
+        let before = doorbells();
+        assert_eq!(post_legacy(&mut qp, &mut [ok]).0, 0);
+        assert_eq!(doorbells(), before + 1, "flag clear: rung");
+
+        set_flags(&mut qp, KernelFlags::TAKES_POSTS.bits());
+        assert_eq!(post_legacy(&mut qp, &mut [ok, ok]).0, 0);
+        assert_eq!(producer(&mut qp), 3, "published all the same");
+        assert_eq!(doorbells(), before + 1, "flag set: not rung");
+
+        let e = &mut qp.vqp.qp_ex as *mut sys::ibv_qp_ex;
+        // SAFETY: a live fake QP driven through a wr_start sequence.
+        unsafe {
+            (*e).wr_id = 0x78;
+            wr_start(e);
+            wr_send(e);
+            wr_set_sge(e, 0x55, 0x1000, 8);
+            assert_eq!(wr_complete(e), 0);
+        }
+        assert_eq!(producer(&mut qp), 4);
+        assert_eq!(doorbells(), before + 1, "ibv_wr_complete: not rung either");
+
+        set_flags(&mut qp, !KernelFlags::TAKES_POSTS.bits());
+        assert_eq!(post_legacy(&mut qp, &mut [ok]).0, 0);
+        assert_eq!(doorbells(), before + 2, "unknown bits: rung");
+        let p = &mut *qp as *mut Qp as *mut sys::ibv_qp;
+        let mut bad = core::ptr::null_mut();
+        // SAFETY: a live fake QP and an empty WR list.
+        assert_eq!(unsafe { post_send(p, core::ptr::null_mut(), &mut bad) }, 0);
+        assert_eq!(doorbells(), before + 2, "nothing posted: not rung");
     }
 
     #[test]

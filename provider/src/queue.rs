@@ -9,7 +9,7 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use metaroce_abi::layout::queue_buf::{
-    CONSUMER_INDEX, DATA, INDEX_MASK, LOG2_ELEM_SIZE, PRODUCER_INDEX,
+    CONSUMER_INDEX, DATA, INDEX_MASK, KERNEL_FLAGS, LOG2_ELEM_SIZE, PRODUCER_INDEX,
 };
 use metaroce_abi::ring::Geometry;
 
@@ -125,6 +125,11 @@ impl SharedQueue {
 
     pub(crate) fn consumer(&self) -> &AtomicU32 {
         self.map.header_u32(CONSUMER_INDEX)
+    }
+
+    /// `kernel_flags`: written by the kernel only (the provider reads it).
+    pub(crate) fn kernel_flags(&self) -> &AtomicU32 {
+        self.map.header_u32(KERNEL_FLAGS)
     }
 
     /// The element at index `idx`, for the side that owns it now (the

@@ -7,6 +7,8 @@
 
 use core::sync::atomic::Ordering;
 
+use metaroce_abi::ring::doorbell_needed_after_publish;
+
 use crate::errno::{Errno, EINVAL, ENOMEM};
 use crate::queue::SharedQueue;
 use crate::sys;
@@ -203,6 +205,16 @@ impl SendQueue {
         let n = self.next.wrapping_sub(p.load(Ordering::Relaxed));
         p.store(self.next, Ordering::Release);
         n
+    }
+
+    /// Whether what [`SendQueue::publish`] published needs a doorbell:
+    /// unless the kernel's flag says it takes new requests on its own.
+    /// The full barrier orders the producer index's store before the
+    /// flag's load; the kernel clears the flag, then a full barrier, then
+    /// reads the producer index, so one of the two sides sees the other's
+    /// store (metaroce-abi.h; design.md, "Doorbell suppression").
+    pub(crate) fn doorbell_needed(&self) -> bool {
+        doorbell_needed_after_publish(self.ring.kernel_flags())
     }
 
     // ---- ibv_wr_* batches ----

@@ -365,7 +365,7 @@ impl Datagram {
         let n = h.payload_len as usize;
         let len = wire::DATA_HEADER_LEN + n + wire::ICRC_LEN;
         let mut unreadable = false;
-        let sent = send_data(tx.counters, tx.sock, ndev, &to, len, |buf| {
+        let sent = send_data(tx.counters, tx.sock, ndev, &to, len, None, |buf| {
             put_data_packet(buf, h, |body| {
                 let read = if req.is_inline {
                     body.put(req.inline.get(..n).ok_or(EINVAL)?)

@@ -250,6 +250,7 @@ impl DeviceState {
             rcn: &self.rcn,
             worker: self.tx_worker.item(),
             budget: Cell::new(budget),
+            doorbell: false,
         }
     }
 

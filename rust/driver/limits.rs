@@ -48,3 +48,11 @@ pub(crate) const MAX_FAST_REG_PAGES: u32 = 512;
 pub(crate) const PROBE_BURST: u32 = 32;
 /// See [`PROBE_BURST`].
 pub(crate) const PROBE_RATE: u32 = 100;
+
+/// Data packets of one QP the network stack may hold (in a qdisc or the
+/// driver's ring, not yet sent) before the QP waits for them to leave
+/// (design.md, "Transmit backpressure"): below a plane's default
+/// 1000-packet qdisc with up to 8 QPs sending on it at once; above a
+/// transmit worker's turn and a doorbell's budget (`tx_worker.rs`), so a
+/// QP meets it only when the stack backs up, not in one burst.
+pub(crate) const TX_IN_FLIGHT_CAP: u32 = 96;

@@ -78,6 +78,18 @@ pub(crate) enum Counter {
     /// Of those, timeouts a late ACK showed spurious and undid (protocol.md
     /// 4.3; from the engine).
     RtoSpurious,
+    /// Doorbells rung by processes: `post_send` system calls without work
+    /// requests (design.md, "Doorbell suppression").
+    Doorbells,
+    /// Send work requests of processes' QPs the kernel took on its own (an
+    /// ACK, the transmit worker, the tick), not in a doorbell's call: what
+    /// the ring's flag saved doorbells for (a request posted with a
+    /// doorbell that found the message window full counts here too).
+    PostsWithoutDoorbell,
+    /// Times a QP stopped sending because its packets not yet released by
+    /// the network stack reached its cap (design.md, "Transmit
+    /// backpressure"); it sends again as they drain.
+    TxInflightWaits,
 }
 
 /// A counter kept per plane; its value is the index in a plane's set.
@@ -99,7 +111,7 @@ pub(crate) enum PlaneCounter {
 pub(crate) const QP_COUNTERS: usize = 8;
 
 /// Device-wide counters (before the per-plane ones).
-const DEVICE_COUNT: usize = 23;
+const DEVICE_COUNT: usize = 26;
 
 /// Counters of each plane.
 const PER_PLANE: usize = 5;
@@ -150,6 +162,9 @@ pub(crate) static NAMES: [StatDesc; COUNT] = counter_names!(
         "rx_probes_limited",
         "rto_timeouts",
         "rto_spurious",
+        "doorbells",
+        "posts_without_doorbell",
+        "tx_inflight_waits",
     ],
     [0 1 2 3 4 5 6 7]
 );
@@ -233,6 +248,6 @@ impl Counters {
 }
 
 // Every counter has a name; the per-QP ones come first.
-const _: () = assert!(Counter::RtoSpurious as usize + 1 == DEVICE_COUNT);
+const _: () = assert!(Counter::TxInflightWaits as usize + 1 == DEVICE_COUNT);
 const _: () = assert!(PlaneCounter::Retransmissions as usize + 1 == PER_PLANE);
 const _: () = assert!(Counter::PathFailures as usize + 1 == QP_COUNTERS);

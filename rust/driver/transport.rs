@@ -55,6 +55,7 @@ use crate::engine::receiver::Receiver;
 use crate::engine::sender::{Message, PostError, Sender};
 use crate::engine::window::MsgWindow;
 use crate::engine::wire::{self, Opcode, Packet};
+use crate::ib::inflight::{TxInFlight, TX_IN_FLIGHT_BYTES};
 use crate::ib::ip::IpAddr;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh, SpinLockBhGuard};
 use crate::ib::netdev::NetDevice;
@@ -67,6 +68,7 @@ use crate::ib::verbs::{CqRef, SrqRef};
 use crate::ib::worker::WorkItem;
 
 mod completer;
+mod doorbell;
 mod planes;
 mod requester;
 mod responder;
@@ -300,6 +302,19 @@ struct Inner {
     /// has the transmit worker try again (`kick_locked`, which clears it
     /// first).
     room_wanted: bool,
+    /// The QP stopped sending at its cap of packets the network stack
+    /// holds (`TX_IN_FLIGHT_CAP`): the next ACK or the tick has the
+    /// transmit worker try again as they drain.
+    tx_blocked: bool,
+    /// The send ring's header says the kernel takes posts without a
+    /// doorbell (`doorbell.rs`): the kernel's own record of what it
+    /// advertised, never read back from the ring.
+    takes_posts: bool,
+    /// Requests were published while the ring said the kernel takes them,
+    /// and found when it withdrew that where nothing could send them (a
+    /// hold of the lock without a `TxCtx`): the tick has the transmit
+    /// worker take them.
+    unrung: bool,
     /// Send ring index of the oldest work request not completed.
     sq_head: u32,
     /// Send ring index up to which work requests became messages.
@@ -454,7 +469,8 @@ fn empty_wrs(n: usize, flags: kernel::alloc::Flags) -> Result<KVVec<OutWr>> {
 pub(crate) const IDLE_BYTES: usize = kmalloc_size(size_of::<SendSide>())
     + SenderConfig::DEFAULT.initial_paths as usize * kmalloc_size(size_of::<TxPath>())
     + kmalloc_size(size_of::<RecvSide>())
-    + kmalloc_size(size_of::<Transport>() + size_of::<u64>());
+    + kmalloc_size(size_of::<Transport>() + size_of::<u64>())
+    + kmalloc_size(TX_IN_FLIGHT_BYTES);
 
 // Each box fills its kmalloc class and no more: the `SendSide` needs the
 // 4 KiB class and the `RecvSide` the 1 KiB one, and nothing added to them
@@ -506,6 +522,9 @@ pub(crate) struct Transport {
     pub(super) sq_sig_all: bool,
     /// Per-QP counting (`rdma statistic qp`).
     pub(crate) counters: QpCounters,
+    /// The QP's data packets the network stack still holds: at
+    /// `TX_IN_FLIGHT_CAP` the QP stops sending (`requester.rs`).
+    in_flight: Arc<TxInFlight>,
 }
 
 /// A QP's transport state, locked ([`Transport::lock`]). Letting it go
@@ -518,6 +537,9 @@ pub(crate) struct Transport {
 struct Locked<'a> {
     t: &'a Transport,
     i: SpinLockBhGuard<'a, Inner>,
+    /// What the holder sends with, if it may send: the doorbell flag's
+    /// withdrawal takes what it finds with it (`doorbell.rs`).
+    tx: Option<&'a TxCtx<'a>>,
 }
 
 impl Deref for Locked<'_> {
@@ -537,7 +559,9 @@ impl DerefMut for Locked<'_> {
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
         // Still under the lock: the guard is dropped after this.
-        let (t, i) = (self.t, &*self.i);
+        let t = self.t;
+        t.settle_doorbell(&mut self.i, self.tx);
+        let i = &*self.i;
         t.tick_due.mark_if(t.qpn, || t.tick_work(i).any());
     }
 }
@@ -557,9 +581,14 @@ struct TickWork {
     /// Our PLANES is repeated until the peer confirms it (protocol.md
     /// 1.8).
     planes: bool,
-    /// Work waits for memory (`Inner::room_wanted`): the transmit worker
-    /// tries again.
+    /// Work waits for memory (`Inner::room_wanted`) or for a doorbell the
+    /// ring's flag saved (`Inner::unrung`): the transmit worker takes the
+    /// requests again.
     room_wanted: bool,
+    /// The QP stopped at its cap of packets in the stack
+    /// (`Inner::tx_blocked`): the transmit worker tries again, should no
+    /// ACK come first.
+    tx_blocked: bool,
     /// The sender engine's next timer (retransmission timeouts, probes,
     /// the verdict probe, the retry budget, a refused allocation's retry).
     deadline: Option<u64>,
@@ -576,6 +605,7 @@ impl TickWork {
             || self.held_acks
             || self.planes
             || self.room_wanted
+            || self.tx_blocked
             || self.deadline.is_some()
             || self.rcn_count
     }
@@ -609,6 +639,9 @@ pub(crate) struct TxCtx<'a> {
     /// the receive path and the tick send only replies (ACKs, NAKs,
     /// PLANES) themselves.
     pub(crate) budget: Cell<u32>,
+    /// The caller is a process's doorbell: what it takes from the send
+    /// ring is not counted as taken without one.
+    pub(crate) doorbell: bool,
 }
 
 impl TxCtx<'_> {
@@ -675,6 +708,7 @@ impl Transport {
         let mut send = KVBox::new(EMPTY_SEND, GFP_KERNEL)?;
         send.dev_name = dev_name;
         let recv = KVBox::new(EMPTY_RECV, GFP_KERNEL)?;
+        let in_flight = TxInFlight::new()?;
         let mut srq_taken = KVVec::new();
         if srq.is_some() {
             srq_taken.reserve(MSG_WINDOW_V1, GFP_KERNEL)?;
@@ -688,6 +722,9 @@ impl Transport {
             wrs: KVVec::new(),
             wr_cap: (sq.count() as usize).clamp(1, WR_WINDOW),
             room_wanted: false,
+            tx_blocked: false,
+            takes_posts: false,
+            unrung: false,
             sq_head: 0,
             sq_taken: 0,
             taking: false,
@@ -720,6 +757,7 @@ impl Transport {
                 tick_due,
                 sq_sig_all,
                 counters: QpCounters::new(),
+                in_flight,
             }),
             GFP_KERNEL,
         )
@@ -749,7 +787,15 @@ impl Transport {
         len: usize,
         fill: impl FnOnce(&mut TxTail<'_>) -> Result,
     ) -> Result {
-        let sent = send_data(tx.counters, tx.sock, ndev, to, len, fill);
+        let sent = send_data(
+            tx.counters,
+            tx.sock,
+            ndev,
+            to,
+            len,
+            Some(&self.in_flight),
+            fill,
+        );
         self.counters.on_send(tx.qp_counters, &sent, len);
         sent
     }
@@ -972,6 +1018,17 @@ impl Transport {
         Locked {
             t: self,
             i: self.inner.lock(),
+            tx: None,
+        }
+    }
+
+    /// The state, locked by a holder that sends with `tx` (the data
+    /// path's entry points).
+    fn lock_tx<'a>(&'a self, tx: &'a TxCtx<'a>) -> Locked<'a> {
+        Locked {
+            t: self,
+            i: self.inner.lock(),
+            tx: Some(tx),
         }
     }
 
@@ -994,7 +1051,8 @@ impl Transport {
             flush_receives: false,
             held_acks: i.recv.receiver.ack_deadline().is_some(),
             planes: i.send.sender.config().planes > 1 && !i.recv.peer_planes.acked,
-            room_wanted: i.room_wanted,
+            room_wanted: i.room_wanted || i.unrung,
+            tx_blocked: i.tx_blocked,
             deadline: i.send.sender.next_deadline(),
             rcn_count,
         }
@@ -1008,7 +1066,7 @@ impl Transport {
     /// request window. Marked again if work is left. Returns whether the
     /// QP counts as receiving now (protocol.md 6.5).
     pub(crate) fn tick(&self, tx: &TxCtx<'_>, shares: &Shares) -> bool {
-        let receiving = self.tick_locked(&mut self.lock(), tx, shares);
+        let receiving = self.tick_locked(&mut self.lock_tx(tx), tx, shares);
         self.deliver_cq_events();
         receiving
     }
@@ -1063,6 +1121,12 @@ impl Transport {
             self.kick_deferred.store(true, Ordering::Release);
             tx.defer(self.qpn);
         }
+        if work.tx_blocked {
+            // The stack may have sent what the QP waited for, with no ACK
+            // to tell: the transmit worker looks again.
+            self.tx_deferred.store(true, Ordering::Release);
+            tx.defer(self.qpn);
+        }
         if work.deadline.is_some_and(|d| d <= now) {
             // The engine's timers are judged by the transmit worker: this
             // timer softirq runs before the receive softirq, so ACKs that
@@ -1079,7 +1143,7 @@ impl Transport {
     /// and send what the windows allow. In the error state they are
     /// flushed.
     pub(crate) fn kick(&self, tx: &TxCtx<'_>) {
-        self.kick_locked(&mut self.lock(), tx);
+        self.kick_locked(&mut self.lock_tx(tx), tx);
         self.deliver_cq_events();
     }
 
@@ -1087,6 +1151,7 @@ impl Transport {
         // What waited for memory is tried again here, and asks again if
         // it still finds none.
         i.room_wanted = false;
+        i.unrung = false;
         if i.failed {
             self.flush_locked(i);
         } else if i.peer.is_some() {
@@ -1122,7 +1187,7 @@ impl Transport {
             return;
         }
         {
-            let mut i = self.lock();
+            let mut i = self.lock_tx(tx);
             let now = now_ns();
             if timers
                 && i.peer.is_some()
@@ -1158,7 +1223,7 @@ impl Transport {
         pkt: &Packet<'_>,
         meta: &RxMeta,
     ) -> RxFate {
-        let fate = self.receive_locked(&mut self.lock(), tx, ndev, pkt, meta);
+        let fate = self.receive_locked(&mut self.lock_tx(tx), tx, ndev, pkt, meta);
         self.deliver_cq_events();
         fate
     }

@@ -6,8 +6,10 @@
 //! probe replies.
 
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 use super::stats::{Counter, Counters};
+use crate::ib::inflight::TxInFlight;
 use crate::ib::netdev::NetDevice;
 use crate::ib::skb::TxTail;
 use crate::ib::udp::{TunnelSock, TxSkb, TxTo};
@@ -38,17 +40,23 @@ pub(crate) fn send(
 /// Sends one data packet of exactly `len` bytes on plane `ndev` to `to`:
 /// `fill` appends them front to back (header, payload, ICRC) into a buffer
 /// that is not zeroed first (`TxSkb::put_with`: a byte left unwritten
-/// fails the send instead). Counts like [`send`].
+/// fails the send instead). The packet counts in `owner` (its QP's packets
+/// the network stack holds), if any, until the stack releases it. Counts like
+/// [`send`].
 pub(crate) fn send_data(
     counters: &Counters,
     sock: &TunnelSock,
     ndev: &NetDevice,
     to: &TxTo,
     len: usize,
+    owner: Option<&Arc<TxInFlight>>,
     fill: impl FnOnce(&mut TxTail<'_>) -> Result,
 ) -> Result {
     let res = (|| {
         let mut skb = TxSkb::alloc(ndev, len)?;
+        if let Some(owner) = owner {
+            skb.charge(owner);
+        }
         skb.put_with(len, fill)?;
         sock.xmit(ndev, skb, to)
     })();

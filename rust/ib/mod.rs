@@ -12,6 +12,7 @@ mod sys;
 
 pub(crate) mod device;
 pub(crate) mod heap;
+pub(crate) mod inflight;
 pub(crate) mod ip;
 pub(crate) mod kdma;
 pub(crate) mod knobs;

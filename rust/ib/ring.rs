@@ -20,7 +20,7 @@ use kernel::prelude::*;
 
 use super::sys::bindings;
 use super::udata::Udata;
-use crate::abi::ring::Geometry;
+use crate::abi::ring::{self, Geometry};
 
 const PAGE_SIZE: usize = 1 << bindings::PAGE_SHIFT;
 
@@ -225,6 +225,29 @@ impl SharedRing {
     pub(crate) fn set_consumer(&self, value: u32) {
         self.index(offset_of!(bindings::metaroce_queue_buf, consumer_index))
             .store(value, Ordering::Release)
+    }
+
+    fn kernel_flags(&self) -> &AtomicU32 {
+        self.index(offset_of!(bindings::metaroce_queue_buf, kernel_flags))
+    }
+
+    /// Tells the producer that the kernel will look at the ring again on
+    /// its own (`KernelFlags::TAKES_POSTS`): a post needs no doorbell.
+    /// The kernel never reads the word back, so a process that writes it
+    /// misleads only itself.
+    pub(crate) fn advertise_takes_posts(&self) {
+        ring::advertise_takes_posts(self.kernel_flags());
+    }
+
+    /// Withdraws [`SharedRing::advertise_takes_posts`] before the kernel
+    /// stops looking at the ring, and returns the producer index read
+    /// after that: the flag's store, a full barrier, then the load, as
+    /// `crate::abi::ring::withdraw_takes_posts` states. Of a post racing
+    /// with this call, either the producer sees the flag gone (and rings)
+    /// or the index returned includes it (and the caller takes it).
+    pub(crate) fn withdraw_takes_posts(&self) -> u32 {
+        let producer = self.index(offset_of!(bindings::metaroce_queue_buf, producer_index));
+        ring::withdraw_takes_posts(self.kernel_flags(), producer)
     }
 
     fn slot(&self, index: u32) -> *mut u8 {

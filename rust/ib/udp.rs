@@ -37,6 +37,7 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 use kernel::types::Opaque;
 
+use super::inflight::TxInFlight;
 use super::ip::{Family, IpAddr};
 use super::netdev::NetDevice;
 use super::netns::{Net, PernetHandler, PernetRegistration};
@@ -73,6 +74,12 @@ impl TxSkb {
     /// (`GFP_ATOMIC`: callable from softirq).
     pub(crate) fn alloc(ndev: &NetDevice, len: usize) -> Result<Self> {
         SkBuff::alloc_tx(ndev, len).map(Self)
+    }
+
+    /// Counts the packet in `owner` until the network stack releases it
+    /// (`inflight.rs`: sent, dropped, or back in through the loopback).
+    pub(crate) fn charge(&mut self, owner: &Arc<TxInFlight>) {
+        self.0.charge(owner);
     }
 
     /// Appends `len` zeroed bytes and returns them for the caller to fill

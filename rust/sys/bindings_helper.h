@@ -17,6 +17,7 @@
 #include <rdma/rdma_netlink.h>
 #include <rdma/metaroce-abi.h>
 #include <linux/skbuff.h>
+#include <linux/delay.h>
 #include <net/ip.h>
 #include <net/route.h>
 #include <net/net_namespace.h>

@@ -103,6 +103,19 @@ void metaroce_helper_consume_skb(struct sk_buff *skb)
 	consume_skb(skb);
 }
 
+/* skb_shinfo is a macro: the shared info sits at the end of the data. */
+void metaroce_helper_skb_set_destructor(struct sk_buff *skb,
+					void (*destructor)(struct sk_buff *), void *arg)
+{
+	skb_shinfo(skb)->destructor_arg = arg;
+	skb->destructor = destructor;
+}
+
+void *metaroce_helper_skb_destructor_arg(struct sk_buff *skb)
+{
+	return skb_shinfo(skb)->destructor_arg;
+}
+
 void metaroce_helper_skb_reserve(struct sk_buff *skb, int len)
 {
 	skb_reserve(skb, len);

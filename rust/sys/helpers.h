@@ -42,6 +42,9 @@ unsigned long metaroce_helper_page_offset(void);
 struct sk_buff *metaroce_helper_alloc_skb_atomic(unsigned int size);
 void metaroce_helper_kfree_skb(struct sk_buff *skb);
 void metaroce_helper_consume_skb(struct sk_buff *skb);
+void metaroce_helper_skb_set_destructor(struct sk_buff *skb,
+					void (*destructor)(struct sk_buff *), void *arg);
+void *metaroce_helper_skb_destructor_arg(struct sk_buff *skb);
 void metaroce_helper_skb_reserve(struct sk_buff *skb, int len);
 unsigned int metaroce_helper_skb_tailroom(const struct sk_buff *skb);
 bool metaroce_helper_pskb_may_pull(struct sk_buff *skb, unsigned int len);

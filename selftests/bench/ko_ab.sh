@@ -30,7 +30,9 @@ for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 			read -r -a args <<< "$t"
 			pt_run "${args[0]}" 240 "${args[@]:1}"
 			echo "ab: $side rep $rep $t: $(awk -v s="${args[2]}" '$1 == s && NF >= 5 { print $2 " iterations, " $4 " MB/s"; exit }' "$PT_OUT")" \
-				"| host A so far: retransmissions $(mr0_stat retransmissions) rto_timeouts $(mr0_stat rto_timeouts)"
+				"| host A so far: retransmissions $(mr0_stat retransmissions) rto_timeouts $(mr0_stat rto_timeouts)" \
+				"doorbells $(mr0_stat doorbells) posts_without_doorbell $(mr0_stat posts_without_doorbell)" \
+				"tx_inflight_waits $(mr0_stat tx_inflight_waits)"
 		done
 		mr_down
 	done

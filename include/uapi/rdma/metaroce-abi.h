@@ -19,6 +19,21 @@
  * full when producer - consumer == index_mask + 1. The producer writes the
  * element, then publishes the index with a store-release; the consumer reads
  * the index with a load-acquire before the element.
+ *
+ * Doorbell suppression (send queue): while the kernel will look at the ring
+ * again on its own (the QP has requests in flight, whose acknowledgements
+ * make it take new ones), it sets METAROCE_KF_TAKES_POSTS in kernel_flags,
+ * and a post that sees the flag needs no doorbell. The provider publishes
+ * the producer index, then a full memory barrier, then reads kernel_flags;
+ * the kernel clears the flag, then a full barrier, then reads the producer
+ * index before it stops looking. So either the provider sees the flag clear
+ * and rings, or the kernel sees the new producer index and takes the
+ * requests (Documentation/design.md, "Doorbell suppression"). The kernel
+ * only writes kernel_flags, never reads it: a process that sets it itself
+ * only leaves its own requests waiting for a doorbell. Compatible both ways
+ * without a version change: an older provider ignores the word and always
+ * rings; an older kernel leaves it zero (it was reserved), and the provider
+ * then always rings.
  */
 #ifndef METAROCE_ABI_USER_H
 #define METAROCE_ABI_USER_H
@@ -55,8 +70,17 @@ struct metaroce_queue_buf {
 	__u32 producer_index;
 	__u32 reserved2[31];
 	__u32 consumer_index;
-	__u32 reserved3[31];
+	__u32 kernel_flags;		/* enum metaroce_kernel_flags; written by
+					 * the kernel only */
+	__u32 reserved3[30];
 	__u8 data[];			/* elements */
+};
+
+/* Bits of metaroce_queue_buf.kernel_flags. */
+enum metaroce_kernel_flags {
+	/* Send queue: the kernel takes newly published WQEs without a
+	 * doorbell (see above). */
+	METAROCE_KF_TAKES_POSTS = 1 << 0,
 };
 
 struct metaroce_sge {

@@ -15,6 +15,8 @@ pub mod queue_buf {
     pub const PRODUCER_INDEX: usize = 128;
     /// `consumer_index` (its own cache line).
     pub const CONSUMER_INDEX: usize = 256;
+    /// `kernel_flags` (on the consumer's line: the kernel writes both).
+    pub const KERNEL_FLAGS: usize = 260;
     /// `data[]`: the first element; also the header's size.
     pub const DATA: usize = 384;
 }
@@ -176,6 +178,7 @@ macro_rules! check_layout {
             assert!(offset_of!(Q, index_mask) == q::INDEX_MASK);
             assert!(offset_of!(Q, producer_index) == q::PRODUCER_INDEX);
             assert!(offset_of!(Q, consumer_index) == q::CONSUMER_INDEX);
+            assert!(offset_of!(Q, kernel_flags) == q::KERNEL_FLAGS);
             assert!(offset_of!(Q, data) == q::DATA && size_of::<Q>() == q::DATA);
 
             assert!(offset_of!(G, addr) == sge::ADDR && offset_of!(G, length) == sge::LENGTH);
@@ -244,6 +247,10 @@ macro_rules! check_layout {
             assert!(Op::SendWithInv as u32 == c::ib_uverbs_wr_opcode_IB_UVERBS_WR_SEND_WITH_INV);
             assert!(Op::AtomicWrite as u32 == c::metaroce_wr_opcode_METAROCE_WR_ATOMIC_WRITE);
             assert!(WqeFlags::INLINE == c::metaroce_wqe_flags_METAROCE_WQE_INLINE);
+            use abi::ring::KernelFlags;
+            assert!(
+                KernelFlags::TAKES_POSTS.bits() == c::metaroce_kernel_flags_METAROCE_KF_TAKES_POSTS
+            );
         };
     };
 }

@@ -8,6 +8,7 @@
 //! worth of work.
 
 use core::ops::Range;
+use core::sync::atomic::{fence, AtomicU32, Ordering};
 
 use super::layout::queue_buf::DATA;
 use super::reject::Reject;
@@ -118,6 +119,67 @@ impl Geometry {
     }
 }
 
+/// `kernel_flags` of a ring's header (`enum metaroce_kernel_flags`): what
+/// the kernel tells the producer of a send queue. Only the kernel writes
+/// the word and it never reads it back, so whatever a process writes there
+/// misleads only that process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelFlags(u32);
+
+impl KernelFlags {
+    /// None set: every post needs a doorbell (also what a kernel that
+    /// predates the word leaves there: it was reserved, zero).
+    pub const NONE: Self = Self(0);
+    /// `METAROCE_KF_TAKES_POSTS`: the kernel will look at the send ring
+    /// again without a doorbell, and take what was published by then.
+    pub const TAKES_POSTS: Self = Self(1 << 0);
+
+    /// The flags of the word's value; bits this side does not know are
+    /// ignored (a newer kernel's).
+    pub const fn from_bits(bits: u32) -> Self {
+        Self(bits & Self::TAKES_POSTS.0)
+    }
+
+    /// The word's value.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether requests published before the word was read (with a full
+    /// barrier between the producer index's store and this read, on the
+    /// producer's side) need a doorbell: unless the kernel said it takes
+    /// them on its own.
+    pub const fn doorbell_needed(self) -> bool {
+        self.0 & Self::TAKES_POSTS.0 == 0
+    }
+}
+
+/// Doorbell suppression, the producer's side: after publishing its index,
+/// whether the requests need a doorbell (`flags` is the header's
+/// `kernel_flags`). The full barrier orders the index's store before the
+/// flag's load; with [`withdraw_takes_posts`] on the kernel's side, a post
+/// racing with the withdrawal is either seen by the kernel or sees the
+/// flag gone (metaroce-abi.h).
+pub fn doorbell_needed_after_publish(flags: &AtomicU32) -> bool {
+    fence(Ordering::SeqCst);
+    KernelFlags::from_bits(flags.load(Ordering::Relaxed)).doorbell_needed()
+}
+
+/// The kernel's side: says it takes posts without a doorbell. Relaxed: the
+/// word carries no data, and what makes it true is the kernel's state.
+pub fn advertise_takes_posts(flags: &AtomicU32) {
+    flags.store(KernelFlags::TAKES_POSTS.bits(), Ordering::Relaxed);
+}
+
+/// The kernel's side, before it stops looking at the ring: clears the
+/// flag, a full barrier, then reads the producer index (acquire: the
+/// elements before it are visible), which the caller takes up to.
+pub fn withdraw_takes_posts(flags: &AtomicU32, producer: &AtomicU32) -> u32 {
+    flags.store(KernelFlags::NONE.bits(), Ordering::Relaxed);
+    fence(Ordering::SeqCst);
+    producer.load(Ordering::Acquire)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +238,17 @@ mod tests {
         assert_eq!(g.used(c.wrapping_add(8), c), Ok(8));
         assert_eq!(g.free(c.wrapping_add(5), c), Ok(3));
         assert!(g.is_full(c.wrapping_add(8), c));
+    }
+
+    #[test]
+    fn a_doorbell_is_needed_unless_the_kernel_takes_posts() {
+        assert!(KernelFlags::NONE.doorbell_needed());
+        assert!(KernelFlags::from_bits(0).doorbell_needed());
+        assert!(!KernelFlags::TAKES_POSTS.doorbell_needed());
+        assert!(!KernelFlags::from_bits(1).doorbell_needed());
+        // Unknown bits (a newer kernel's) are ignored.
+        assert!(KernelFlags::from_bits(!1).doorbell_needed());
+        assert_eq!(KernelFlags::from_bits(u32::MAX), KernelFlags::TAKES_POSTS);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::{
     SEND_MORE,
 };
 use crate::abi::opcode::SendFlags;
-use crate::driver::limits::MAX_MSG_SIZE;
+use crate::driver::limits::{MAX_MSG_SIZE, TX_IN_FLIGHT_CAP};
 use crate::driver::mr::{MrTable, Requester};
 use crate::driver::stats::{Counter, PlaneCounter};
 use crate::driver::wqe::{self, SendReq, Sge};
@@ -105,6 +105,17 @@ fn check_atomic(
     Ok(wire::ATOMIC_LEN)
 }
 
+/// How far [`Transport::pump_on`] got.
+enum Pumped {
+    /// The engine has nothing more ready.
+    Done,
+    /// The caller's budget ran out: the transmit worker sends the rest.
+    BudgetSpent,
+    /// The QP's packets in the network stack are at their cap
+    /// (`Inner::tx_blocked`).
+    Blocked,
+}
+
 /// What taking the send work request at `sq_taken` came to.
 enum Taken {
     /// Read and checked: its messages are posted next.
@@ -136,6 +147,20 @@ impl Transport {
             return;
         }
         let max_msg = Self::max_msg(i);
+        let first = i.sq_taken;
+        self.take_requests_to(i, tx, prod, max_msg);
+        if !tx.doorbell && self.local.kernel.is_none() {
+            let taken = i.sq_taken.wrapping_sub(first);
+            if taken != 0 {
+                tx.counters
+                    .add(Counter::PostsWithoutDoorbell, u64::from(taken));
+            }
+        }
+    }
+
+    /// Takes the requests from `sq_taken` up to `prod`, as far as the
+    /// windows allow.
+    fn take_requests_to(&self, i: &mut Inner, tx: &TxCtx<'_>, prod: u32, max_msg: u32) {
         while i.sq_taken != prod && !i.failed {
             let index = i.sq_taken;
             let prev = i.wr_slot(index.wrapping_sub(1));
@@ -353,8 +378,9 @@ impl Transport {
     /// budget allows; the rest are left to the transmit worker.
     pub(super) fn pump(&self, i: &mut Inner, tx: &TxCtx<'_>) {
         let Some(peer) = i.peer else { return };
-        if !self.pump_on(i, tx, peer) {
-            self.defer_tx(tx);
+        match self.pump_on(i, tx, peer) {
+            Pumped::Done | Pumped::Blocked => {}
+            Pumped::BudgetSpent => self.defer_tx(tx),
         }
         self.counters
             .sync_engine(i.send.sender.stats(), tx.qp_counters, tx.counters);
@@ -365,20 +391,31 @@ impl Transport {
     /// Sends each packet on its path's plane: from our netdev on that plane
     /// to the peer's address on it (plane 0: the connected GIDs; others:
     /// the source address the route picks on that netdev, or over IPv6 the
-    /// one our PLANES named). False if the
-    /// budget ran out while the engine may have more.
-    fn pump_on(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer) -> bool {
+    /// one our PLANES named). Stops when the
+    /// budget runs out, or when the network stack holds
+    /// `TX_IN_FLIGHT_CAP` of the QP's packets (transmit backpressure,
+    /// design.md): then the next ACK or the tick brings the QP back, not
+    /// the transmit worker at once, which would only find it blocked.
+    fn pump_on(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer) -> Pumped {
+        let was_blocked = core::mem::replace(&mut i.tx_blocked, false);
         if !i.send.sender.has_ready() {
-            return true;
+            return Pumped::Done;
         }
         let now = now_ns();
         let planes = tx.planes.lock();
         loop {
+            if self.in_flight.skbs() >= TX_IN_FLIGHT_CAP {
+                if !was_blocked {
+                    tx.counters.inc(Counter::TxInflightWaits);
+                }
+                i.tx_blocked = true;
+                return Pumped::Blocked;
+            }
             if !tx.spend() {
-                return false;
+                return Pumped::BudgetSpent;
             }
             let Some(pkt) = i.send.sender.next_packet(now) else {
-                return true;
+                return Pumped::Done;
             };
             let (Some(ndev), Some(dst)) =
                 (planes.get(pkt.plane), i.recv.peer_planes.addr(pkt.plane))

@@ -78,7 +78,7 @@ const KIB: usize = 1024;
 /// The engines' share of an idle connected QP: the sender (2 KiB class)
 /// with its 4 first paths (512 B each) and the receiver (1 KiB class).
 /// The driver's whole QP, these included, is held at build time
-/// (`qp::IDLE_QP_BYTES`: 8,064 B on the test kernel, design.md "Per-QP
+/// (`qp::IDLE_QP_BYTES`: 8,072 B on the test kernel, design.md "Per-QP
 /// memory"); the RDMA core's own objects per QP come on top of it.
 const IDLE_ENGINES: usize = 5 * KIB;
 
