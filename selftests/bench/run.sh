@@ -8,8 +8,8 @@
 #   BENCH_QUICK=1 selftests/bench/run.sh the ~5 minute subset (CI smoke)
 #
 # Environment: BENCH_OUT (default a new /tmp/metaroce-bench.*),
-# BENCH_TRANSPORTS, BENCH_SCENARIOS, BENCH_REPS, BENCH_PLANE_RATE (passed to
-# the suite),
+# BENCH_TRANSPORTS, BENCH_SCENARIOS, BENCH_REPS, BENCH_PLANE_RATE,
+# BENCH_RCN_RATE (passed to the suite),
 # BENCH_PUBLISH=0 (do not copy a full run's report into
 # Documentation/benchmarks/), METAROCE_PLANES (default 4).
 set -euo pipefail
@@ -26,7 +26,7 @@ export METAROCE_RIG_TIMEOUT=${METAROCE_RIG_TIMEOUT:-3300}
 # command line, in double quotes (the rig wraps the whole command in single
 # quotes; single-quoted values split it at their spaces).
 knobs="BENCH_QUICK=$quick"
-for v in BENCH_TRANSPORTS BENCH_SCENARIOS BENCH_REPS BENCH_PLANE_RATE; do
+for v in BENCH_TRANSPORTS BENCH_SCENARIOS BENCH_REPS BENCH_PLANE_RATE BENCH_RCN_RATE; do
 	[ -n "${!v:-}" ] && knobs+=" $v=\"${!v}\""
 done
 invocation="${BENCH_INVOCATION:-$knobs selftests/bench/run.sh}"
