@@ -376,9 +376,9 @@ impl<H: Heap> Receiver<H> {
     /// Whether this QP was one of the receiving QPs at the device's last
     /// count (a receiving QP is visited by every count, [`rcn_due`]). A
     /// QP that was not advertises the share a newcomer gets from the
-    /// device's last count, `Shares::hint(false)`, which the device sets
-    /// before an ACK goes ([`Receiver::set_rate_hint`]): no count visits
-    /// an idle QP to keep it current.
+    /// device's last count ([`Receiver::rcn_join`]), which the device
+    /// sets before an ACK goes ([`Receiver::set_rate_hint`]): no count
+    /// visits an idle QP to keep it current.
     ///
     /// [`rcn_due`]: Receiver::rcn_due
     pub fn rcn_counted(&self) -> bool {
@@ -399,13 +399,17 @@ impl<H: Heap> Receiver<H> {
 
     /// The device's count of its receiving QPs (protocol.md 6.5), at
     /// `now`, visiting this QP: takes its hint from the previous count's
-    /// `shares` (as one of the QPs it counted, or not), and returns
+    /// `shares` (as one of the QPs it counted, or not; a newcomer that
+    /// joined since keeps the share it joined with, which knew of the
+    /// newcomers before it, and `shares` did not), and returns
     /// whether this QP counts as receiving now
     /// ([`rcn::receiving_window_ns`] at its new hint), which the caller adds up into the
     /// next count's shares. A QP not receiving is no longer
     /// [`due`](Receiver::rcn_due) for counts until its next data packet.
     pub fn rcn_count(&mut self, shares: &Shares, now: u64) -> bool {
-        self.rate_hint_mbps = shares.hint(self.rcn_counted);
+        if self.rcn_counted || !self.rcn_joined {
+            self.rate_hint_mbps = shares.hint(self.rcn_counted);
+        }
         self.rcn_joined = false;
         let window = rcn::receiving_window_ns(self.rate_hint_mbps, self.cfg.mtu);
         self.rcn_counted = self.receiving(now, window);

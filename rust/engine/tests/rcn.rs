@@ -268,19 +268,21 @@ fn newcomers_between_two_counts_are_numbered_as_they_come() {
     let pkt = one_packet();
     let idle = Shares::new(C, 0);
     let mut qps: Vec<Receiver> = (0..4).map(|_| receiver()).collect();
-    let mut newcomers = 0;
-    for rx in &mut qps {
+    for (ahead, rx) in qps.iter_mut().enumerate() {
         rx.on_data(&pkt, false, MS);
         assert!(rx.rcn_join(), "a newcomer's first packet");
-        rx.set_rate_hint(idle.joining(newcomers));
-        newcomers += 1;
+        rx.set_rate_hint(idle.joining(ahead as u32));
         rx.on_data(&pkt, false, MS);
         assert!(!rx.rcn_join(), "once between two counts");
     }
-    let hints: Vec<u32> = qps.iter().map(|r| r.rate_hint_mbps()).collect();
-    assert_eq!(hints, [10, 5, 3, 2]);
-    // The count takes them all in: C / N, and none joins again.
+    let hints = |qps: &[Receiver]| qps.iter().map(|r| r.rate_hint_mbps()).collect::<Vec<_>>();
+    assert_eq!(hints(&qps), [10, 5, 3, 2]);
+    // The next count's visit, with the shares of the count that found
+    // none receiving, leaves the newcomers their places (not C each: that
+    // count did not see them), and counts them.
     let counted = count(&mut qps, C, idle, 2 * MS);
+    assert_eq!(hints(&qps), [10, 5, 3, 2]);
+    // The count after: C / N for all, and none joins again.
     let counted = count(&mut qps, C, counted, 3 * MS);
     assert_eq!(counted.receiving(), 4);
     for rx in &mut qps {
