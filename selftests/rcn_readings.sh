@@ -167,33 +167,33 @@ print(max(inside, default=0), sum(inside) // max(len(inside), 1), len(inside), d
 # QPs fair (Jain 0.9).
 rcn_judge() {
 	local red_min=$1 drops=$2 bmax=$3 bcount=$4 rate=$5 jain=$6 off_bmean=$7 off_rate=$8 bad=0
-	say() { echo "$1: $2"; [ "$1" = ok ] || bad=1; }
+	rcn_say() { echo "$1: $2"; [ "$1" = ok ] || bad=1; }
 	if [ "$off_bmean" -ge "$red_min" ]; then
-		say ok "RCN off: mean backlog $off_bmean B, at RED's minimum $red_min B or above (the qdisc is the bottleneck)"
+		rcn_say ok "RCN off: mean backlog $off_bmean B, at RED's minimum $red_min B or above (the qdisc is the bottleneck)"
 	else
-		say FAIL "RCN off: mean backlog $off_bmean B below RED's minimum $red_min B: the qdisc was no bottleneck"
+		rcn_say FAIL "RCN off: mean backlog $off_bmean B below RED's minimum $red_min B: the qdisc was no bottleneck"
 	fi
 	if [ "$drops" -eq 0 ]; then
-		say ok "RCN on: no drop in the steady window"
+		rcn_say ok "RCN on: no drop in the steady window"
 	else
-		say FAIL "RCN on: $drops drops in the steady window"
+		rcn_say FAIL "RCN on: $drops drops in the steady window"
 	fi
 	if [ "$bcount" -lt 2 ]; then
-		say FAIL "RCN on: $bcount backlog samples in the steady window, fewer than 2"
+		rcn_say FAIL "RCN on: $bcount backlog samples in the steady window, fewer than 2"
 	elif [ "$bmax" -lt "$red_min" ]; then
-		say ok "RCN on: backlog at most $bmax B, below RED's minimum $red_min B ($bcount samples)"
+		rcn_say ok "RCN on: backlog at most $bmax B, below RED's minimum $red_min B ($bcount samples)"
 	else
-		say FAIL "RCN on: backlog up to $bmax B, not below RED's minimum $red_min B"
+		rcn_say FAIL "RCN on: backlog up to $bmax B, not below RED's minimum $red_min B"
 	fi
 	if [ $((rate * 10)) -ge $((off_rate * 9)) ] && [ "$rate" -gt 0 ]; then
-		say ok "RCN on: $rate data packets/s, at least 90% of RCN off's $off_rate"
+		rcn_say ok "RCN on: $rate data packets/s, at least 90% of RCN off's $off_rate"
 	else
-		say FAIL "RCN on: $rate data packets/s, below 90% of RCN off's $off_rate"
+		rcn_say FAIL "RCN on: $rate data packets/s, below 90% of RCN off's $off_rate"
 	fi
 	if awk -v j="$jain" 'BEGIN { exit !(j >= 0.9) }'; then
-		say ok "RCN on: Jain's index $jain, at least 0.9"
+		rcn_say ok "RCN on: Jain's index $jain, at least 0.9"
 	else
-		say FAIL "RCN on: Jain's index $jain below 0.9"
+		rcn_say FAIL "RCN on: Jain's index $jain below 0.9"
 	fi
 	return $bad
 }
