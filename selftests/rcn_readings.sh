@@ -6,7 +6,8 @@
 # peer channel from bash. Nothing here starts Python, which takes about a
 # second in a TCG guest: rcn.sh takes a reading every second or so while
 # perftest busy-polls the only vCPU. selftests/rig/rcncheck.sh checks these
-# on the host with captured outputs.
+# on the host with captured outputs. (qdisc_window starts Python once, after
+# a run; rcn_judge is rcn.sh's assertions, checked there too.)
 
 # qp_table FIELD: of the `rdma -dd resource show qp` text on stdin, one line
 # per ib_write_bw RC QP in RTR or RTS (the WRITE server's stay in RTR):
@@ -120,4 +121,79 @@ peer_text() {
 	reply=${reply#"$head"}
 	reply=${reply%'"}'}
 	printf '%s' "${reply//\\n/$'\n'}"
+}
+
+# qdisc_window FILE FROM TO: "MAX MEAN COUNT DROPS MARKED" of the bottleneck
+# from rcn.sh's sampler FILE (lines "NOW_US TC_JSON", `tc -s -j qdisc
+# show`): the tbf backlog's maximum and mean (bytes) over the COUNT samples
+# from FROM to TO (now_us), and the drops (tbf's, which include its RED
+# child's) and RED's CE marks from the last sample at or before FROM to
+# the first at or after TO: the counters of a window that encloses the
+# steady one (the samples at its ends, or the run's first and last), so
+# that a drop in the steady window is never missed.
+qdisc_window() {
+	/usr/bin/python3 -c '
+import json, sys
+lo, hi = int(sys.argv[2]), int(sys.argv[3])
+samples = []
+for line in open(sys.argv[1]):
+    t, _, doc = line.partition(" ")
+    try:
+        t, qs = int(t), json.loads(doc)
+    except ValueError:
+        continue
+    tbf = next((q for q in qs if q.get("kind") == "tbf"), None)
+    red = next((q for q in qs if q.get("kind") == "red"), {})
+    if tbf is None:
+        continue
+    marked = red.get("marked", red.get("options", {}).get("marked", 0))
+    samples.append((t, tbf.get("backlog", 0), tbf.get("drops", 0), marked))
+inside = [s[1] for s in samples if lo <= s[0] <= hi]
+before = [s for s in samples if s[0] <= lo] or samples[:1]
+after = [s for s in samples if s[0] >= hi] or samples[-1:]
+drops = after[0][2] - before[-1][2] if samples else 0
+marked = after[0][3] - before[-1][3] if samples else 0
+print(max(inside, default=0), sum(inside) // max(len(inside), 1), len(inside), drops, marked)' "$@"
+}
+
+# rcn_judge RED_MIN ON_DROPS ON_BMAX ON_BCOUNT ON_RATE ON_JAIN OFF_BMEAN
+# OFF_RATE: rcn.sh's verdict on its RCN on and off runs, each number over
+# the steady window (drops and backlogs from qdisc_window, rates in data
+# packets/s, Jain's index of the QPs' goodputs). One line per check, "ok:"
+# or "FAIL:"; status 1 if any failed. The queue is small from the first
+# RTT on: no drop and a backlog below RED's minimum (no CE mark) with
+# RCN on, where RCN off kept it above (else the qdisc was no bottleneck
+# and the run shows nothing); the link as busy as without RCN (90%); the
+# QPs fair (Jain 0.9).
+rcn_judge() {
+	local red_min=$1 drops=$2 bmax=$3 bcount=$4 rate=$5 jain=$6 off_bmean=$7 off_rate=$8 bad=0
+	rcn_say() { echo "$1: $2"; [ "$1" = ok ] || bad=1; }
+	if [ "$off_bmean" -ge "$red_min" ]; then
+		rcn_say ok "RCN off: mean backlog $off_bmean B, at RED's minimum $red_min B or above (the qdisc is the bottleneck)"
+	else
+		rcn_say FAIL "RCN off: mean backlog $off_bmean B below RED's minimum $red_min B: the qdisc was no bottleneck"
+	fi
+	if [ "$drops" -eq 0 ]; then
+		rcn_say ok "RCN on: no drop in the steady window"
+	else
+		rcn_say FAIL "RCN on: $drops drops in the steady window"
+	fi
+	if [ "$bcount" -lt 2 ]; then
+		rcn_say FAIL "RCN on: $bcount backlog samples in the steady window, fewer than 2"
+	elif [ "$bmax" -lt "$red_min" ]; then
+		rcn_say ok "RCN on: backlog at most $bmax B, below RED's minimum $red_min B ($bcount samples)"
+	else
+		rcn_say FAIL "RCN on: backlog up to $bmax B, not below RED's minimum $red_min B"
+	fi
+	if [ $((rate * 10)) -ge $((off_rate * 9)) ] && [ "$rate" -gt 0 ]; then
+		rcn_say ok "RCN on: $rate data packets/s, at least 90% of RCN off's $off_rate"
+	else
+		rcn_say FAIL "RCN on: $rate data packets/s, below 90% of RCN off's $off_rate"
+	fi
+	if awk -v j="$jain" 'BEGIN { exit !(j >= 0.9) }'; then
+		rcn_say ok "RCN on: Jain's index $jain, at least 0.9"
+	else
+		rcn_say FAIL "RCN on: Jain's index $jain below 0.9"
+	fi
+	return $bad
 }

@@ -22,9 +22,11 @@
 //! last count and counts it again (`Receiver::rcn_count`). A QP the last
 //! count did not find receiving is not visited, so its first ACKs take a
 //! newcomer's hint from here (`Rcn::newcomer_hint`, set in
-//! `responder.rs`). The data path stores a timestamp per packet, and
-//! reads a flag, and for a newcomer one atomic; idle QPs cost the tick
-//! nothing.
+//! `responder.rs` at its first packet since the count), the newcomers
+//! numbered as they come: 4 QPs that start together on an idle device
+//! advertise C, C/2, C/3 and C/4 until the tick counts them, not C each.
+//! The data path stores a timestamp per packet, and reads a flag, and
+//! for a newcomer one atomic; idle QPs cost the tick nothing.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -44,10 +46,13 @@ pub(crate) struct Rcn {
     plane_mbps: [AtomicU32; MAX_PLANES],
     /// QPs counted as receiving at the last tick.
     receiving: AtomicU32,
-    /// The hint of a QP that the last tick did not count (its share were
-    /// it to start receiving), which the data path gives such a QP before
-    /// its ACKs go: the tick visits only receiving QPs.
-    newcomer_mbps: AtomicU32,
+    /// The capacity the last tick's count shared (Mbit/s, 0: no hints).
+    counted_mbps: AtomicU32,
+    /// Newcomers since the last tick: QPs it did not count that took a
+    /// newcomer's hint, which the data path gives such a QP before its
+    /// first ACK goes (the tick visits only receiving QPs), numbered as
+    /// they come so that QPs starting together share the capacity.
+    newcomers: AtomicU32,
 }
 
 impl Rcn {
@@ -57,7 +62,8 @@ impl Rcn {
         let r = Self {
             plane_mbps: [const { AtomicU32::new(NONE) }; MAX_PLANES],
             receiving: AtomicU32::new(0),
-            newcomer_mbps: AtomicU32::new(0),
+            counted_mbps: AtomicU32::new(0),
+            newcomers: AtomicU32::new(0),
         };
         r.plane_mbps[0].store(first_mbps, Ordering::Relaxed);
         r
@@ -94,15 +100,25 @@ impl Rcn {
     /// Records the tick's count: its shares (`last`, the previous
     /// count's capacity) among the `receiving` QPs it counted.
     pub(crate) fn counted(&self, last: &Shares, receiving: u32) {
+        // A data path between these stores numbers its newcomer against
+        // a count that is one tick old, or starts the new tick's at 1:
+        // the next count corrects either.
         self.receiving.store(receiving, Ordering::Relaxed);
-        let hint = last.recount(receiving).hint(false);
-        self.newcomer_mbps.store(hint, Ordering::Relaxed);
+        self.counted_mbps
+            .store(last.capacity_mbps(), Ordering::Relaxed);
+        self.newcomers.store(0, Ordering::Relaxed);
     }
 
-    /// The hint of a QP the last count did not find receiving
-    /// (protocol.md 6.5: `C / (N + 1)`).
+    /// The hint of a QP the last count did not find receiving, once per
+    /// tick (`Receiver::rcn_join`): the `k`-th such newcomer since the
+    /// count of `N` takes `C / (N + k)` (protocol.md 6.5).
     pub(crate) fn newcomer_hint(&self) -> u32 {
-        self.newcomer_mbps.load(Ordering::Relaxed)
+        let ahead = self.newcomers.fetch_add(1, Ordering::Relaxed);
+        Shares::new(
+            self.counted_mbps.load(Ordering::Relaxed),
+            self.receiving.load(Ordering::Relaxed),
+        )
+        .joining(ahead)
     }
 }
 

@@ -97,6 +97,19 @@ tc_ecn_bottleneck() {
 			avpkt 1000 burst "$burst" probability 0.1 bandwidth "${2}kbit" ecn
 }
 
+# tc_rcn_bottleneck PLANE KBIT: selftests/rcn.sh's bottleneck: tbf at KBIT
+# with a RED child marking CE between 15 and 45 KB of average queue, 160 KB
+# hard limit (the RCN incast, suite.sh `rcn`).
+RCN_RED_MIN=15000
+tc_rcn_bottleneck() {
+	local dev
+	dev=$(plane_dev "$1")
+	tc qdisc del dev "$dev" root 2> /dev/null
+	tc qdisc add dev "$dev" root handle 1: tbf rate "${2}kbit" burst 16kb latency 200ms &&
+		tc qdisc add dev "$dev" parent 1:1 handle 10: red limit 160000 min $RCN_RED_MIN max 45000 \
+			avpkt 1100 burst 23 probability 0.2 bandwidth "${2}kbit" ecn
+}
+
 # ---------------------------------------------------------------- statistics
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
@@ -302,4 +315,17 @@ coll_record() {
 			grep -aqE "^coll $op $size " "$out" || csv "$t" collectives "$op" "$size" "$n" "$pl" "$cond" 1 error "" "$why"
 		done
 	done
+# ip_streams PLANE TIME PARALLEL: as ip_run, but echoes each stream's MiB/s
+# (receiver side), one line each.
+ip_streams() {
+	local p=$1 t=$2 par=$3 port=5201 job out
+	out=$(raw_name "iperf3 plane$p t$t P$par streams")
+	job=$(peer_spawn "timeout $((t + 30)) iperf3 -s -1 -B $(peer_plane_ip "$p") -p $port 2>&1")
+	sleep 1
+	timeout $((t + 25)) iperf3 -c "$(peer_plane_ip "$p")" -B "$(plane_ip "$p")" -p "$port" -t "$t" -P "$par" -J > "$out" 2>&1
+	peer_wait "$job" $((t + 40)) > "$out.server" 2>&1
+	python3 -c '
+import json, sys
+for s in json.load(open(sys.argv[1]))["end"]["streams"]:
+    print("%.3f" % (s["receiver"]["bits_per_second"] / 8 / 1048576))' "$out" 2> /dev/null
 }

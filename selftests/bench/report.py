@@ -677,6 +677,46 @@ def main():
         w(f"\nBottleneck {rate[0]:.0f} kbit/s; RED min/max at 20/60 ms of queue, tx depth 4 per RDMA flow, probability 0.1, `ecn`. "
           "TCP runs with net.ipv4.tcp_ecn=1. A transport that sends no ECT packets is dropped, not marked.\n")
 
+    # RCN incast
+    rcn_rate = sorted({c.split("rate=")[1].rstrip("kbit") for c in
+                       (r["cond"] for r in d.rows if r["scenario"] == "rcn") if "rate=" in c})
+    if any(r["scenario"] == "rcn" for r in d.rows):
+        w("\n## RCN incast: four flows into one host through one ECN-marking bottleneck (selftests/rcn.sh's)\n\n")
+        w("Four flows A → B for the whole run: four `ib_write_bw` of one QP each (`-s 65536 -t 16`), "
+          "TCP `iperf3 -P 4` (`tcp_ecn=1`), through tbf + RED `ecn` on plane 0 of host A "
+          f"({', '.join(rcn_rate) or '?'} kbit/s; RED marks between 15 and 45 KB of average queue, "
+          "holds 160 KB). MetaRoCE with its receiver rate hints (RCN, protocol.md 6.5) on, host B's "
+          "capacity set to the bottleneck's rate, and off. *Flows* is the sum of the tools' rates "
+          "(perftest's clock is the TSC, which TCG guests do not keep to); *link* is what tbf sent in "
+          "the middle half of the run over the sampler's clock. Queue average and maximum over every "
+          "0.5 s sample of the run, its first RTT included; drops and CE marks over the run. "
+          "Jain's index over the four flows' rates (1: equal shares).\n\n")
+        rows = []
+        for t in ts:
+            for mode in (("on", "off") if t == "metaroce" else ("n/a",)):
+                label = LABEL[t] + (f", RCN {mode}" if t == "metaroce" else "")
+                is_mode = lambda c, m=mode: c.split(";")[0] == f"rcn={m}"
+                flows = [r for r in d.rows if r["transport"] == t and r["scenario"] == "rcn"
+                         and r["metric"] == "MiBps" and is_mode(r["cond"])]
+                if not flows:
+                    why = d.missing(t, scenario="rcn") or "not measured"
+                    rows.append([label, f"— ({why})", "", "", "", "", "", ""])
+                    continue
+                sums, jain = [], []
+                for rep in sorted({r["rep"] for r in flows}):
+                    x = [fnum(r["value"]) for r in flows if r["rep"] == rep and fnum(r["value"]) is not None]
+                    x += [0.0] * (4 - len(x))  # a failed flow counts as starved
+                    sums.append(sum(x))
+                    jain.append(sum(x) ** 2 / (len(x) * sum(v * v for v in x)) if sum(x) > 0 else 0.0)
+                g = lambda m: d.vals(transport=t, scenario="rcn", metric=m, cond=is_mode)
+                kib = lambda m: fmt(med(g(m)) / 1024, 1) if g(m) else "n/a"
+                rows.append([label, cell(sums), fmt(med(jain), 3), cell(g("link_MiBps")) or "n/a",
+                             kib("queue_avg_bytes"), kib("queue_max_bytes"),
+                             fmt(med(g("drops")), 0) if g("drops") else "n/a",
+                             fmt(med(g("marked")), 0) if g("marked") else "n/a"])
+        w(table(["transport", "flows (MiB/s)", "Jain", "link (MiB/s)", "queue avg (KiB)", "queue max (KiB)",
+                 "drops (pkts)", "CE marked (pkts)"], rows))
+
     # Targets
     w("\n## Issue #5 targets\n\n")
     mr_ok = "metaroce" in ts and "metaroce" not in d.unavail

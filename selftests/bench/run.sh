@@ -9,7 +9,7 @@
 #
 # Environment: BENCH_OUT (default a new /tmp/metaroce-bench.*),
 # BENCH_TRANSPORTS, BENCH_SCENARIOS, BENCH_REPS, BENCH_PLANE_RATE,
-# BENCH_SCALE_RATE, BENCH_COLL_* (passed to the suite),
+# BENCH_SCALE_RATE, BENCH_RCN_RATE, BENCH_COLL_* (passed to the suite),
 # BENCH_PUBLISH=0 (do not copy a full run's report into
 # Documentation/benchmarks/), METAROCE_PLANES (default 4).
 set -euo pipefail
@@ -28,7 +28,7 @@ export METAROCE_RIG_TIMEOUT=${METAROCE_RIG_TIMEOUT:-6300}
 # command line, in double quotes (the rig wraps the whole command in single
 # quotes; single-quoted values split it at their spaces).
 knobs="BENCH_QUICK=$quick"
-for v in BENCH_TRANSPORTS BENCH_SCENARIOS BENCH_REPS BENCH_PLANE_RATE BENCH_SCALE_RATE BENCH_COLL_RANKS BENCH_COLL_LOSS BENCH_COLL_PATHS; do
+for v in BENCH_TRANSPORTS BENCH_SCENARIOS BENCH_REPS BENCH_PLANE_RATE BENCH_SCALE_RATE BENCH_RCN_RATE BENCH_COLL_RANKS BENCH_COLL_LOSS BENCH_COLL_PATHS; do
 	[ -n "${!v:-}" ] && knobs+=" $v=\"${!v}\""
 done
 invocation="${BENCH_INVOCATION:-$knobs selftests/bench/run.sh}"

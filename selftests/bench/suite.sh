@@ -11,27 +11,29 @@
 # default measured), BENCH_COLL_RANKS (MPI ranks per host, default 2),
 # BENCH_COLL_LOSS (the lossy collectives' netem loss %, default 1),
 # BENCH_COLL_PATHS (Open MPI paths tried in order, default "ucx openib"),
-# BENCH_SCALE_RATE (kbit/s of the scale run's link; default measured).
+# BENCH_SCALE_RATE (kbit/s of the scale run's link; default measured),
+# BENCH_RCN_RATE (kbit/s of the RCN incast's bottleneck; default 10000,
+# selftests/rcn.sh's).
 . "$(dirname "$0")/lib.sh"
 csv_init
 start_s=$(date +%s)
 quick=${BENCH_QUICK:-0}
 transports=${BENCH_TRANSPORTS:-rxe siw metaroce tcp}
 # BENCH_SCENARIOS: some of "throughput scaling failover congestion
-# collectives scale" (throughput also runs latency, the loss sweep and
+# collectives rcn scale" (throughput also runs latency, the loss sweep and
 # reordering; scale, ~10 minutes, only when named until the full suite's
 # time allows it).
-scenarios=" ${BENCH_SCENARIOS:-throughput scaling failover congestion collectives} "
+scenarios=" ${BENCH_SCENARIOS:-throughput scaling failover congestion collectives rcn} "
 want() { [[ $scenarios == *" $1 "* ]]; }
 if [ "$quick" = 1 ]; then
-	reps=${BENCH_REPS:-1} dur=4 lat_n=200 fail_t=15 cong_t=6
+	reps=${BENCH_REPS:-1} dur=4 lat_n=200 fail_t=15 cong_t=6 rcn_t=10
 	bw_tests=("ib_write_bw 65536 1" "ib_write_bw 65536 8")
 	lat_tests=("ib_write_lat 2")
 	losses=(1 10) plane_set=(1 2)
 	coll_sizes=8,512,32768,1048576 coll_tmo=240
 	scale_delays=(10ms) scale_sizes=(4096) scale_t=10
 else
-	reps=${BENCH_REPS:-3} dur=4 lat_n=500 fail_t=30 cong_t=10
+	reps=${BENCH_REPS:-3} dur=4 lat_n=500 fail_t=30 cong_t=10 rcn_t=15
 	bw_tests=("ib_write_bw 65536 1" "ib_write_bw 1048576 1" "ib_write_bw 65536 8"
 		"ib_write_bw 1048576 8" "ib_send_bw 65536 1" "ib_read_bw 65536 1")
 	lat_tests=("ib_write_lat 2" "ib_write_lat 4096" "ib_send_lat 2" "ib_send_lat 4096")
@@ -53,7 +55,7 @@ bw_args="-D $dur -f 1 -Q 1"
 tmo=$((dur + 25))
 
 {
-	echo "quick=$quick reps=$reps dur=$dur lat_n=$lat_n fail_t=$fail_t cong_t=$cong_t"
+	echo "quick=$quick reps=$reps dur=$dur lat_n=$lat_n fail_t=$fail_t cong_t=$cong_t rcn_t=$rcn_t"
 	echo "transports=$transports planes=$METAROCE_PLANES main_planes=$main_planes"
 	echo "kernel=$(uname -r) cpus=$(nproc) mem=$(awk '/MemTotal/ {print $2" kB"}' /proc/meminfo)"
 	# Which kernel ran: the benchmark kernel has no lock or memory
@@ -360,6 +362,67 @@ PY
 	on_both "sysctl -qw net.ipv4.tcp_ecn=2"
 }
 
+# rcn_incast T RATE_KBIT: the RCN incast of selftests/rcn.sh as a benchmark
+# point: 4 flows A -> B (4 ib_write_bw of one QP, -t 16; TCP: iperf3 -P 4)
+# through one bottleneck, tbf at RATE + RED/ECN (tc_rcn_bottleneck) on
+# plane 0 of host A, for rcn_t seconds. MetaRoCE twice: RCN on (host B's
+# capacity knob set to RATE: virtio-net reports no link speed) and off.
+# Samples: each flow's MiB/s (cond "rcn=MODE;flowI"), and of the queue
+# (cond "rcn=MODE"; tc -s -j every 0.5 s, on the sampler's clock):
+# queue_avg_bytes and queue_max_bytes over the whole run (the first RTT
+# included), drops (tbf's, its RED child's included) and marked (RED's CE
+# marks) at the end, link_MiBps: the bytes tbf sent in the middle half of
+# the run (all flows running) over that time, which no tool's clock
+# enters (perftest's is TSC-based, which TCG guests do not keep to).
+rcn_incast() {
+	local t=$1 rate=$2 rep mode modes=(n/a) qlog i v pid flows knobs=/sys/class/infiniband/mr0/metaroce
+	[ "$t" = metaroce ] && modes=(on off)
+	on_both "sysctl -qw net.ipv4.tcp_ecn=1"
+	for ((rep = 1; rep <= reps; rep++)); do
+		for mode in "${modes[@]}"; do
+			tp_up "$t" 1 || { csv "$t" rcn - - - - "rcn=$mode" "$rep" unavailable "" "$TP_REASON"; tp_down "$t"; break 2; }
+			if [ "$mode" = on ]; then
+				peer "echo 1 > $knobs/rcn && echo $((rate / 1000)) > $knobs/rcn_capacity_mbps" > /dev/null
+			elif [ "$mode" = off ]; then
+				peer "echo 0 > $knobs/rcn" > /dev/null
+			fi || { csv "$t" rcn - - - - "rcn=$mode" "$rep" error "" "cannot set host B's RCN knobs"; tp_down "$t"; continue; }
+			tc_rcn_bottleneck 0 "$rate" || { csv "$t" rcn - - - - "rcn=$mode" "$rep" error "" "tc tbf + red ecn failed"; tp_down "$t"; break 2; }
+			qlog=$(raw_name "$t rcn $mode qdisc rep$rep")
+			(while :; do printf '%s ' "${EPOCHREALTIME/[.,]/}"; tc -s -j qdisc show dev "$PLANE0_DEV"; echo; sleep 0.5; done > "$qlog") &
+			pid=$!
+			flows=()
+			if [ "$t" = tcp ]; then
+				ip_streams 0 "$rcn_t" 4 > "$BOUT/.rcn" &
+				flows+=($!)
+			else
+				for i in 0 1 2 3; do
+					(PT_PORT=$((18530 + i)) && pt_run ib_write_bw $((rcn_t + 25)) -s 65536 -D "$rcn_t" -f 1 -Q 1 -t 16 && pt_bw 65536 > "$BOUT/.rcn$i" || : > "$BOUT/.rcn$i") &
+					flows+=($!)
+				done
+			fi
+			wait "${flows[@]}"
+			kill "$pid" 2> /dev/null
+			wait "$pid" 2> /dev/null
+			[ "$t" = tcp ] && { for i in 0 1 2 3; do sed -n "$((i + 1))p" "$BOUT/.rcn" > "$BOUT/.rcn$i"; done; }
+			for i in 0 1 2 3; do
+				v=$(cat "$BOUT/.rcn$i")
+				if [ -n "$v" ]; then
+					csv "$t" rcn ib_write_bw 65536 1 1 "rcn=$mode;flow$i;rate=${rate}kbit" "$rep" MiBps "$v"
+				else
+					csv "$t" rcn ib_write_bw 65536 1 1 "rcn=$mode;flow$i;rate=${rate}kbit" "$rep" error "" "flow $i failed"
+				fi
+			done
+			python3 "$BENCH_DIR/qdisc_series.py" "$qlog" | while read -r m v; do
+				csv "$t" rcn tc - 4 1 "rcn=$mode;rate=${rate}kbit" "$rep" "$m" "$v"
+			done
+			note "$t rcn $mode rep$rep: flows $(cat "$BOUT/.rcn0" "$BOUT/.rcn1" "$BOUT/.rcn2" "$BOUT/.rcn3" | paste -sd' ') MiB/s; $(python3 "$BENCH_DIR/qdisc_series.py" "$qlog" | paste -sd' ')"
+			tc qdisc del dev "$PLANE0_DEV" root 2> /dev/null
+			tp_down "$t"
+		done
+	done
+	on_both "sysctl -qw net.ipv4.tcp_ecn=2"
+}
+
 # collectives T: all-reduce and all-to-all completion time by size, lossless
 # and at BENCH_COLL_LOSS% netem loss on every plane of both hosts, with
 # BENCH_COLL_RANKS ranks on each host: collectives.py under Open MPI
@@ -468,6 +531,7 @@ for t in $transports; do
 	want failover && failover "$t"
 	want congestion && congestion "$t" "$rate"
 	want scale && scale "$t" "$scale_rate"
+	want rcn && rcn_incast "$t" "${BENCH_RCN_RATE:-10000}"
 	on_both tc_clear
 done
 

@@ -145,5 +145,40 @@ head -3 "$tmp/r/b.2" > "$tmp/r/b3" && mv "$tmp/r/b3" "$tmp/r/b.2"
 qp_steady "$tmp/r" 2 4
 expect "qp_steady: not with a QP missing on B" "$?" "1"
 
+# qdisc_window: a sampler file as rcn.sh's (tc -s -j: tbf with its
+# backlog and drops, RED with its marks), a line tc cut short, samples at
+# t = 1..6 s; the window 2.5..4.5 s has samples 3 and 4 inside and is
+# enclosed by 2 and 5.
+tcs() { # T BACKLOG DROPS MARKED
+	printf '%s [{"kind":"tbf","handle":"1:","drops":%s,"backlog":%s,"qlen":3},{"kind":"red","handle":"10:","drops":%s,"backlog":%s,"marked":%s}]\n' \
+		"$1" "$3" "$2" "$3" "$2" "$4"
+}
+{
+	tcs 1000000 40000 50 10
+	tcs 2000000 9000 54 394
+	echo '2500000 [{"kind":"tbf","back'
+	tcs 3000000 6000 54 394
+	tcs 4000000 7000 55 394
+	tcs 5000000 500 55 396
+	tcs 6000000 0 60 400
+} > "$tmp/backlog"
+expect "qdisc_window: backlog max, mean, samples inside; drops and marks enclosing" \
+	"$(qdisc_window "$tmp/backlog" 2500000 4500000)" "7000 6500 2 1 2"
+expect "qdisc_window: a window past the samples takes the last" \
+	"$(qdisc_window "$tmp/backlog" 5500000 9000000)" "0 0 1 5 4"
+expect "qdisc_window: no sample" "$(qdisc_window /dev/null 0 1)" "0 0 0 0 0"
+
+# rcn_judge RED_MIN ON_DROPS ON_BMAX ON_BCOUNT ON_RATE ON_JAIN OFF_BMEAN
+# OFF_RATE: each check passes and fails.
+judge() { rcn_judge "$@" > "$tmp/judge"; echo "$? $(grep -c '^FAIL' "$tmp/judge") $(grep '^FAIL' "$tmp/judge" | cut -c1-30)"; }
+expect "rcn_judge: all met (the rig's RCN on run's rate and Jain, a small queue)" "$(judge 15000 0 6756 4 961 0.939 45040 956)" "0 0 "
+expect "rcn_judge: a drop" "$(judge 15000 1 6756 4 961 0.939 45040 956)" "1 1 FAIL: RCN on: 1 drops in the s"
+expect "rcn_judge: a backlog at RED's minimum" "$(judge 15000 0 15000 4 961 0.939 45040 956)" "1 1 FAIL: RCN on: backlog up to 15"
+expect "rcn_judge: one backlog sample" "$(judge 15000 0 6756 1 961 0.939 45040 956)" "1 1 FAIL: RCN on: 1 backlog sample"
+expect "rcn_judge: the link idle" "$(judge 15000 0 6756 4 860 0.939 45040 956)" "1 1 FAIL: RCN on: 860 data packets"
+expect "rcn_judge: unfair" "$(judge 15000 0 6756 4 961 0.899 45040 956)" "1 1 FAIL: RCN on: Jain's index 0.8"
+expect "rcn_judge: no bottleneck" "$(judge 15000 0 6756 4 961 0.939 9000 956)" "1 1 FAIL: RCN off: mean backlog 90"
+expect "rcn_judge: nothing sent" "$(judge 15000 0 0 4 0 1.000 45040 0)" "1 1 FAIL: RCN on: 0 data packets/s"
+
 echo "rcn readings check: $pass passed, $fail failed"
 [ $fail = 0 ]

@@ -131,9 +131,10 @@ impl Transport {
                 return;
             }
         }
-        if !i.recv.receiver.rcn_counted() {
-            // The last count did not find this QP receiving: it
-            // advertises a newcomer's share of that count (protocol.md
+        if i.recv.receiver.rcn_join() {
+            // The last count did not find this QP receiving: from its
+            // first packet since, it advertises a newcomer's share of
+            // that count, numbered among the newcomers since (protocol.md
             // 6.5), which the tick, visiting only receiving QPs, did not
             // keep current. A counted QP's hint is the tick's.
             i.recv.receiver.set_rate_hint(tx.rcn.newcomer_hint());

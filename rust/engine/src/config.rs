@@ -62,6 +62,12 @@ pub struct SenderConfig {
     pub pwnd_min: u32,
     /// Maximum per-path window (packets), at most the SACK width (256).
     pub pwnd_max: u32,
+    /// Packets a QP may have in flight over all its paths until its first
+    /// RTT sample (protocol.md 4.1); 0: each path's window alone. The
+    /// first flight is sent before any ACK can carry a receiver's rate
+    /// hint (6.5): `paths x pwnd_init` of every QP of an incast at once
+    /// (4 x 8 packets each) is a queue no hint can take back.
+    pub first_flight: u32,
     /// Losses within one RTT on a path that trigger a window halving.
     pub loss_md_threshold: u32,
     /// SACKed packets above a hole needed to declare it lost (1 = a single
@@ -105,6 +111,7 @@ impl SenderConfig {
         pwnd_init: 8,
         pwnd_min: 2,
         pwnd_max: 256,
+        first_flight: 2,
         loss_md_threshold: 8,
         reorder_threshold: 1,
         initial_rto_ns: 10_000_000,

@@ -119,9 +119,21 @@ impl Shares {
         }
     }
 
+    /// Capacity shared (Mbit/s); 0: no hints.
+    pub const fn capacity_mbps(&self) -> u32 {
+        self.capacity_mbps
+    }
+
     /// QPs counted as receiving.
     pub const fn receiving(&self) -> u32 {
         self.receiving
+    }
+
+    /// The hint of a newcomer that `ahead` other newcomers joined before
+    /// since this count: `C / (N + ahead + 1)`, the share it has if all
+    /// of them keep receiving ([`Shares::hint`]`(false)` for the first).
+    pub const fn joining(&self, ahead: u32) -> u32 {
+        Self::new(self.capacity_mbps, self.receiving.saturating_add(ahead)).hint(false)
     }
 
     /// The same capacity's shares among `receiving` QPs: the next count's.
@@ -131,14 +143,17 @@ impl Shares {
 
     /// The hint (Mbit/s, 0 = none) of a QP that was one of the receiving
     /// QPs counted (`counted`) or not: `C / N`, or `C / (N + 1)`; none
-    /// when that divides by less than 2 or there is no capacity.
+    /// for a QP counted alone or when there is no capacity. A newcomer to
+    /// a device that counted none receiving gets all of `C` until the
+    /// next count: QPs that start together (an incast) are all newcomers
+    /// then, and their first ACKs must already cap them.
     pub const fn hint(&self, counted: bool) -> u32 {
         let n = if counted {
             self.receiving
         } else {
             self.receiving.saturating_add(1)
         };
-        if self.capacity_mbps == 0 || n < 2 {
+        if self.capacity_mbps == 0 || n == 0 || (counted && n < 2) {
             return 0;
         }
         let share = self.capacity_mbps / n;
@@ -183,9 +198,24 @@ mod tests {
         // One QP receiving: no hint for it, half for a newcomer.
         assert_eq!(Shares::new(c, 1).hint(true), 0);
         assert_eq!(Shares::new(c, 1).hint(false), c / 2);
-        // Nobody receiving: a newcomer would be alone.
-        assert_eq!(Shares::new(c, 0).hint(false), 0);
+        // Nobody receiving: a newcomer may have it all, until the next
+        // count finds it alone (no hint) or with others (their shares).
+        assert_eq!(Shares::new(c, 0).hint(false), c);
         assert_eq!(Shares::new(c, 0).hint(true), 0);
+    }
+
+    #[test]
+    fn newcomers_between_two_counts_share_what_is_left() {
+        let c = 10;
+        // The incast of rcn.sh: 4 QPs start on an idle device; the first
+        // ACKs of each already divide the capacity among those that came.
+        let idle = Shares::new(c, 0);
+        let hints: [u32; 4] = core::array::from_fn(|k| idle.joining(k as u32));
+        assert_eq!(hints, [10, 5, 3, 2]);
+        // Beside 3 receiving, the second newcomer has a fifth.
+        assert_eq!(Shares::new(c, 3).joining(0), Shares::new(c, 3).hint(false));
+        assert_eq!(Shares::new(c, 3).joining(1), 2);
+        assert_eq!(Shares::NONE.joining(3), 0);
     }
 
     #[test]

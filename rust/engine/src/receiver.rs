@@ -197,6 +197,9 @@ pub struct Receiver<H: Heap = Global> {
     /// This QP was one of the receiving QPs at the last count that
     /// visited it, which a receiving QP's count always does.
     rcn_counted: bool,
+    /// Not counted, this QP took a newcomer's hint since the last count
+    /// ([`Receiver::rcn_join`]).
+    rcn_joined: bool,
     pending_nak: Option<Nak>,
     /// The last message failed here and its syndrome, kept after its
     /// completion is released: a QP in error still answers that
@@ -246,6 +249,7 @@ impl<H: Heap> Receiver<H> {
         rate_hint_mbps: 0,
         last_data_ns: None,
         rcn_counted: false,
+        rcn_joined: false,
         pending_nak: None,
         last_failure: None,
         ack_delay_ns: DEFAULT_ACK_DELAY_NS,
@@ -273,6 +277,7 @@ impl<H: Heap> Receiver<H> {
         self.rate_hint_mbps = 0;
         self.last_data_ns = None;
         self.rcn_counted = false;
+        self.rcn_joined = false;
         self.pending_nak = None;
         self.last_failure = None;
         self.stats = ReceiverStats::default();
@@ -396,24 +401,41 @@ impl<H: Heap> Receiver<H> {
     /// Whether this QP was one of the receiving QPs at the device's last
     /// count (a receiving QP is visited by every count, [`rcn_due`]). A
     /// QP that was not advertises the share a newcomer gets from the
-    /// device's last count, `Shares::hint(false)`, which the device sets
-    /// before an ACK goes ([`Receiver::set_rate_hint`]): no count visits
-    /// an idle QP to keep it current.
+    /// device's last count ([`Receiver::rcn_join`]), which the device
+    /// sets before an ACK goes ([`Receiver::set_rate_hint`]): no count
+    /// visits an idle QP to keep it current.
     ///
     /// [`rcn_due`]: Receiver::rcn_due
     pub fn rcn_counted(&self) -> bool {
         self.rcn_counted
     }
 
+    /// Whether this QP, which the last count did not find receiving, is
+    /// to take a newcomer's hint now: true once between two counts, at
+    /// its first packet since the last, so that the device numbers its
+    /// newcomers as they come (`Shares::joining`) and QPs that start
+    /// together (an incast) share the capacity from their first ACKs
+    /// instead of each taking all of it. False for a counted QP.
+    pub fn rcn_join(&mut self) -> bool {
+        let join = !self.rcn_counted && !self.rcn_joined;
+        self.rcn_joined |= join;
+        join
+    }
+
     /// The device's count of its receiving QPs (protocol.md 6.5), at
     /// `now`, visiting this QP: takes its hint from the previous count's
-    /// `shares` (as one of the QPs it counted, or not), and returns
+    /// `shares` (as one of the QPs it counted, or not; a newcomer that
+    /// joined since keeps the share it joined with, which knew of the
+    /// newcomers before it, and `shares` did not), and returns
     /// whether this QP counts as receiving now
     /// ([`rcn::receiving_window_ns`] at its new hint), which the caller adds up into the
     /// next count's shares. A QP not receiving is no longer
     /// [`due`](Receiver::rcn_due) for counts until its next data packet.
     pub fn rcn_count(&mut self, shares: &Shares, now: u64) -> bool {
-        self.rate_hint_mbps = shares.hint(self.rcn_counted);
+        if self.rcn_counted || !self.rcn_joined {
+            self.rate_hint_mbps = shares.hint(self.rcn_counted);
+        }
+        self.rcn_joined = false;
         let window = rcn::receiving_window_ns(self.rate_hint_mbps, self.cfg.mtu);
         self.rcn_counted = self.receiving(now, window);
         if !self.rcn_counted {

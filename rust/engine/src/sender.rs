@@ -1693,9 +1693,19 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.last_growth = now;
     }
 
+    /// The QP-wide cap on packets in flight over all paths (protocol.md
+    /// 4.1, 6.5): the first flight until the first RTT sample, then the
+    /// receiver's rate hint's, if it gives one.
+    fn flight_cap(&self) -> Option<u32> {
+        if !self.qp_rtt.sampled && self.cfg.first_flight != 0 {
+            return Some(self.cfg.first_flight);
+        }
+        self.hint_cap()
+    }
+
     /// QP-level cap in packets from the receiver rate hint.
     fn hint_cap(&self) -> Option<u32> {
-        if self.rate_hint_mbps == 0 || !self.qp_rtt.sampled {
+        if self.rate_hint_mbps == 0 {
             return None;
         }
         // bytes = Mbit/s * ns / 8000; 25% headroom over the base RTT.
@@ -1814,7 +1824,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 (msn, m.next_pkt, usize::MAX, false)
             }
         };
-        if let Some(cap) = self.hint_cap() {
+        if let Some(cap) = self.flight_cap() {
             if self.inflight() >= cap {
                 return None;
             }
@@ -1989,6 +1999,8 @@ mod tests {
         .unwrap()
     }
 
+    /// Paths' windows from the first packet (no first-flight cap): these
+    /// tests send whole windows before the first ACK.
     fn cfg(paths: u16, planes: u8) -> SenderConfig {
         SenderConfig {
             mtu: MTU,
@@ -1997,6 +2009,7 @@ mod tests {
             max_paths: 8,
             min_rto_ns: 1_000,
             initial_rto_ns: 10_000,
+            first_flight: 0,
             ..SenderConfig::default()
         }
     }

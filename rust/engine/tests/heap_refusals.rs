@@ -62,6 +62,9 @@ fn sender(paths: u16) -> Result<Sender<Aimd, Tight>, ConfigError> {
             mtu: MTU,
             initial_paths: paths,
             max_paths: paths,
+            // Whole windows before the first ACK: the tests send several
+            // messages' packets with none.
+            first_flight: 0,
             ..SenderConfig::DEFAULT
         },
         Aimd,

@@ -79,9 +79,11 @@ fn n_receiving_qps_each_advertise_a_share_and_a_newcomer_the_next() {
         // The count's hints, from the next tick on; and in the ACKs.
         let second = count(&mut qps, C, first, 3 * MS);
         assert_eq!(second, first, "nothing changed within the window");
+        // Counted alone: no hint; a newcomer beside n: C / (n + 1), all of
+        // it on an idle device.
         let share = |k: usize| if k < 2 { 0 } else { C / k as u32 };
         for (i, rx) in qps.iter_mut().enumerate() {
-            let want = if i < n { share(n) } else { share(n + 1) };
+            let want = if i < n { share(n) } else { C / (n as u32 + 1) };
             assert_eq!(rx.rate_hint_mbps(), want, "QP {i} of {n} receiving");
             if i < n {
                 let ack = rx.ack_for(pkt.path_id).expect("a path to acknowledge");
@@ -93,6 +95,8 @@ fn n_receiving_qps_each_advertise_a_share_and_a_newcomer_the_next() {
         let idle = count(&mut qps, C, second, later);
         assert_eq!(idle.receiving(), 0);
         count(&mut qps, C, idle, later + MS);
+        assert!(qps.iter().all(|r| r.rate_hint_mbps() == C), "newcomers all");
+        count(&mut qps, 0, Shares::NONE, later + 2 * MS);
         assert!(qps.iter().all(|r| r.rate_hint_mbps() == 0));
     }
 }
@@ -252,4 +256,84 @@ fn the_sender_caps_packets_in_flight_at_the_hint_over_its_base_rtt() {
             "hint {hint}: {rate} vs {free_rate} uncapped"
         );
     }
+}
+
+#[test]
+fn newcomers_between_two_counts_are_numbered_as_they_come() {
+    // rcn.sh's incast: 4 QPs start together on an idle device (its last
+    // count found none receiving). Each takes a newcomer's hint at its
+    // first packet, once until the next count: C, C/2, C/3, C/4, so that
+    // their first ACKs already cap them near their shares, not at C each.
+    const C: u32 = 10;
+    let pkt = one_packet();
+    let idle = Shares::new(C, 0);
+    let mut qps: Vec<Receiver> = (0..4).map(|_| receiver()).collect();
+    for (ahead, rx) in qps.iter_mut().enumerate() {
+        rx.on_data(&pkt, false, MS);
+        assert!(rx.rcn_join(), "a newcomer's first packet");
+        rx.set_rate_hint(idle.joining(ahead as u32));
+        rx.on_data(&pkt, false, MS);
+        assert!(!rx.rcn_join(), "once between two counts");
+    }
+    let hints = |qps: &[Receiver]| qps.iter().map(|r| r.rate_hint_mbps()).collect::<Vec<_>>();
+    assert_eq!(hints(&qps), [10, 5, 3, 2]);
+    // The next count's visit, with the shares of the count that found
+    // none receiving, leaves the newcomers their places (not C each: that
+    // count did not see them), and counts them.
+    let counted = count(&mut qps, C, idle, 2 * MS);
+    assert_eq!(hints(&qps), [10, 5, 3, 2]);
+    // The count after: C / N for all, and none joins again.
+    let counted = count(&mut qps, C, counted, 3 * MS);
+    assert_eq!(counted.receiving(), 4);
+    for rx in &mut qps {
+        assert_eq!(rx.rate_hint_mbps(), C / 4);
+        assert!(!rx.rcn_join(), "counted: the tick's hint");
+    }
+}
+
+#[test]
+fn the_first_flight_waits_for_the_first_ack_which_brings_the_hint() {
+    // Before any ACK a QP of 4 paths of 16 packets sends `first_flight`
+    // packets in all, not 64: an incast's first RTT, which no hint can
+    // reach, is what queued 140 KB at rcn.sh's 10 Mbit/s bottleneck.
+    let mut tx = sender();
+    let mut rx = receiver();
+    assert_eq!(tx.config().first_flight, 2, "the default");
+    tx.post(&write(64 * MTU)).unwrap();
+    let mut first = Vec::new();
+    while let Some(p) = tx.next_packet(0) {
+        if let TxKind::Data { header, .. } = p.kind {
+            first.push(header);
+        }
+    }
+    assert_eq!(first.len(), 2);
+    // Its ACK, 1 ms later, carries a 2 Mbit/s hint: the cap, max(2,
+    // 1.25 * 2 Mbit/s * 1 ms / 4 KiB), holds the QP at 2 in flight.
+    rx.set_rate_hint(2);
+    let mut ack = None;
+    for h in &first {
+        rx.on_data(h, false, 0);
+        ack = rx.ack_for(h.path_id).or(ack);
+    }
+    tx.on_ack(&ack.expect("an ACK"), MS);
+    let mut sent = 0;
+    while tx.next_packet(MS).is_some() {
+        sent += 1;
+    }
+    assert_eq!(tx.inflight(), 2, "{sent} sent after the ACK");
+    // No hint: the paths' windows from the first ACK on.
+    let mut free = Sender::new(
+        SenderConfig {
+            first_flight: 0,
+            ..*tx.config()
+        },
+        0,
+    )
+    .unwrap();
+    free.post(&write(64 * MTU)).unwrap();
+    let mut n = 0;
+    while free.next_packet(0).is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 64, "first_flight 0: 4 paths x 16");
 }

@@ -20,6 +20,8 @@ fn cfg(paths: u16, planes: u8) -> SenderConfig {
         max_paths: 8,
         min_rto_ns: 1_000,
         initial_rto_ns: 10_000,
+        // Whole windows before the first ACK: the tests fill paths at once.
+        first_flight: 0,
         ..SenderConfig::default()
     }
 }

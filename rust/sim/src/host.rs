@@ -66,13 +66,18 @@ pub struct HostConfig {
 }
 
 /// The engine configuration of a host's sender: the defaults, with the
-/// reference driver's entropy seed (`qpn ^ 0x5eed`, transport.rs `connect`).
+/// reference driver's entropy seed (`qpn ^ 0x5eed`, transport.rs `connect`),
+/// and whole windows before the first ACK (`first_flight` 0): the golden
+/// captures and the rig captures replayed here (tests/replay.rs) were
+/// taken so, each showing one thing from its first frame; the first-flight
+/// cap is the fabric simulator's to show (`scenarios::rig_incast`).
 pub fn sender_config(cfg: &HostConfig) -> SenderConfig {
     SenderConfig {
         dst_qpn: cfg.peer_qpn,
         mtu: cfg.mtu,
         planes: cfg.addrs.len().clamp(1, MAX_PLANES) as u8,
         entropy_seed: cfg.qpn ^ 0x5eed,
+        first_flight: 0,
         ..SenderConfig::DEFAULT
     }
 }

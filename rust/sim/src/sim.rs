@@ -454,8 +454,13 @@ pub fn run(sc: &Scenario) -> Outcome {
             push(&mut heap, 0, Ev::PortFree { s, plane: p });
         }
     }
-    // The last count's hints (none before the first).
-    let mut shares = Shares::NONE;
+    // The last count's hints: the device counted before the QPs started
+    // (none receiving), as the driver's tick runs from the device's start.
+    let mut shares = sc
+        .rcn
+        .map_or(Shares::NONE, |r| Shares::new(r.capacity_mbps, 0));
+    // Newcomers that joined since the last count (`Receiver::rcn_join`).
+    let mut newcomers = 0u32;
     if let Some(r) = sc.rcn {
         push(&mut heap, r.tick_ns, Ev::RcnTick);
     }
@@ -612,6 +617,7 @@ pub fn run(sc: &Scenario) -> Outcome {
                         .filter(|&c| c)
                         .count();
                     shares = Shares::new(r.capacity_mbps, n as u32);
+                    newcomers = 0;
                     push(&mut heap, now + r.tick_ns.max(1), Ev::RcnTick);
                 }
             }
@@ -635,6 +641,13 @@ pub fn run(sc: &Scenario) -> Outcome {
             Ev::AtRx(pkt) => {
                 let s = pkt.sender;
                 let h = &mut hosts[s];
+                // A QP the last count did not find receiving advertises a
+                // newcomer's share of it (the driver's responder does so
+                // before its ACKs go, protocol.md 6.5).
+                if sc.rcn.is_some() && h.rx.rcn_join() {
+                    h.rx.set_rate_hint(shares.joining(newcomers));
+                    newcomers += 1;
+                }
                 let reply: Option<Vec<u8>> = if sc.check_payload {
                     match parse_packet(&pkt.bytes) {
                         Ok(Packet::Data { header, payload }) => rx_data(

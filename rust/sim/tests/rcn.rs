@@ -8,7 +8,9 @@
 //! back. (The first RTT's burst is the same in all: no hint exists before
 //! the first ACK.)
 
-use metaroce_sim::scenarios::{down_utilisation, incast_rcn, jain_fairness, sender_goodputs};
+use metaroce_sim::scenarios::{
+    down_utilisation, incast_rcn, jain_fairness, rig_incast, sender_goodputs,
+};
 use metaroce_sim::sim::{run, Scenario};
 
 /// What the incast's comparison reports.
@@ -105,4 +107,77 @@ fn hints_stop_a_shallow_buffer_dropping() {
             assert!(r.goodput >= 0.95 * off.goodput, "seed {seed}");
         }
     }
+}
+
+/// Messages each sender completed from `from` to `to` (ns).
+fn completed_between(
+    o: &metaroce_sim::sim::Outcome,
+    sc: &Scenario,
+    from: u64,
+    to: u64,
+) -> Vec<f64> {
+    o.msg_done_ns
+        .chunks(sc.msgs_per_sender.max(1))
+        .map(|done| done.iter().filter(|&&t| t >= from && t < to).count() as f64)
+        .collect()
+}
+
+/// rcn.sh's RED minimum: no CE mark, nor queue worth one, below it.
+const RED_MIN: u64 = 15_000;
+
+#[test]
+fn the_rigs_incast_queue_stays_below_red_from_the_first_rtt() {
+    // 4 QPs into 10 Mbit/s at the driver's defaults. Before the first
+    // flight was capped and newcomers numbered, every QP sent 4 paths x 8
+    // packets before its first ACK and took all of C from it: 145 KB
+    // queued in the first RTT (rcn.sh's qdisc holds 160 KB: the rig's
+    // drops), RTOs, then the hints' 2-packet caps.
+    for rtt in [300_000, 1_000_000] {
+        let on_sc = rig_incast(4, true, rtt);
+        let off_sc = rig_incast(4, false, rtt);
+        let (on, off) = (run(&on_sc), run(&off_sc));
+        for (sc, o) in [(&on_sc, &on), (&off_sc, &off)] {
+            assert!(o.finished && o.errors.is_empty(), "{}", sc.name);
+            println!(
+                "{}: queue max {} B, after 100 ms {} B, mean {} B; drops {}; RTOs {}; utilisation {:.3}",
+                sc.name,
+                o.max_down_queue,
+                o.max_down_queue_steady,
+                o.mean_down_queue,
+                o.link_drops,
+                o.timeouts,
+                down_utilisation(o, sc)
+            );
+        }
+        assert!(off.max_down_queue_steady > 2 * RED_MIN, "off: ECN's queue");
+        assert!(
+            on.max_down_queue < RED_MIN,
+            "RTT {rtt}: {} B",
+            on.max_down_queue
+        );
+        assert_eq!(on.link_drops, 0);
+        assert_eq!(on.timeouts, 0);
+        assert!(down_utilisation(&on, &on_sc) >= 0.95);
+        let steady = completed_between(&on, &on_sc, 1_000_000_000, 4_000_000_000);
+        assert!(jain_fairness(&steady) >= 0.99, "{steady:?}");
+        assert!(on.duration_ns <= off.duration_ns, "RCN on as fast as off");
+    }
+}
+
+#[test]
+fn the_rigs_incast_keeps_the_link_busy_at_a_slow_host_rtt() {
+    // 2 packets in flight per QP (the cap's floor) are the hints' window
+    // at 10 Mbit/s up to about 7 ms of ACK turnaround; at 3 ms (a slow
+    // TCG host) the link still runs full and the queue under RED's
+    // minimum once the first RTTs are over.
+    let sc = rig_incast(4, true, 3_000_000);
+    let o = run(&sc);
+    assert!(o.finished);
+    assert_eq!(o.link_drops, 0);
+    assert!(down_utilisation(&o, &sc) >= 0.95);
+    assert!(
+        o.max_down_queue_steady < RED_MIN,
+        "{} B",
+        o.max_down_queue_steady
+    );
 }

@@ -24,6 +24,8 @@ fn out_of_order_send_packets_bind_the_stamped_receive_buffer() {
         SenderConfig {
             mtu: MTU,
             initial_paths: 4,
+            // All packets go before the first ACK (reordered by hand).
+            first_flight: 0,
             ..SenderConfig::default()
         },
         1,
