@@ -315,6 +315,7 @@ coll_record() {
 			grep -aqE "^coll $op $size " "$out" || csv "$t" collectives "$op" "$size" "$n" "$pl" "$cond" 1 error "" "$why"
 		done
 	done
+}
 # ip_streams PLANE TIME PARALLEL: as ip_run, but echoes each stream's MiB/s
 # (receiver side), one line each.
 ip_streams() {
