@@ -31,10 +31,29 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # its stderr go to separate files (lib.sh rping_pings: in one file a stderr
 # line split a ping line, and a run of 1034 good pings read 1033); stderr,
 # unbuffered, is what a failure shows.
+# The server learns that a run ended only from the client's DREQ
+# (rdma_disconnect). rping's client destroys its CM ID right after
+# rdma_disconnect, and the kernel's CM cancels a DREQ it has not had
+# answered when its ID goes (cm.c, cm_destroy_id in DREQ_SENT): a DREQ that
+# netem drops (1% of runs under 1% loss) is never sent again, and the
+# server waits for a next ping forever, printing nothing. rping_check tells
+# that case from a stuck server by the CM's own counters: the DREQ host A
+# sent that host B never received. The server's PID (that of the timeout
+# wrapping it) is kept to end it then.
 port=18900
+srv_pid=/tmp/ldc_rping_srv.pid
+# cm_count COUNTER [peer]: host A's (host B's) CM counter on mr0 port 1
+# (e.g. cm_rx_msgs/dreq), 0 if unreadable.
+cm_count() {
+	local f=/sys/class/infiniband/mr0/ports/1/$1 n
+	if [ "${2:-}" = peer ]; then n=$(peer "cat $f" 2> /dev/null); else n=$(cat "$f" 2> /dev/null); fi
+	echo "${n:-0}"
+}
 rping_start() { # count
 	port=$((port + 1))
-	rping_job=$(peer_spawn "timeout 200 rping -s -V -C $1 -a $PEER_PLANE0_IP -p $port 2>&1") ||
+	dreq_a0=$(cm_count cm_tx_msgs/dreq)
+	dreq_b0=$(cm_count cm_rx_msgs/dreq peer)
+	rping_job=$(peer_spawn "echo \$\$ > $srv_pid; exec timeout 200 rping -s -V -C $1 -a $PEER_PLANE0_IP -p $port 2>&1") ||
 		fail "cannot start the rping server"
 	sleep 3
 	client_t0=$(now_ms)
@@ -55,6 +74,23 @@ rping_failed() { # label what
 	log "B dmesg: $(peer 'dmesg | tail -5')"
 	fail "rping $2 ($1)"
 }
+# rping_server_waits LABEL: the server still runs after the client ended.
+# If host A's CM sent a DREQ during the run and host B's received none, the
+# DREQ was lost on the way (rping_start): the server is ended, and the run
+# stands on the client's pings. Otherwise the server is stuck: a failure.
+rping_server_waits() {
+	local sent got
+	sent=$(($(cm_count cm_tx_msgs/dreq) - dreq_a0))
+	got=$(($(cm_count cm_rx_msgs/dreq peer) - dreq_b0))
+	peer "kill \$(cat $srv_pid)" > /dev/null 2>&1
+	if [ "$sent" -ge 1 ] && [ "$got" = 0 ]; then
+		peer_wait "$rping_job" 30 > /dev/null
+		log "rping server ($1): host A's CM sent $sent DREQ, host B's received none: the client's DREQ was lost, and rping's client had destroyed its CM ID (no resend); server ended here"
+		return
+	fi
+	cm_state
+	rping_failed "$1" "server still waiting 20 s after the client ended (host A's CM sent $sent DREQ, host B's received $got)"
+}
 rping_check() { # count label
 	wait $client
 	rc=$?
@@ -65,10 +101,17 @@ rping_check() { # count label
 	# The client validates the data. The server's loop may wait for one
 	# more ping after the last and see the client's disconnect instead
 	# (rping prints "wait for RDMA_READ_ADV state 10", DISCONNECTED, and
-	# exits non-zero): the normal end of a run, not a failure.
-	server=$(peer_wait "$rping_job" 220) ||
-		grep -qx "wait for RDMA_READ_ADV state 10" <<< "$server" ||
-		fail "rping server failed ($2): $(tail -5 <<< "$server")"
+	# exits non-zero): the normal end of a run, not a failure. It ends
+	# within moments of the client; one still waiting after 20 s either
+	# never got the client's DREQ (rping_start) or is stuck.
+	server=$(peer_poll "$rping_job" $((20 * ${METAROCE_TIMEOUT_SCALE:-1})))
+	rc=$?
+	if [ $rc = 124 ] && [ "$server" = "peer: job $rping_job still running" ]; then
+		rping_server_waits "$2"
+	else
+		[ $rc = 0 ] || grep -qx "wait for RDMA_READ_ADV state 10" <<< "$server" ||
+			rping_failed "$2" "server failed ($rc): $(tail -5 <<< "$server")"
+	fi
 	# The client's exit status does not say all pings were done: it also
 	# exits 0 when a disconnect stops it early. COUNT "ping data" lines,
 	# numbered in order, are COUNT validated pings (lib.sh rping_pings).
