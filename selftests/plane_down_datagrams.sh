@@ -58,14 +58,8 @@ sleep 2
 # shellcheck disable=SC2086 # $args: options, split on purpose
 timeout 400 ibv_rc_pingpong $args -g "$gid" "$METAROCE_PEER_ADDR" > /tmp/pdd_rc.out 2>&1 &
 client=$!
-qpn=""
-for _ in $(seq 50); do
-	qpn=$(rdma resource show qp link mr0/1 2>/dev/null |
-		sed -n 's/.*lqpn \([0-9]*\) .*type RC .*state RTS.*comm ibv_rc_pingpong.*/\1/p' | head -1)
-	[ -n "$qpn" ] && break
-	sleep 0.2
-done
-[ -n "$qpn" ] || fail "the RC ping-pong QP never reached RTS: $(cat /tmp/pdd_rc.out)"
+qpn=$(rc_pingpong_qpn) ||
+	fail "the RC ping-pong QP never reached RTS: $(cat /tmp/pdd_rc.out)"
 # Both planes in use (the PLANES exchange done) and every path active.
 for _ in $(seq 30); do
 	read -r paths0 active0 planes0 <<< "$(qp_details "$qpn")"
