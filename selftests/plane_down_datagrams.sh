@@ -34,8 +34,7 @@ trap cleanup EXIT
 reset_rdma
 [ -n "${PLANE1_DEV:-}" ] || skip "the rig has a single plane"
 [ -d "$METAROCE_OUT/hostctl" ] || skip "the rig runs no host-side agent"
-command -v ibv_ud_pingpong > /dev/null || skip "ibverbs-utils not installed"
-command -v rping > /dev/null || skip "rdmacm-utils not installed"
+need_tools ibv_ud_pingpong rping
 
 mr0_on_both_planes
 
