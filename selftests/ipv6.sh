@@ -13,9 +13,7 @@
 # none failed the UDP checksum (mandatory over IPv6, protocol.md 1:
 # Udp6InCsumErrors unchanged on both hosts), and no malformed packet.
 . "$(dirname "$0")/lib.sh"
-command -v ibv_rc_pingpong > /dev/null || skip "ibverbs-utils not installed"
-command -v ib_write_bw > /dev/null || skip "perftest not installed"
-command -v rping > /dev/null || skip "rdmacm-utils not installed"
+need_tools ibv_rc_pingpong ib_write_bw rping
 [ -e /proc/net/if_inet6 ] || skip "the kernel has no IPv6"
 
 planes="$PLANE0_DEV ${PLANE1_DEV:-}"
@@ -112,21 +110,7 @@ for kind in link-local unique-local; do
 
 	# rping -V over the IPv6 address (rdma_cm: its MADs as GSI datagrams
 	# over IPv6, the RC QP it connects over IPv6 too).
-	count=10
-	job=$(peer_spawn "timeout 90 rping -s -v -V -C $count -a $rping_srv -p $((port + 1))") ||
-		fail "cannot start the rping server ($kind)"
-	sleep 3
-	timeout 90 stdbuf -oL rping -c -v -V -C $count -a "$rping_dst" -p $((port + 1)) > /tmp/ipv6_rping.out 2> /tmp/ipv6_rping.err
-	rc=$?
-	err=$(cat /tmp/ipv6_rping.err)
-	[ -z "$err" ] || log "$err"
-	rping_exit_ok $rc "$err" || { mr0_counters; fail "rping -a $rping_dst failed ($rc): $(tail -5 <<< "$err")"; }
-	server=$(peer_wait "$job" 110) || fail "rping server -a $rping_srv failed: $(tail -5 <<< "$server")"
-	pings=$(rping_pings /tmp/ipv6_rping.out)
-	[ "$pings" = "$count $count" ] ||
-		fail "rping -a $rping_dst: ${pings% *} validated pings (${pings#* } in order), want $count"
-	grep -q "mismatch" <<< "$err$server" && fail "rping -a $rping_dst: data mismatch"
-	log "ok: rping -V -a $rping_dst: $count pings, data validated"
+	rping_validated 10 "$rping_srv" "$rping_dst" $((port + 1)) /tmp/ipv6_rping
 done
 
 # The traffic was IPv6, its UDP checksums right (the IPv6 sockets drop a

@@ -109,6 +109,48 @@ rping_pings() {
 		END { print n + 0, ok }' "$1"
 }
 
+# rping_validated COUNT SERVER_ADDR CLIENT_ADDR PORT OUT: an rping -V run
+# of COUNT pings on PORT, the server on host B bound to SERVER_ADDR, the
+# client on host A connecting to CLIENT_ADDR, its stdout and stderr apart
+# in OUT.out and OUT.err (rping_pings; stdout line-buffered). Fails the
+# test, with both hosts' counters when the client did, unless both ends
+# succeed (rping_exit_ok), every ping came back validated and in order,
+# and neither saw a data mismatch.
+rping_validated() {
+	local count=$1 srv=$2 dst=$3 port=$4 out=$5 job rc err server pings
+	job=$(peer_spawn "timeout 90 rping -s -v -V -C $count -a $srv -p $port") ||
+		fail "cannot start the rping server -a $srv"
+	sleep 3
+	timeout 90 stdbuf -oL rping -c -v -V -C "$count" -a "$dst" -p "$port" > "$out.out" 2> "$out.err"
+	rc=$?
+	err=$(cat "$out.err")
+	log "$(tail -2 "$out.out")"
+	[ -z "$err" ] || log "$err"
+	rping_exit_ok $rc "$err" || { mr0_counters; fail "rping -a $dst failed ($rc): $(tail -5 <<< "$err")"; }
+	server=$(peer_wait "$job" 110) || fail "rping server -a $srv failed: $(tail -5 <<< "$server")"
+	pings=$(rping_pings "$out.out")
+	[ "$pings" = "$count $count" ] ||
+		fail "rping -a $dst: ${pings% *} validated pings (${pings#* } in order), want $count"
+	grep -q "mismatch" <<< "$err$server" && fail "rping -a $dst: data mismatch"
+	log "ok: rping -V -a $dst: $count pings, data validated"
+}
+
+# need_tools CMD...: skips the test unless every CMD is installed, naming
+# the package that has it (ibv_*: ibverbs-utils, ib_*: perftest, rping:
+# rdmacm-utils).
+need_tools() {
+	local c
+	for c; do
+		command -v "$c" > /dev/null && continue
+		case $c in
+		ibv_*) skip "ibverbs-utils not installed" ;;
+		ib_*) skip "perftest not installed" ;;
+		rping) skip "rdmacm-utils not installed" ;;
+		*) skip "$c not installed" ;;
+		esac
+	done
+}
+
 rdma_dev_exists() { rdma dev show "$1" > /dev/null 2>&1; }
 
 # Remove every metaroce and rxe link and unload the modules (test cleanup).
@@ -165,13 +207,14 @@ planes_cleanup() {
 	two_host_cleanup -q
 }
 
-# The GID index of IPv4 address $2 (RoCE v2) on device $1.
-gid_index() {
-	local dev=$1 ip=$2 hex f idx
-	hex=$(printf '%02x%02x:%02x%02x' ${ip//./ })
+# roce_v2_gid_index DEV GID: the index of RoCE v2 GID GID on device DEV,
+# GID as sysfs writes it (eight groups of four hex digits); status 1 if
+# DEV has none.
+roce_v2_gid_index() {
+	local dev=$1 f idx
 	for f in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
 		idx=${f##*/}
-		if [ "$(cat "$f" 2>/dev/null)" = "0000:0000:0000:0000:0000:ffff:$hex" ] &&
+		if [ "$(cat "$f" 2>/dev/null)" = "$2" ] &&
 			grep -q "v2" "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$idx" 2>/dev/null; then
 			echo "$idx"
 			return 0
@@ -180,22 +223,21 @@ gid_index() {
 	return 1
 }
 
+# The GID index of IPv4 address $2 (RoCE v2) on device $1: the address
+# IPv4-mapped.
+gid_index() {
+	local ip=$2 hex
+	hex=$(printf '%02x%02x:%02x%02x' ${ip//./ })
+	roce_v2_gid_index "$1" "0000:0000:0000:0000:0000:ffff:$hex"
+}
+
 # gid6_index DEV ADDR: the GID index of IPv6 address ADDR (RoCE v2) on
-# device DEV, as gid_index does for IPv4 (sysfs writes a GID as eight
-# groups of four hex digits: ADDR is compared in that form).
+# device DEV, as gid_index does for IPv4.
 gid6_index() {
-	local dev=$1 want f idx
+	local want
 	want=$(/usr/bin/python3 -c 'import ipaddress, sys; print(ipaddress.IPv6Address(sys.argv[1]).exploded)' "$2") ||
 		return 1
-	for f in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
-		idx=${f##*/}
-		if [ "$(cat "$f" 2>/dev/null)" = "$want" ] &&
-			grep -q "v2" "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$idx" 2>/dev/null; then
-			echo "$idx"
-			return 0
-		fi
-	done
-	return 1
+	roce_v2_gid_index "$1" "$want"
 }
 
 # ipv6_ll NETDEV: NETDEV's IPv6 link-local address once it is usable (not
@@ -422,6 +464,19 @@ mr0_counters() {
 	log "B QPs: $(peer rdma resource show qp link mr0/1 2>&1 | grep -v '\[')"
 }
 
+# rc_pingpong_qpn: the QP of host A's ibv_rc_pingpong on mr0 (RC) once it
+# is in RTS, waiting up to 10 s for it; status 1 if none gets there.
+rc_pingpong_qpn() {
+	local qpn
+	for _ in $(seq 50); do
+		qpn=$(rdma resource show qp link mr0/1 2>/dev/null |
+			sed -n 's/.*lqpn \([0-9]*\) .*type RC .*state RTS.*comm ibv_rc_pingpong.*/\1/p' | head -1)
+		[ -n "$qpn" ] && { echo "$qpn"; return 0; }
+		sleep 0.2
+	done
+	return 1
+}
+
 # start_pingpong: a long ibv_rc_pingpong (64-byte messages), server on
 # host B, client on host A in the background ($client), over the plane 0
 # GIDs $pgid/$gid (plane0_gids); sets $qpn to the client's QP once it is in
@@ -437,14 +492,7 @@ start_pingpong() {
 	timeout $bound ibv_rc_pingpong $args -g "$gid" "$PEER_PLANE0_IP" > /dev/null 2>&1 &
 	# shellcheck disable=SC2034 # the caller's, to stop it
 	client=$!
-	qpn=""
-	for _ in $(seq 50); do
-		qpn=$(rdma resource show qp link mr0/1 2>/dev/null |
-			sed -n 's/.*lqpn \([0-9]*\) .*type RC .*state RTS.*comm ibv_rc_pingpong.*/\1/p' | head -1)
-		[ -n "$qpn" ] && break
-		sleep 0.2
-	done
-	[ -n "$qpn" ] || fail "the ping-pong QP never reached RTS"
+	qpn=$(rc_pingpong_qpn) || fail "the ping-pong QP never reached RTS"
 	log "ok: ping-pong running, client QP $qpn"
 }
 

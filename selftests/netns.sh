@@ -44,8 +44,7 @@ cleanup() {
 }
 trap cleanup EXIT
 reset_rdma
-command -v ibv_rc_pingpong > /dev/null || skip "ibverbs-utils not installed"
-command -v ib_write_bw > /dev/null || skip "perftest not installed"
+need_tools ibv_rc_pingpong ib_write_bw
 rdma system show 2> /dev/null | grep -q "netns shared" ||
 	skip "RDMA subsystem not in shared netns mode: $(rdma system show 2>&1)"
 

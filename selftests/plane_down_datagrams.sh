@@ -34,8 +34,7 @@ trap cleanup EXIT
 reset_rdma
 [ -n "${PLANE1_DEV:-}" ] || skip "the rig has a single plane"
 [ -d "$METAROCE_OUT/hostctl" ] || skip "the rig runs no host-side agent"
-command -v ibv_ud_pingpong > /dev/null || skip "ibverbs-utils not installed"
-command -v rping > /dev/null || skip "rdmacm-utils not installed"
+need_tools ibv_ud_pingpong rping
 
 mr0_on_both_planes
 
@@ -58,14 +57,8 @@ sleep 2
 # shellcheck disable=SC2086 # $args: options, split on purpose
 timeout 400 ibv_rc_pingpong $args -g "$gid" "$METAROCE_PEER_ADDR" > /tmp/pdd_rc.out 2>&1 &
 client=$!
-qpn=""
-for _ in $(seq 50); do
-	qpn=$(rdma resource show qp link mr0/1 2>/dev/null |
-		sed -n 's/.*lqpn \([0-9]*\) .*type RC .*state RTS.*comm ibv_rc_pingpong.*/\1/p' | head -1)
-	[ -n "$qpn" ] && break
-	sleep 0.2
-done
-[ -n "$qpn" ] || fail "the RC ping-pong QP never reached RTS: $(cat /tmp/pdd_rc.out)"
+qpn=$(rc_pingpong_qpn) ||
+	fail "the RC ping-pong QP never reached RTS: $(cat /tmp/pdd_rc.out)"
 # Both planes in use (the PLANES exchange done) and every path active.
 for _ in $(seq 30); do
 	read -r paths0 active0 planes0 <<< "$(qp_details "$qpn")"

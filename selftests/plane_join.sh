@@ -25,8 +25,7 @@ cleanup() {
 trap cleanup EXIT
 reset_rdma
 [ -n "${PLANE1_DEV:-}" ] || skip "the rig has a single plane"
-command -v ibv_rc_pingpong > /dev/null || skip "ibverbs-utils not installed"
-command -v ib_write_bw > /dev/null || skip "perftest not installed"
+need_tools ibv_rc_pingpong ib_write_bw
 
 expect_ok modprobe metaroce
 peer modprobe metaroce > /dev/null || fail "modprobe metaroce on host B"
@@ -48,14 +47,8 @@ sleep 2
 # shellcheck disable=SC2086 # $pp: options, split on purpose
 timeout "$bound" ibv_rc_pingpong $pp -g "$gid" "$METAROCE_PEER_ADDR" > /tmp/pj_pp.out 2>&1 &
 client=$!
-qpn=""
-for _ in $(seq 50); do
-	qpn=$(rdma resource show qp link mr0/1 2>/dev/null |
-		sed -n 's/.*lqpn \([0-9]*\) .*type RC .*state RTS.*comm ibv_rc_pingpong.*/\1/p' | head -1)
-	[ -n "$qpn" ] && break
-	sleep 0.2
-done
-[ -n "$qpn" ] || fail "the ping-pong QP never reached RTS: $(cat /tmp/pj_pp.out)"
+qpn=$(rc_pingpong_qpn) ||
+	fail "the ping-pong QP never reached RTS: $(cat /tmp/pj_pp.out)"
 bw_secs=35
 bw_args="-d mr0 -p 18811 -s 65536 -D $bw_secs"
 bw_job=$(peer_spawn "timeout $((bw_secs + 90)) ib_write_bw $bw_args -x $pgid") || fail "cannot start ib_write_bw on host B"

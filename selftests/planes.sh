@@ -16,8 +16,7 @@ cleanup() {
 trap cleanup EXIT
 reset_rdma
 [ -n "${PLANE1_DEV:-}" ] || skip "the rig has a single plane"
-command -v ibv_rc_pingpong > /dev/null || skip "ibverbs-utils not installed"
-command -v ib_write_bw > /dev/null || skip "perftest not installed"
+need_tools ibv_rc_pingpong ib_write_bw
 
 # --- The command and its errors (host A) ---
 expect_ok modprobe metaroce

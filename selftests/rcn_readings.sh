@@ -130,30 +130,10 @@ peer_text() {
 # child's) and RED's CE marks from the last sample at or before FROM to
 # the first at or after TO: the counters of a window that encloses the
 # steady one (the samples at its ends, or the run's first and last), so
-# that a drop in the steady window is never missed.
+# that a drop in the steady window is never missed (qdisc_samples.py, the
+# benchmark's reader too).
 qdisc_window() {
-	/usr/bin/python3 -c '
-import json, sys
-lo, hi = int(sys.argv[2]), int(sys.argv[3])
-samples = []
-for line in open(sys.argv[1]):
-    t, _, doc = line.partition(" ")
-    try:
-        t, qs = int(t), json.loads(doc)
-    except ValueError:
-        continue
-    tbf = next((q for q in qs if q.get("kind") == "tbf"), None)
-    red = next((q for q in qs if q.get("kind") == "red"), {})
-    if tbf is None:
-        continue
-    marked = red.get("marked", red.get("options", {}).get("marked", 0))
-    samples.append((t, tbf.get("backlog", 0), tbf.get("drops", 0), marked))
-inside = [s[1] for s in samples if lo <= s[0] <= hi]
-before = [s for s in samples if s[0] <= lo] or samples[:1]
-after = [s for s in samples if s[0] >= hi] or samples[-1:]
-drops = after[0][2] - before[-1][2] if samples else 0
-marked = after[0][3] - before[-1][3] if samples else 0
-print(max(inside, default=0), sum(inside) // max(len(inside), 1), len(inside), drops, marked)' "$@"
+	/usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/qdisc_samples.py" "$@"
 }
 
 # rcn_judge RED_MIN ON_DROPS ON_BMAX ON_BCOUNT ON_RATE ON_JAIN OFF_BMEAN

@@ -10,8 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 trap two_host_cleanup EXIT
 reset_rdma
-command -v ib_send_bw > /dev/null || skip "perftest not installed"
-command -v rping > /dev/null || skip "rdmacm-utils not installed"
+need_tools ib_send_bw rping
 
 mr0_on_both_hosts
 
@@ -54,25 +53,11 @@ for t in ib_write_lat ib_read_lat ib_send_lat; do
 	run "$t" -n 5 -s 1048576
 done
 
-count=20
-job=$(peer_spawn "timeout 90 rping -s -v -V -C $count -a $PEER_PLANE0_IP -p 18899") || fail "cannot start the rping server"
-sleep 3
 # The client's stdout (the ping lines, line-buffered) and stderr apart
-# (lib.sh rping_pings). In one pipe, block-buffered, the ping lines came
-# at exit, after what the CM thread printed: in rping's exit race (lib.sh
-# rping_exit_ok) its EBADF error was then not the last line.
-timeout 90 stdbuf -oL rping -c -v -V -C $count -a "$PEER_PLANE0_IP" -p 18899 > /tmp/rdma_cm_rping.out 2> /tmp/rdma_cm_rping.err
-rc=$?
-err=$(cat /tmp/rdma_cm_rping.err)
-log "$(tail -2 /tmp/rdma_cm_rping.out)"
-[ -z "$err" ] || log "$err"
-rping_exit_ok $rc "$err" || fail "rping client failed ($rc): $(tail -5 <<< "$err")"
-server=$(peer_wait "$job" 110) || fail "rping server failed: $(tail -5 <<< "$server")"
-pings=$(rping_pings /tmp/rdma_cm_rping.out)
-[ "$pings" = "$count $count" ] ||
-	fail "rping client shows ${pings% *} validated pings (${pings#* } numbered in order), want $count"
-grep -q "mismatch" <<< "$err$server" && fail "rping data mismatch"
-log "ok: rping -V: $count pings, data validated"
+# (lib.sh rping_validated). In one pipe, block-buffered, the ping lines
+# came at exit, after what the CM thread printed: in rping's exit race
+# (lib.sh rping_exit_ok) its EBADF error was then not the last line.
+rping_validated 20 "$PEER_PLANE0_IP" "$PEER_PLANE0_IP" 18899 /tmp/rdma_cm_rping
 conns=$((conns + 1))
 
 # Each connection from A (the active side) to B is at least REQ and RTU

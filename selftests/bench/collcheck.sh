@@ -22,14 +22,8 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-pass=0 fail=0
-expect() { # name, got, want
-	if [ "$2" = "$3" ]; then
-		pass=$((pass + 1)); echo "ok - $1"
-	else
-		fail=$((fail + 1)); echo "not ok - $1"; printf '#   got:  %q\n#   want: %q\n' "$2" "$3"
-	fi
-}
+# shellcheck source=SCRIPTDIR/../rig/expect.sh
+. "$rig/expect.sh"
 
 export METAROCE_OUT=$tmp METAROCE_PEER_ADDR=127.0.0.2 METAROCE_PEER_PORT=$((27000 + RANDOM % 2000))
 export COLL_ADDR=127.0.0.1 BENCH_COLL_RANKS=2
@@ -81,5 +75,4 @@ if "$venv/bin/python" -c 'import matplotlib' 2> /dev/null; then
 else
 	echo "# skip: report.py (no matplotlib in $venv)"
 fi
-echo "collectives check: $pass passed, $fail failed"
-[ $fail = 0 ]
+expect_summary "collectives check"

@@ -16,25 +16,12 @@ or the sampler cut short is skipped. Prints "METRIC VALUE" lines:
   one at three quarters, over the sampler's clock (all flows running, none
   starting or draining), and samples: how many there were.
 """
-import json
+import os
 import sys
 
-
-def samples(path):
-    out = []
-    for line in open(path, errors="replace"):
-        t, _, doc = line.strip().partition(" ")
-        try:
-            t, qs = int(t), json.loads(doc)
-        except ValueError:
-            continue
-        tbf = next((q for q in qs if q.get("kind") == "tbf"), None)
-        red = next((q for q in qs if q.get("kind") == "red"), {})
-        if tbf is None:
-            continue
-        marked = red.get("marked", red.get("options", {}).get("marked", 0))
-        out.append((t, tbf.get("backlog", 0), tbf.get("bytes", 0), tbf.get("drops", 0), marked))
-    return out
+# The selftests' reader of the same samples (rcn.sh's), one directory up.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from qdisc_samples import samples  # noqa: E402
 
 
 def metrics(s):

@@ -9,14 +9,8 @@ rig=$(cd "$(dirname "$0")" && pwd)
 lib=$rig/../lib.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-expect() { # name, got, want
-	if [ "$2" = "$3" ]; then
-		pass=$((pass + 1)); echo "ok - $1"
-	else
-		fail=$((fail + 1)); echo "not ok - $1"; printf '#   got:  %q\n#   want: %q\n' "$2" "$3"
-	fi
-}
+# shellcheck source=SCRIPTDIR/expect.sh
+. "$rig/expect.sh"
 
 mkdir "$tmp/bin"
 for c in rdma tc ip pkill rmmod; do
@@ -222,5 +216,4 @@ EOF
 	expect "rping_pings: its size (-S 17)" "$(bash -c '. "$1"; rping_pings "$2" 17' _ "$lib" "$tmp/out")" "1 1"
 fi
 
-echo "lib.sh check: $pass passed, $fail failed"
-[ $fail = 0 ]
+expect_summary "lib.sh check"

@@ -13,14 +13,8 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-pass=0 fail=0
-expect() { # name, got, want
-	if [ "$2" = "$3" ]; then
-		pass=$((pass + 1)); echo "ok - $1"
-	else
-		fail=$((fail + 1)); echo "not ok - $1"; printf '#   got:  %q\n#   want: %q\n' "$2" "$3"
-	fi
-}
+# shellcheck source=SCRIPTDIR/expect.sh
+. "$rig/expect.sh"
 # shellcheck source=/dev/null
 . "$rig/../rcn_readings.sh"
 
@@ -180,5 +174,4 @@ expect "rcn_judge: unfair" "$(judge 15000 0 6756 4 961 0.899 45040 956)" "1 1 FA
 expect "rcn_judge: no bottleneck" "$(judge 15000 0 6756 4 961 0.939 9000 956)" "1 1 FAIL: RCN off: mean backlog 90"
 expect "rcn_judge: nothing sent" "$(judge 15000 0 0 4 0 1.000 45040 0)" "1 1 FAIL: RCN on: 0 data packets/s"
 
-echo "rcn readings check: $pass passed, $fail failed"
-[ $fail = 0 ]
+expect_summary "rcn readings check"

@@ -3,12 +3,15 @@
 //! in flight once the peer's ACKs say it may, and no more than 64 with a
 //! peer that does not say.
 
+mod common;
+
 use std::collections::VecDeque;
 
+use common::write;
 use metaroce_engine::config::{ReceiverConfig, SenderConfig, MSG_WINDOW_MAX, MSG_WINDOW_V1};
 use metaroce_engine::receiver::{Receiver, RxVerdict};
-use metaroce_engine::sender::{Message, Sender, TxKind};
-use metaroce_engine::wire::{Ack, DataHeader, Opcode};
+use metaroce_engine::sender::{Sender, TxKind};
+use metaroce_engine::wire::{Ack, DataHeader};
 
 const MS: u64 = 1_000_000;
 const MSG_LEN: u32 = 4096;
@@ -45,17 +48,7 @@ fn run(rtt_ns: u64, secs: u64, advertise: bool) -> (u32, u32, u64) {
         while tx.pop_completion().is_some() {
             done += 1;
         }
-        while tx
-            .post(&Message {
-                opcode: Opcode::Write,
-                len: MSG_LEN,
-                remote_va: 0x1000,
-                rkey: 1,
-                imm: 0,
-                rsn: 0,
-            })
-            .is_ok()
-        {}
+        while tx.post(&write(MSG_LEN)).is_ok() {}
         tx.on_timer(now);
         while let Some(p) = tx.next_packet(now) {
             if let TxKind::Data { header, .. } = p.kind {
@@ -129,16 +122,7 @@ fn a_receiver_holds_and_advertises_the_window_it_was_given() {
         0,
     )
     .unwrap();
-    let m0 = tx
-        .post(&Message {
-            opcode: Opcode::Write,
-            len: 0,
-            remote_va: 0x1000,
-            rkey: 1,
-            imm: 0,
-            rsn: 0,
-        })
-        .unwrap();
+    let m0 = tx.post(&write(0)).unwrap();
     let Some(TxKind::Data { header, .. }) = tx.next_packet(0).map(|p| p.kind) else {
         panic!("no data packet");
     };

@@ -3,59 +3,25 @@
 //! new planes wait, down, for the PLANES exchange to name the peer's
 //! address there, and no data is lost or doubled on the way.
 
+mod common;
+
+use common::{planes_of, receiver, write};
 use metaroce_engine::completion::CompletionStatus;
-use metaroce_engine::config::{ReceiverConfig, SenderConfig};
 use metaroce_engine::path::PathState;
 use metaroce_engine::receiver::Receiver;
-use metaroce_engine::sender::{Message, Sender, TxKind};
-use metaroce_engine::wire::Opcode;
+use metaroce_engine::sender::{Sender, TxKind};
 
 const MTU: u32 = 1000;
 
 fn sender(paths: u16, planes: u8, max_paths: u16) -> Sender {
-    Sender::new(
-        SenderConfig {
-            mtu: MTU,
-            planes,
-            initial_paths: paths,
-            max_paths,
-            min_rto_ns: 1_000,
-            initial_rto_ns: 10_000,
-            ..SenderConfig::default()
-        },
-        0,
-    )
-    .unwrap()
-}
-
-fn receiver() -> Receiver {
-    Receiver::new(ReceiverConfig {
-        peer_qpn: 0,
-        mtu: MTU,
-    })
-    .unwrap()
-}
-
-fn planes_of(tx: &Sender) -> Vec<u8> {
-    tx.used_paths().map(|p| p.plane).collect()
-}
-
-fn write() -> Message {
-    Message {
-        opcode: Opcode::Write,
-        len: 16 * MTU,
-        remote_va: 0x1000,
-        rkey: 1,
-        imm: 0,
-        rsn: 0,
-    }
+    Sender::new(common::quick_rto(MTU, paths, planes, max_paths), 0).unwrap()
 }
 
 /// One round: post what fits, send it all (every packet delivered, ACKs
 /// back at once), run the timers. Returns messages completed at each end
 /// and packets sent per plane.
 fn round(tx: &mut Sender, rx: &mut Receiver, now: u64, per_plane: &mut [u64]) -> (u32, u32) {
-    while tx.post(&write()).is_ok() {}
+    while tx.post(&write(16 * MTU)).is_ok() {}
     while let Some(p) = tx.next_packet(now) {
         match p.kind {
             TxKind::Data { header, .. } => {
@@ -126,7 +92,7 @@ fn more_slots_open_so_that_every_plane_homes_as_many() {
 #[test]
 fn messages_complete_once_through_a_plane_joining_under_traffic() {
     let mut tx = sender(4, 1, 16);
-    let mut rx = receiver();
+    let mut rx = receiver(MTU);
     let mut per_plane = [0u64; 2];
     let (mut tx_done, mut rx_done) = (0, 0);
     for step in 0..300u64 {

@@ -3,33 +3,17 @@
 //! path count and window; when it comes up they go back, and each plane
 //! again carries its share.
 
-use metaroce_engine::config::{ReceiverConfig, SenderConfig};
+mod common;
+
+use common::{planes_of, receiver, write};
 use metaroce_engine::path::PathState;
 use metaroce_engine::receiver::Receiver;
-use metaroce_engine::sender::{Message, Sender, TxKind};
-use metaroce_engine::wire::Opcode;
+use metaroce_engine::sender::{Sender, TxKind};
 
 const MTU: u32 = 1000;
 
 fn sender(paths: u16, planes: u8) -> Sender {
-    Sender::new(
-        SenderConfig {
-            mtu: MTU,
-            planes,
-            initial_paths: paths,
-            max_paths: 16,
-            min_rto_ns: 1_000,
-            initial_rto_ns: 10_000,
-            ..SenderConfig::default()
-        },
-        0,
-    )
-    .unwrap()
-}
-
-/// The plane of each used slot, in slot order.
-fn planes_of(tx: &Sender) -> Vec<u8> {
-    tx.used_paths().map(|p| p.plane).collect()
+    Sender::new(common::quick_rto(MTU, paths, planes, 16), 0).unwrap()
 }
 
 /// The path id of each used slot.
@@ -39,8 +23,8 @@ fn ids(tx: &Sender) -> Vec<u16> {
 
 /// Sends what `tx` has, delivering data and probes on the planes not in
 /// `lost` (a bit per plane), until nothing is left to send; then runs the
-/// timers at `now`.
-fn exchange(tx: &mut Sender, rx: &mut Receiver, lost: u8, now: u64) {
+/// timers at `now`. Returns the messages `tx` completed.
+fn exchange(tx: &mut Sender, rx: &mut Receiver, lost: u8, now: u64) -> u32 {
     while let Some(p) = tx.next_packet(now) {
         if lost & (1 << p.plane) != 0 {
             continue;
@@ -55,20 +39,13 @@ fn exchange(tx: &mut Sender, rx: &mut Receiver, lost: u8, now: u64) {
             TxKind::Probe(pr) => tx.on_probe_reply(&rx.on_probe(&pr), now + 100),
         }
     }
-    while tx.pop_completion().is_some() {}
+    let mut completed = 0;
+    while tx.pop_completion().is_some() {
+        completed += 1;
+    }
     while rx.pop_completion().is_some() {}
     tx.on_timer(now);
-}
-
-fn write() -> Message {
-    Message {
-        opcode: Opcode::Write,
-        len: 16 * MTU,
-        remote_va: 0x1000,
-        rkey: 1,
-        imm: 0,
-        rsn: 0,
-    }
+    completed
 }
 
 #[test]
@@ -93,11 +70,7 @@ fn a_plane_down_moves_its_slots_to_the_others_and_keeps_the_count() {
 #[test]
 fn a_plane_up_takes_its_slots_back_probed_first() {
     let mut tx = sender(4, 2);
-    let mut rx = Receiver::new(ReceiverConfig {
-        peer_qpn: 0,
-        mtu: MTU,
-    })
-    .unwrap();
+    let mut rx = receiver(MTU);
     tx.plane_down(1, 0);
     tx.plane_up(1, 10);
     assert_eq!(planes_of(&tx), [0, 1, 0, 1]);
@@ -108,7 +81,7 @@ fn a_plane_up_takes_its_slots_back_probed_first() {
     exchange(&mut tx, &mut rx, 0, 20);
     assert_eq!(tx.active_paths(), 4);
     // Each plane carries its share again.
-    tx.post(&write()).unwrap();
+    tx.post(&write(16 * MTU)).unwrap();
     let mut per_plane = [0u32; 2];
     while let Some(p) = tx.next_packet(30) {
         per_plane[usize::from(p.plane)] += 1;
@@ -154,11 +127,7 @@ fn with_every_plane_down_paths_wait_on_their_own_and_follow_the_first_up() {
 #[test]
 fn data_flows_through_a_plane_down_window_with_the_same_active_count() {
     let mut tx = sender(4, 2);
-    let mut rx = Receiver::new(ReceiverConfig {
-        peer_qpn: 0,
-        mtu: MTU,
-    })
-    .unwrap();
+    let mut rx = receiver(MTU);
     let mut now = 0;
     let mut completed = 0;
     let before = tx.active_paths();
@@ -172,26 +141,8 @@ fn data_flows_through_a_plane_down_window_with_the_same_active_count() {
         }
         // Plane 1 loses everything while it is down.
         let lost = if (100..200).contains(&step) { 0b10 } else { 0 };
-        while tx.post(&write()).is_ok() {}
-        while let Some(p) = tx.next_packet(now) {
-            if lost & (1 << p.plane) != 0 {
-                continue;
-            }
-            match p.kind {
-                TxKind::Data { header, .. } => {
-                    rx.on_data(&header, false, now);
-                    if let Some(a) = rx.ack_for(header.path_id) {
-                        tx.on_ack(&a, now + 100);
-                    }
-                }
-                TxKind::Probe(pr) => tx.on_probe_reply(&rx.on_probe(&pr), now + 100),
-            }
-        }
-        while tx.pop_completion().is_some() {
-            completed += 1;
-        }
-        while rx.pop_completion().is_some() {}
-        tx.on_timer(now);
+        while tx.post(&write(16 * MTU)).is_ok() {}
+        completed += exchange(&mut tx, &mut rx, lost, now);
         if (110..200).contains(&step) {
             assert_eq!(tx.active_paths(), before, "step {step}");
             assert!(tx.used_paths().all(|p| p.plane == 0));

@@ -4,14 +4,16 @@
 //! sender and receiver themselves and what they took from their heap.
 //! Run with `--nocapture` to see the numbers.
 
+mod common;
+
 use std::mem::size_of;
 
+use common::write;
 use metaroce_engine::config::{ReceiverConfig, SenderConfig};
 use metaroce_engine::heap::kmalloc_size;
 use metaroce_engine::path::PathRing;
 use metaroce_engine::receiver::{Receiver, RxVerdict};
-use metaroce_engine::sender::{Message, Sender, TxKind};
-use metaroce_engine::wire::Opcode;
+use metaroce_engine::sender::{Sender, TxKind};
 
 /// What the reference driver's connect does (rust/driver/transport.rs):
 /// the default configuration, `paths` paths.
@@ -40,15 +42,7 @@ fn connected(paths: u16) -> (Sender, Receiver) {
 fn transfer(tx: &mut Sender, rx: &mut Receiver, msgs: u32, len: u32) -> (usize, usize) {
     let mut busy = 0;
     for _ in 0..msgs {
-        tx.post(&Message {
-            opcode: Opcode::Write,
-            len,
-            remote_va: 0x1000,
-            rkey: 1,
-            imm: 0,
-            rsn: 0,
-        })
-        .unwrap();
+        tx.post(&write(len)).unwrap();
     }
     let mut now = 1;
     while tx.outstanding() > 0 {

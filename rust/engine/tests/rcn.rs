@@ -3,22 +3,17 @@
 //! says, the share rides in every ACK, and the sender caps its packets in
 //! flight at what the hint allows over its base RTT.
 
-use metaroce_engine::config::{ReceiverConfig, SenderConfig};
+mod common;
+
+use common::{receiver, write};
+use metaroce_engine::config::SenderConfig;
 use metaroce_engine::rcn::{receiving_window_ns, Shares, RECEIVING_WINDOW_NS};
 use metaroce_engine::receiver::Receiver;
-use metaroce_engine::sender::{Message, Sender, TxKind};
-use metaroce_engine::wire::{DataHeader, Opcode};
+use metaroce_engine::sender::{Sender, TxKind};
+use metaroce_engine::wire::DataHeader;
 
 const MTU: u32 = 4096;
 const MS: u64 = 1_000_000;
-
-fn receiver() -> Receiver {
-    Receiver::new(ReceiverConfig {
-        peer_qpn: 1,
-        mtu: MTU,
-    })
-    .unwrap()
-}
 
 fn sender() -> Sender {
     Sender::new(
@@ -31,17 +26,6 @@ fn sender() -> Sender {
         0,
     )
     .unwrap()
-}
-
-fn write(len: u32) -> Message {
-    Message {
-        opcode: Opcode::Write,
-        len,
-        remote_va: 0x1000,
-        rkey: 1,
-        imm: 0,
-        rsn: 0,
-    }
 }
 
 /// One data packet from a fresh sender, for a receiver to accept.
@@ -70,7 +54,7 @@ fn n_receiving_qps_each_advertise_a_share_and_a_newcomer_the_next() {
     const C: u32 = 100_000;
     let pkt = one_packet();
     for n in 0..=8usize {
-        let mut qps: Vec<Receiver> = (0..10).map(|_| receiver()).collect();
+        let mut qps: Vec<Receiver> = (0..10).map(|_| receiver(MTU)).collect();
         for rx in &mut qps[..n] {
             rx.on_data(&pkt, false, MS);
         }
@@ -109,7 +93,7 @@ fn qps_held_to_a_small_share_stay_counted_at_every_tick() {
     // counts and the others' hints would double.
     const C: u32 = 10;
     let pkt = one_packet();
-    let mut qps: Vec<Receiver> = (0..4).map(|_| receiver()).collect();
+    let mut qps: Vec<Receiver> = (0..4).map(|_| receiver(MTU)).collect();
     let packet_ns = u64::from(MTU) * 8 * 1000 / u64::from(C / 4);
     assert_eq!(receiving_window_ns(C / 4, MTU), 8 * packet_ns);
     assert_eq!(
@@ -160,7 +144,7 @@ fn qps_held_to_a_small_share_stay_counted_at_every_tick() {
 #[test]
 fn no_capacity_means_no_hints_but_the_count_goes_on() {
     let pkt = one_packet();
-    let mut qps: Vec<Receiver> = (0..4).map(|_| receiver()).collect();
+    let mut qps: Vec<Receiver> = (0..4).map(|_| receiver(MTU)).collect();
     for rx in &mut qps {
         rx.on_data(&pkt, false, 0);
     }
@@ -176,7 +160,7 @@ fn no_capacity_means_no_hints_but_the_count_goes_on() {
 /// rate (Mbit/s) from then on.
 fn run(hint: u32, rtt: u64) -> (u32, u64) {
     let mut tx = sender();
-    let mut rx = receiver();
+    let mut rx = receiver(MTU);
     rx.set_rate_hint(hint);
     let len = 1000 * MTU;
     tx.post(&write(len)).unwrap();
@@ -267,7 +251,7 @@ fn newcomers_between_two_counts_are_numbered_as_they_come() {
     const C: u32 = 10;
     let pkt = one_packet();
     let idle = Shares::new(C, 0);
-    let mut qps: Vec<Receiver> = (0..4).map(|_| receiver()).collect();
+    let mut qps: Vec<Receiver> = (0..4).map(|_| receiver(MTU)).collect();
     for (ahead, rx) in qps.iter_mut().enumerate() {
         rx.on_data(&pkt, false, MS);
         assert!(rx.rcn_join(), "a newcomer's first packet");
@@ -297,7 +281,7 @@ fn the_first_flight_waits_for_the_first_ack_which_brings_the_hint() {
     // packets in all, not 64: an incast's first RTT, which no hint can
     // reach, is what queued 140 KB at rcn.sh's 10 Mbit/s bottleneck.
     let mut tx = sender();
-    let mut rx = receiver();
+    let mut rx = receiver(MTU);
     assert_eq!(tx.config().first_flight, 2, "the default");
     tx.post(&write(64 * MTU)).unwrap();
     let mut first = Vec::new();

@@ -2,46 +2,23 @@
 //! retransmission: what the driver turns into tracepoints. Each state
 //! change is reported once, with the path as it was.
 
+mod common;
+
+use common::{receiver, write};
 use metaroce_engine::cc::CWND_ONE;
 use metaroce_engine::completion::CompletionStatus;
-use metaroce_engine::config::{ReceiverConfig, SenderConfig};
+use metaroce_engine::config::SenderConfig;
 use metaroce_engine::events::{CutCause, FailCause, LossCause, PathTag, RecoverCause, SenderEvent};
-use metaroce_engine::receiver::Receiver;
-use metaroce_engine::sender::{Message, Sender, TxKind, TxPacket};
-use metaroce_engine::wire::{DataHeader, Opcode};
+use metaroce_engine::sender::{Sender, TxKind, TxPacket};
+use metaroce_engine::wire::DataHeader;
 
 const MTU: u32 = 1000;
 
 fn cfg(paths: u16, planes: u8) -> SenderConfig {
     SenderConfig {
-        mtu: MTU,
-        planes,
-        initial_paths: paths,
-        max_paths: 8,
-        min_rto_ns: 1_000,
-        initial_rto_ns: 10_000,
         // Whole windows before the first ACK: the tests fill paths at once.
         first_flight: 0,
-        ..SenderConfig::default()
-    }
-}
-
-fn receiver() -> Receiver {
-    Receiver::new(ReceiverConfig {
-        peer_qpn: 0,
-        mtu: MTU,
-    })
-    .unwrap()
-}
-
-fn write(len: u32) -> Message {
-    Message {
-        opcode: Opcode::Write,
-        len,
-        remote_va: 0x1000,
-        rkey: 1,
-        imm: 0,
-        rsn: 0,
+        ..common::quick_rto(MTU, paths, planes, 8)
     }
 }
 
@@ -63,7 +40,7 @@ fn tag(tx: &Sender, slot: usize) -> PathTag {
 #[test]
 fn a_timeout_cuts_fails_and_a_probe_reply_recovers() {
     let mut tx = Sender::new(cfg(1, 1), 0).unwrap();
-    let mut rx = receiver();
+    let mut rx = receiver(MTU);
     tx.post(&write(4 * MTU)).unwrap();
     while tx.next_packet(0).is_some() {}
     let before = tx.path(0).unwrap().cc.cwnd;
@@ -127,7 +104,7 @@ fn sack_losses_are_resent_as_such_and_cut_once_past_the_threshold() {
         0,
     )
     .unwrap();
-    let mut rx = receiver();
+    let mut rx = receiver(MTU);
     tx.post(&write(6 * MTU)).unwrap();
     let sent: Vec<_> = std::iter::from_fn(|| tx.next_packet(0)).collect();
     assert_eq!(sent.len(), 6);
@@ -172,7 +149,7 @@ fn sack_losses_are_resent_as_such_and_cut_once_past_the_threshold() {
 #[test]
 fn ecn_marks_cut_with_their_cause() {
     let mut tx = Sender::new(cfg(1, 1), 0).unwrap();
-    let mut rx = receiver();
+    let mut rx = receiver(MTU);
     let mut now = 0;
     let mut cut = None;
     for _ in 0..50 {
@@ -267,7 +244,7 @@ fn a_plane_down_fails_its_paths_once_and_their_packets_go_elsewhere() {
 #[test]
 fn unanswered_probes_replace_the_path_on_its_plane() {
     let mut tx = Sender::new(cfg(2, 2), 0).unwrap();
-    let mut rx = receiver();
+    let mut rx = receiver(MTU);
     let old = tag(&tx, 1);
     tx.post(&write(8 * MTU)).unwrap();
     let mut now = 0;

@@ -17,17 +17,19 @@
 //! * what the tick costs with 4,080 slots, scanned or marked (`--ignored
 //!   --nocapture`).
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Instant;
 
+use common::write;
 use metaroce_engine::config::{ReceiverConfig, SenderConfig};
 use metaroce_engine::marks::Marks;
 use metaroce_engine::rcn::{Shares, RECEIVING_WINDOW_NS};
 use metaroce_engine::receiver::{Receiver, RxVerdict};
-use metaroce_engine::sender::{Message, Sender, TxKind};
-use metaroce_engine::wire::Opcode;
+use metaroce_engine::sender::{Sender, TxKind};
 
 /// A connected QP's two engines, as the driver's connect leaves them.
 fn connected() -> (Sender, Receiver) {
@@ -59,15 +61,7 @@ fn an_idle_connected_qp_has_no_tick_work_before_or_after_a_transfer() {
     let (mut tx, mut rx) = connected();
     assert!(!has_tick_work(&tx, &rx), "connected, nothing sent");
     for _ in 0..8 {
-        tx.post(&Message {
-            opcode: Opcode::Write,
-            len: 8 * 1024,
-            remote_va: 0x1000,
-            rkey: 1,
-            imm: 0,
-            rsn: 0,
-        })
-        .unwrap();
+        tx.post(&write(8 * 1024)).unwrap();
     }
     let mut now = 1_000;
     let mut ticks_with_work = 0;
@@ -461,16 +455,7 @@ impl RcnQp {
     /// did not find receiving first takes the device's newcomer hint (the
     /// driver's `receive_data`). Returns the ACK's hint, if one went.
     fn receive(&mut self, newcomer_mbps: u32, now: u64) -> Option<u32> {
-        self.peer
-            .post(&Message {
-                opcode: Opcode::Write,
-                len: 1024,
-                remote_va: 0x1000,
-                rkey: 1,
-                imm: 0,
-                rsn: 0,
-            })
-            .unwrap();
+        self.peer.post(&write(1024)).unwrap();
         let Some(TxKind::Data { header, .. }) = self.peer.next_packet(now).map(|p| p.kind) else {
             panic!("the peer sends");
         };
