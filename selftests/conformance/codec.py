@@ -440,4 +440,5 @@ def describe(p):
         return f"NAK path {p.path_id} syndrome {p.syndrome} psn {p.psn} msn {p.msn}"
     if isinstance(p, Probe):
         return f"{'PROBE_REPLY' if p.reply else 'PROBE'} path {p.path_id} seq {p.seq} qpn {p.dst_qpn:#x}"
-    return f"PLANES {p.src_qpn:#x}->{p.dst_qpn:#x} known {int(p.known)} confirm {int(p.confirm)} {p.addrs}"
+    return (f"PLANES {p.src_qpn:#x}->{p.dst_qpn:#x} known {int(p.known)} confirm {int(p.confirm)} "
+            f"max_payload {p.max_payload} {p.addrs}")

@@ -20,8 +20,8 @@ use super::path::{
 use super::seq::{seq_diff, seq_in_window};
 use super::window::MsgWindow;
 use super::wire::{
-    Ack, DataHeader, Nak, Opcode, Probe, FLAG_IMM, FLAG_PEER_PSN, FLAG_RETRANSMIT, FLAG_WIDE, MAX_PLANES,
-    SACK_BITS,
+    Ack, DataHeader, Nak, Opcode, Probe, FLAG_IMM, FLAG_PEER_PSN, FLAG_RETRANSMIT, FLAG_WIDE,
+    MAX_PLANES, SACK_BITS,
 };
 
 /// A message to send.
@@ -827,7 +827,11 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         // One packet messages gain nothing from the flag.
         let wide = self.wide_on && packets_for(msg.opcode, msg.len, self.cfg.mtu) > 1;
-        let seg = if wide { self.wide_payload } else { self.cfg.mtu };
+        let seg = if wide {
+            self.wide_payload
+        } else {
+            self.cfg.mtu
+        };
         let npkts = packets_for(msg.opcode, msg.len, seg);
         if npkts as usize > MAX_MSG_PKTS {
             return Err(PostError::TooLong);

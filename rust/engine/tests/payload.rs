@@ -55,7 +55,12 @@ type Placed = BTreeMap<u32, Vec<(u32, u32)>>;
 /// every `drop_every`-th data packet is lost (0: none), and each batch
 /// of packets arrives in reverse order. Returns the placements and the
 /// headers sent.
-fn run(tx: &mut Sender, rx: &mut Receiver, msgs: usize, drop_every: usize) -> (Placed, Vec<DataHeader>) {
+fn run(
+    tx: &mut Sender,
+    rx: &mut Receiver,
+    msgs: usize,
+    drop_every: usize,
+) -> (Placed, Vec<DataHeader>) {
     let mut placed = Placed::new();
     let mut sent = Vec::new();
     let mut acks = VecDeque::new();
@@ -109,11 +114,18 @@ fn assert_exact(placed: &Placed, lens: &[(u32, u32)], payload: u32) {
         let mut at = 0;
         for &(off, n) in &parts {
             assert_eq!(off, at, "msn {msn}: gap or overlap at {at}");
-            assert!(n == payload || off + n == len, "msn {msn}: {n} bytes at {off}");
+            assert!(
+                n == payload || off + n == len,
+                "msn {msn}: {n} bytes at {off}"
+            );
             at += n;
         }
         assert_eq!(at, len, "msn {msn} of {len} bytes");
-        assert_eq!(parts.len() as u32, len.div_ceil(payload).max(1), "msn {msn}");
+        assert_eq!(
+            parts.len() as u32,
+            len.div_ceil(payload).max(1),
+            "msn {msn}"
+        );
     }
 }
 
