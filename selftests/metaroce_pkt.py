@@ -121,6 +121,7 @@ DATA_OPCODES = (OP_SEND, OP_SEND_IMM, OP_WRITE, OP_WRITE_IMM, OP_READ_REQ, OP_RE
 FLAG_RETRANSMIT = 0x0001
 FLAG_IMM = 0x0002
 FLAG_PEER_PSN = 0x0004
+FLAG_WIDE = 0x0008
 PLANES_KNOWN = 0x0001
 PLANES_CONFIRM = 0x0002
 SEND_MORE = 1 << 63
@@ -169,14 +170,16 @@ def nak(dst_qpn, path_id, syndrome, psn, msn):
     return seal(body)
 
 
-def planes(dst_qpn, src_qpn, known, addrs, confirm=False):
+def planes(dst_qpn, src_qpn, known, addrs, confirm=False, max_payload=0):
     """Section 1.8: flags bit 0 KNOWN and bit 1 CONFIRM, the sending QP, the
-    plane count, then 8 16-byte addresses in GID form (IPv6 as it is, IPv4
+    plane count, a reserved byte, the largest payload the sender's planes
+    carry (0: none advertised), then 8 16-byte addresses in GID form (IPv6 as it is, IPv4
     mapped as ::ffff:a.b.c.d; zero = no such plane, and every entry from
     the count on is zero)."""
     assert 1 <= len(addrs) <= MAX_PLANES
     flags = (PLANES_KNOWN if known else 0) | (PLANES_CONFIRM if confirm else 0)
-    body = struct.pack(">BBHIIB3x", VERSION, OP_PLANES, flags, dst_qpn, src_qpn, len(addrs))
+    body = struct.pack(">BBHIIBxH", VERSION, OP_PLANES, flags, dst_qpn, src_qpn, len(addrs),
+                       max_payload)
     for i in range(MAX_PLANES):
         ip = addrs[i] if i < len(addrs) else None
         if not ip:

@@ -47,8 +47,16 @@ impl NetdevHandler for NetdevEvents {
                 st.rcn.set_plane(plane, rcn::plane_speed(ndev, rtnl));
                 ndev.is_running_with_carrier()
             }
-            // The active MTU is derived from the netdev MTU at query time.
-            NetdevEvent::ChangeMtu => return,
+            // The active MTU is derived from the netdev MTU at query time;
+            // what connected QPs advertise and send (protocol.md 1.8,
+            // payload size) is checked now.
+            NetdevEvent::ChangeMtu => {
+                let tx = st.tx(&st.tunnel, 0);
+                for t in st.qps.lock().iter() {
+                    t.plane_mtu_changed(&tx);
+                }
+                return;
+            }
         };
         let tx = st.tx(&st.tunnel, 0);
         for t in st.qps.lock().iter() {

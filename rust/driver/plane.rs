@@ -26,7 +26,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
 use super::peers::PeerAddrs;
-use crate::engine::wire::MAX_PLANES as WIRE_MAX_PLANES;
+use crate::engine::wire::{self, MAX_PLANES as WIRE_MAX_PLANES};
 use crate::ib::ip::{Family, IpAddr};
 use crate::ib::netdev::{NetDevice, NetDeviceRef};
 
@@ -159,6 +159,25 @@ impl PlaneTable {
         }
     }
 
+    /// The largest payload every plane a QP connected from `local` lists
+    /// carries in one frame (protocol.md 1.8, payload size): the smallest
+    /// netdev MTU of plane 0 and of the planes with an address of its
+    /// family, less the IP header of that family, UDP, the data header
+    /// and the ICRC, at most `MAX_PAYLOAD`.
+    pub(crate) fn max_payload(&self, local: &IpAddr) -> u16 {
+        let ip_header = match local.family() {
+            Family::V4 => 20,
+            Family::V6 => 40,
+        };
+        let overhead = ip_header + 8 + wire::DATA_HEADER_LEN as u32 + wire::ICRC_LEN as u32;
+        let mtu = (0..self.count())
+            .filter(|&k| k == 0 || self.local_addr(k, local).is_some())
+            .filter_map(|k| self.get(k).map(NetDevice::mtu))
+            .min()
+            .unwrap_or(0);
+        mtu.saturating_sub(overhead).min(wire::MAX_PAYLOAD as u32) as u16
+    }
+
     /// This device's address on plane `k` (k > 0) for a QP connected
     /// from `local` on plane 0: of `local`'s family, and for IPv6 of its
     /// scope (link-local or global). `None` if the plane has none.
@@ -246,6 +265,11 @@ pub(crate) struct PeerPlanes {
     pub(crate) known: bool,
     /// The peer confirmed it has ours.
     pub(crate) acked: bool,
+    /// The payload size our PLANES advertise (protocol.md 1.8): 0 when
+    /// the QP's path MTU is below the port's, else what our planes carry.
+    pub(crate) own_payload: u16,
+    /// The payload size the peer's latest PLANES advertised (0: none).
+    pub(crate) peer_payload: u16,
     next_ns: u64,
     interval_ns: u64,
 }
@@ -256,18 +280,23 @@ impl PeerPlanes {
         addrs: [IpAddr::UNSPECIFIED; MAX_PLANES],
         known: false,
         acked: false,
+        own_payload: 0,
+        peer_payload: 0,
         next_ns: 0,
         interval_ns: PLANES_RETRY_MIN_NS,
     };
 
-    /// Before the exchange: only plane 0 is known; a PLANES is due now.
-    pub(crate) fn new(remote: IpAddr, now: u64) -> Self {
+    /// Before the exchange: only plane 0 is known; a PLANES, advertising
+    /// `own_payload`, is due now.
+    pub(crate) fn new(remote: IpAddr, own_payload: u16, now: u64) -> Self {
         let mut addrs = [IpAddr::UNSPECIFIED; MAX_PLANES];
         addrs[0] = remote;
         Self {
             addrs,
             known: false,
             acked: false,
+            own_payload,
+            peer_payload: 0,
             next_ns: now,
             interval_ns: PLANES_RETRY_MIN_NS,
         }

@@ -406,11 +406,17 @@ impl QpState {
         if next == Qps::Rtr && prev != Qps::Rtr && self.qp_type.is_connected() {
             let (local, remote) = self.check_addresses(dev, &n.av)?;
             let mtu = n.path_mtu.unwrap_or(Mtu::Bytes256).bytes();
-            let (planes, plane0_up) = {
+            // The larger payload our planes carry is advertised only when
+            // the application set the port's own MTU: one that chose a
+            // smaller MTU gets exactly it (protocol.md 1.8, payload size).
+            let wide = n.path_mtu == Some(active_mtu(dev));
+            let (planes, plane0_up, own_payload) = {
                 let p = dev.data().planes.lock();
+                let own = p.max_payload(&local);
                 (
                     p.count(),
                     p.get(0).is_some_and(|n| n.is_running_with_carrier()),
+                    if wide && u32::from(own) > mtu { own } else { 0 },
                 )
             };
             // The device's knobs as they are now: later changes are for
@@ -424,6 +430,7 @@ impl QpState {
                     qpn: n.dest_qp_num,
                 },
                 mtu,
+                own_payload,
                 planes,
                 plane0_up,
                 n.rq_psn,

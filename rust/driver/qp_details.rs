@@ -11,7 +11,10 @@
 //! accepts outstanding, protocol.md 1.4), `rate_hint_mbps` (the peer's hint this QP's
 //! sender obeys), `rx_rate_hint_mbps` (the hint this QP's ACKs carry
 //! while it receives, protocol.md 6.5; a QP that stopped keeps its last,
-//! its next ACK takes the newcomer's share, `rcn.rs`), then for each path in use,
+//! its next ACK takes the newcomer's share, `rcn.rs`), `payload` (bytes a
+//! packet of the messages posted now carries: the agreed size, or the path
+//! MTU), `agreed_payload` (the size agreed with the peer, 0 for none,
+//! protocol.md 1.8), then for each path in use,
 //! by slot `K`: `pK_plane`, `pK_sport`, `pK_state`, `pK_cwnd` (packets),
 //! `pK_srtt_us`, `pK_min_rtt_us`, `pK_inflight`, and since the path opened
 //! `pK_sent` (data packets, retransmissions included), `pK_retx` (of them
@@ -38,6 +41,8 @@ pub(crate) fn write(sender: &Sender, receiver: &Receiver, out: &mut Details<'_>)
     out.u32(format_args!("msg_window"), count(sender.msg_window()))?;
     out.u32(format_args!("rate_hint_mbps"), sender.rate_hint_mbps())?;
     out.u32(format_args!("rx_rate_hint_mbps"), receiver.rate_hint_mbps())?;
+    out.u32(format_args!("payload"), sender.payload())?;
+    out.u32(format_args!("agreed_payload"), receiver.payload())?;
     for p in sender.used_paths() {
         if out.group(|g| write_path(g, p)).is_err() {
             // No room for this path: it and the rest are left out.

@@ -810,7 +810,9 @@ impl Transport {
         self.rq.as_ref()
     }
 
-    /// RTR/RTS: the peer is known and the path MTU agreed; the engine starts
+    /// RTR/RTS: the peer is known and the path MTU agreed (`own_payload`:
+    /// the larger payload size our PLANES advertise, 0 for none,
+    /// protocol.md 1.8); the engine starts
     /// from the device's knobs `base` (the paths it opens, windows, RTO
     /// floor, ...), with its paths spread over the device's `planes`
     /// planes. Only plane 0 (`plane0_up`: it has carrier) carries packets
@@ -826,6 +828,7 @@ impl Transport {
         base: &SenderConfig,
         peer: Peer,
         mtu: u32,
+        own_payload: u16,
         planes: u8,
         plane0_up: bool,
         rq_psn: u32,
@@ -875,7 +878,7 @@ impl Transport {
         i.recv.receiver.start_at(rq_psn);
         i.send.sender.start_at(rq_psn, true);
         i.peer = Some(peer);
-        i.recv.peer_planes = PeerPlanes::new(peer.remote, now);
+        i.recv.peer_planes = PeerPlanes::new(peer.remote, own_payload, now);
         i.failed = false;
         self.error.store(false, Ordering::Release);
         // Both engines start over: so do the request and receive numbering.
@@ -1050,7 +1053,8 @@ impl Transport {
         TickWork {
             flush_receives: false,
             held_acks: i.recv.receiver.ack_deadline().is_some(),
-            planes: i.send.sender.config().planes > 1 && !i.recv.peer_planes.acked,
+            planes: (i.send.sender.config().planes > 1 || i.recv.peer_planes.own_payload != 0)
+                && !i.recv.peer_planes.acked,
             room_wanted: i.room_wanted || i.unrung,
             tx_blocked: i.tx_blocked,
             deadline: i.send.sender.next_deadline(),
@@ -1111,7 +1115,8 @@ impl Transport {
             }
         }
         // Our plane list goes out until the peer confirms it (only needed
-        // when we have planes besides plane 0; we answer the peer's anyway).
+        // when we have planes besides plane 0 or a payload size to
+        // advertise; we answer the peer's anyway).
         if work.planes && i.recv.peer_planes.due(now) {
             self.send_planes(tx, peer, &i.recv.peer_planes);
         }

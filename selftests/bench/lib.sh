@@ -44,6 +44,12 @@ tc_clear() { # all planes
 	done
 	return 0
 }
+mtu_all() { # BYTES: every plane's MTU
+	local p
+	for ((p = 0; p < METAROCE_PLANES; p++)); do
+		ip link set dev "$(plane_dev $p)" mtu "$1" || return 1
+	done
+}
 tc_loss_all() { # PERCENT: netem loss on every plane's egress
 	local p
 	for ((p = 0; p < METAROCE_PLANES; p++)); do

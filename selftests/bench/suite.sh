@@ -20,9 +20,9 @@ start_s=$(date +%s)
 quick=${BENCH_QUICK:-0}
 transports=${BENCH_TRANSPORTS:-rxe siw metaroce tcp}
 # BENCH_SCENARIOS: some of "throughput scaling failover congestion
-# collectives rcn scale" (throughput also runs latency, the loss sweep and
-# reordering; scale, ~10 minutes, only when named until the full suite's
-# time allows it).
+# collectives rcn scale jumbo" (throughput also runs latency, the loss
+# sweep and reordering; scale, ~10 minutes, and jumbo, ~5, only when
+# named until the full suite's time allows them).
 scenarios=" ${BENCH_SCENARIOS:-throughput scaling failover congestion collectives rcn} "
 want() { [[ $scenarios == *" $1 "* ]]; }
 if [ "$quick" = 1 ]; then
@@ -483,6 +483,31 @@ collectives() {
 	tp_down "$t"
 }
 
+# jumbo T (issue #11 item 5): ib_write_bw of 64 KiB and 1 MiB, 1 QP (TCP:
+# one iperf3 flow), with every plane of both hosts at MTU 1500 and then at
+# 9000 (cond mtu=BYTES): MetaRoCE carries the payload its planes agree
+# (protocol.md 1.8: 1,412 and 8,912 bytes) where rxe and siw keep the IB
+# MTU (1024, 4096) and TCP its MSS. The planes' MTU is set before the
+# transport comes up and given back after.
+jumbo_sizes=(65536 1048576)
+jumbo() {
+	local t=$1 mtu size rep orig
+	orig=$(cat "/sys/class/net/$PLANE0_DEV/mtu")
+	for mtu in 1500 9000; do
+		on_both "mtu_all $mtu" || { csv "$t" jumbo - - - - "mtu=$mtu" - error "" "ip link set mtu $mtu failed"; continue; }
+		tp_up "$t" "$([ "$t" = tcp ] && echo 1 || echo "$main_planes")" ||
+			{ csv "$t" jumbo - - - - "mtu=$mtu" - unavailable "" "$TP_REASON"; tp_down "$t"; continue; }
+		for size in "${jumbo_sizes[@]}"; do
+			[ "$t" = tcp ] && [ "$size" != 65536 ] && continue
+			for ((rep = 1; rep <= reps; rep++)); do
+				bw_point "$t" jumbo ib_write_bw "$size" 1 "$TP_PLANES" "mtu=$mtu" "$rep"
+			done
+		done
+		tp_down "$t"
+	done
+	on_both "mtu_all $orig"
+}
+
 # ---------------------------------------------------------------- the run
 # Availability first: a transport that cannot come up is "not available"
 # with its reason in every table.
@@ -532,6 +557,7 @@ for t in $transports; do
 	want congestion && congestion "$t" "$rate"
 	want scale && scale "$t" "$scale_rate"
 	want rcn && rcn_incast "$t" "${BENCH_RCN_RATE:-10000}"
+	want jumbo && jumbo "$t"
 	on_both tc_clear
 done
 

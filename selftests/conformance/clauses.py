@@ -102,7 +102,7 @@ CLAUSES = [
       "atomic operand lengths (BadLength)", ("drop_atomic_len",)),
     C("1.3.i", "1.3", "`floor_delta ≤ 256` (`BadLength`)", "floor_delta > 256 is dropped",
       ("drop_floor_delta_257",)),
-    C("1.3.j", "1.3", "`payload_len ≤ 8192` (`PayloadTooLarge`)", "payload_len > 8192 is dropped",
+    C("1.3.j", "1.3", "`payload_len ≤ 9216` (`PayloadTooLarge`)", "payload_len > 9216 is dropped",
       ("drop_payload_too_large",)),
     C("1.3.k", "1.3", "`rsn = 0` unless the opcode is SEND, SEND_IMM, SEND_INV or WRITE_IMM",
       "rsn on another opcode is dropped (BadRsn)", ("drop_rsn_on_write",)),

@@ -29,7 +29,7 @@ ACK_LEN = 64
 NAK_LEN = 24
 PROBE_LEN = P.PROBE_LEN
 PLANES_LEN = P.PLANES_LEN
-MAX_PAYLOAD = 8192
+MAX_PAYLOAD = 9216
 MAX_FLOOR_DELTA = 256
 MAX_MSG_PACKETS = 1024
 ENTROPY_PORTS = range(49152, 65536)  # section 1: a path's UDP source port
@@ -44,7 +44,7 @@ OP_NAMES = {
 }
 RSN_OPCODES = (P.OP_SEND, P.OP_SEND_IMM, P.OP_SEND_INV, P.OP_WRITE_IMM)
 IMM_OPCODES = (P.OP_SEND_IMM, P.OP_WRITE_IMM)
-DATA_FLAGS = P.FLAG_RETRANSMIT | P.FLAG_IMM | P.FLAG_PEER_PSN
+DATA_FLAGS = P.FLAG_RETRANSMIT | P.FLAG_IMM | P.FLAG_PEER_PSN | P.FLAG_WIDE
 # 1.3 / 5.1: the one-packet opcodes with fixed operand lengths.
 FIXED_LEN = {P.OP_CMP_SWAP: 16, P.OP_FETCH_ADD: 8, P.OP_ATOMIC_WRITE: 8, P.OP_ATOMIC_RESP: 8}
 SYNDROMES = {1: "RemoteAccess", 2: "RemoteOperation", 3: "InvalidRequest"}
@@ -172,13 +172,14 @@ class Planes:
     addrs: list
     known: bool = False
     confirm: bool = False
+    max_payload: int = 0
     kind: str = field(default="planes", repr=False)
     opcode: int = field(default=P.OP_PLANES, repr=False)
 
     def encode(self) -> bytes:
-        body = struct.pack(">BBHIIB3x", VERSION, P.OP_PLANES,
+        body = struct.pack(">BBHIIBxH", VERSION, P.OP_PLANES,
                            (P.PLANES_KNOWN if self.known else 0) | (P.PLANES_CONFIRM if self.confirm else 0),
-                           self.dst_qpn, self.src_qpn, len(self.addrs))
+                           self.dst_qpn, self.src_qpn, len(self.addrs), self.max_payload)
         for i in range(P.MAX_PLANES):
             body += gid_bytes(self.addrs[i]) if i < len(self.addrs) else bytes(16)
         return seal(body)
@@ -273,13 +274,14 @@ def decode(buf: bytes):
         src_qpn, count = struct.unpack(">IB", buf[8:13])
         if not 1 <= count <= P.MAX_PLANES:
             raise Malformed("BadLength", f"PLANES count {count}")
-        if buf[13:16] != bytes(3):
+        if buf[13] != 0:
             raise Malformed("ReservedNonZero", "PLANES offset 13")
+        (max_payload,) = struct.unpack(">H", buf[14:16])
         entries = [buf[16 + 16 * i:32 + 16 * i] for i in range(P.MAX_PLANES)]
         if any(e != bytes(16) for e in entries[count:]):
             raise Malformed("ReservedNonZero", "PLANES entry past count")
         return Planes(dst_qpn, src_qpn, [gid_addr(e) for e in entries[:count]],
-                      bool(flags & P.PLANES_KNOWN), bool(flags & P.PLANES_CONFIRM))
+                      bool(flags & P.PLANES_KNOWN), bool(flags & P.PLANES_CONFIRM), max_payload)
     raise Malformed("BadOpcode", f"opcode {opcode:#x}")
 
 
@@ -298,6 +300,8 @@ def _decode_data(buf, opcode, flags, dst_qpn):
         raise Malformed("BadFlags", f"IMM on {OP_NAMES[opcode]}")
     if opcode == P.OP_UD_SEND and flags & P.FLAG_PEER_PSN:
         raise Malformed("BadFlags", "PEER_PSN on UD_SEND")
+    if opcode == P.OP_UD_SEND and flags & P.FLAG_WIDE:
+        raise Malformed("BadFlags", "WIDE on UD_SEND")
     if payload_len > MAX_PAYLOAD:
         raise Malformed("PayloadTooLarge", f"payload_len {payload_len}")
     if floor_delta > MAX_FLOOR_DELTA:
@@ -369,7 +373,7 @@ DATA_MUTATIONS = [
 
 
 def too_large_payload(d: Data):
-    """1.3: payload_len 8193 (PayloadTooLarge), the rest consistent."""
+    """1.3: payload_len 9217 (PayloadTooLarge), the rest consistent."""
     return replace(d, payload=bytes(MAX_PAYLOAD + 1), msg_len=d.offset + MAX_PAYLOAD + 1).encode()
 
 
@@ -436,4 +440,5 @@ def describe(p):
         return f"NAK path {p.path_id} syndrome {p.syndrome} psn {p.psn} msn {p.msn}"
     if isinstance(p, Probe):
         return f"{'PROBE_REPLY' if p.reply else 'PROBE'} path {p.path_id} seq {p.seq} qpn {p.dst_qpn:#x}"
-    return f"PLANES {p.src_qpn:#x}->{p.dst_qpn:#x} known {int(p.known)} confirm {int(p.confirm)} {p.addrs}"
+    return (f"PLANES {p.src_qpn:#x}->{p.dst_qpn:#x} known {int(p.known)} confirm {int(p.confirm)} "
+            f"max_payload {p.max_payload} {p.addrs}")

@@ -29,7 +29,7 @@ import json
 import re
 import sys
 
-MAX_PACKET_BYTES = 56 + 8192 + 4  # data header, largest payload, ICRC
+MAX_PACKET_BYTES = 56 + 9216 + 4  # data header, largest payload (MAX_PAYLOAD), ICRC
 TX_NAMES = re.compile(r"^(plane\d+_)?(tx_|retransmissions)|^(path_failures|ud_tx_packets|probes_answered)$")
 
 

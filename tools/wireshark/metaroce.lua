@@ -39,7 +39,7 @@ local VERSION = 1
 local PREFIX_LEN = 8
 local DATA_HEADER_LEN = 56
 local ICRC_LEN = 4
-local MAX_PAYLOAD = 8192
+local MAX_PAYLOAD = 9216
 local SACK_BITS = 256
 local MAX_PLANES = 8
 local MAX_MSG_PKTS = 1024
@@ -49,7 +49,8 @@ local UD_SRC_QPN_MAX = 0xFFFFFF
 local FLAG_RETRANSMIT = 0x0001
 local FLAG_IMM = 0x0002
 local FLAG_PEER_PSN = 0x0004
-local DATA_FLAGS_MASK = 0x0007
+local FLAG_WIDE = 0x0008
+local DATA_FLAGS_MASK = 0x000F
 local ACK_FLAG_CE = 0x0001
 local PLANES_FLAG_KNOWN = 0x0001
 local PLANES_FLAG_CONFIRM = 0x0002
@@ -106,6 +107,8 @@ local F = {
         "ACK: a packet acknowledged since the previous ACK on this path carried ECN-CE"),
     flag_peer_psn = ProtoField.bool("metaroce.flags.peer_psn", "PEER_PSN", 16, nil, FLAG_PEER_PSN,
         "Data: this direction's MSNs are numbered from the receiver's initial PSN (a responder answering in RTR)"),
+    flag_wide = ProtoField.bool("metaroce.flags.wide", "WIDE", 16, nil, FLAG_WIDE,
+        "Data: the message is segmented at the payload size the ends agreed in PLANES (1.8)"),
     flag_known = ProtoField.bool("metaroce.flags.known", "KNOWN", 16, nil, PLANES_FLAG_KNOWN,
         "PLANES: the sender already holds the receiver's plane list"),
     flag_confirm = ProtoField.bool("metaroce.flags.confirm", "CONFIRM", 16, nil, PLANES_FLAG_CONFIRM,
@@ -178,6 +181,8 @@ local F = {
         base.NONE, frametype.REQUEST),
 
     planes_src_qpn = ProtoField.uint32("metaroce.planes.src_qpn", "Source QP", base.HEX_DEC),
+    planes_max_payload = ProtoField.uint16("metaroce.planes.max_payload", "Max payload", base.DEC, nil, nil,
+        "Largest payload the sender's planes carry for this QP (1.8); 0: none advertised"),
     planes_count = ProtoField.uint8("metaroce.planes.count", "Plane count", base.DEC),
     planes_addr = ProtoField.ipv6("metaroce.planes.addr", "Plane address"),
     planes_addr_v4 = ProtoField.ipv4("metaroce.planes.addr_v4", "Plane IPv4 address"),
@@ -522,6 +527,9 @@ local function validate_data(ctx, h, items)
     if band(h.flags, FLAG_PEER_PSN) ~= 0 and h.opcode == OP_UD_SEND then
         violate(ctx, "BadFlags", items.flags, "flag PEER_PSN on UD_SEND (a datagram has no connection)")
     end
+    if band(h.flags, FLAG_WIDE) ~= 0 and h.opcode == OP_UD_SEND then
+        violate(ctx, "BadFlags", items.flags, "flag WIDE on UD_SEND (a datagram has no agreed payload size)")
+    end
     if h.payload_len > MAX_PAYLOAD then
         violate(ctx, "PayloadTooLarge", items.payload_len, string.format(
             "payload_len %d > %d", h.payload_len, MAX_PAYLOAD))
@@ -622,7 +630,7 @@ end
 local function dissect_data(ctx)
     local tvb, tree, o = ctx.tvb, ctx.tree, ctx.op
     local items = {}
-    local flags, fitem, check_flags = add_flags(ctx, { F.flag_retransmit, F.flag_imm, F.flag_peer_psn },
+    local flags, fitem, check_flags = add_flags(ctx, { F.flag_retransmit, F.flag_imm, F.flag_peer_psn, F.flag_wide },
         DATA_FLAGS_MASK)
     items.flags = fitem
     add(ctx, tree, F.dst_qpn, 4, 4)
@@ -811,7 +819,11 @@ local function dissect_planes(ctx)
     add(ctx, tree, F.planes_src_qpn, 8, 4)
     local count = uint(ctx, 12, 1)
     local citem = add(ctx, tree, F.planes_count, 12, 1)
-    local check_reserved = add_reserved(ctx, 13, 3, "PLANES bytes 13-15")
+    local check_reserved = add_reserved(ctx, 13, 1, "PLANES byte 13")
+    if have(ctx, 14, 2) then
+        local pitem = add(ctx, tree, F.planes_max_payload, 14, 2)
+        if uint(ctx, 14, 2) == 0 then pitem:append_text(" (none advertised)") end
+    end
     local addrs = {}
     local entries = {}
     for i = 0, MAX_PLANES - 1 do
@@ -915,11 +927,18 @@ local function receiver_rules(ctx, h, r)
     local out = {}
     local q = st.qp[r.qp]
     local m, src = metaroce.prefs.mtu, " (preference)"
+    -- WIDE messages are segmented at the size agreed in PLANES (1.8), the
+    -- rest at the path MTU: each learnt on its own.
+    local key = band(h.flags, FLAG_WIDE) ~= 0 and "wide" or "mtu"
+    if key == "wide" then m, src = 0, "" end
     if m == 0 and h.opcode ~= OP_READ_REQ and h.offset + h.payload_len < h.msg_len then
         -- Every packet but a message's last carries exactly M bytes (1.3).
-        if not q.mtu then q.mtu, q.mtu_frame = h.payload_len, ctx.pinfo.number end
+        if not q[key] then q[key], q[key .. "_frame"] = h.payload_len, ctx.pinfo.number end
     end
-    if m == 0 then m, src = q.mtu, q.mtu and string.format(" (learnt in frame %d)", q.mtu_frame) end
+    if m == 0 then
+        m, src = q[key], q[key] and string.format(" (learnt in frame %d%s)", q[key .. "_frame"],
+            key == "wide" and ", WIDE" or "")
+    end
     out.mtu = m
     out.mtu_src = src
     local slot = h.msn % MSG_WINDOW

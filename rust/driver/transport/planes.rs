@@ -30,6 +30,7 @@ impl Transport {
             known: pp.known,
             confirm: !pp.acked,
             count,
+            max_payload: pp.own_payload,
             addrs,
         };
         let Some((ndev, src, dst)) = planes.live_route(peer.local, peer.remote, |k| {
@@ -46,6 +47,53 @@ impl Transport {
         let _ = self.send(tx, ndev, &to, wire::PLANES_LEN + wire::ICRC_LEN, |buf| {
             pl.encode(buf).map_err(|_| EINVAL)
         });
+    }
+
+    /// Sets the engine to the payload size of protocol.md 1.8: once we
+    /// hold the peer's list, the receiver takes the smaller of both
+    /// advertisements (if above the path MTU: the engine refuses less)
+    /// as the connection's agreed size; the sender segments new messages
+    /// at it while the peer holds our list and both ends' latest
+    /// advertisements still reach it, else at the path MTU.
+    fn agree_payload(i: &mut Inner) {
+        let pp = i.recv.peer_planes;
+        let (own, peer) = (u32::from(pp.own_payload), u32::from(pp.peer_payload));
+        if pp.known && i.recv.receiver.payload() == 0 && own != 0 && peer != 0 {
+            let _ = i.recv.receiver.set_payload(own.min(peer));
+        }
+        let agreed = i.recv.receiver.payload();
+        let wide = pp.acked && agreed != 0 && own >= agreed && peer >= agreed;
+        let _ = i.send.sender.set_payload(wide.then_some(agreed));
+    }
+
+    /// What our planes carry for this QP now, if it advertises a payload
+    /// size and that changed (a plane's MTU changed, or a plane joined):
+    /// the sender falls back to the path MTU at once if the agreed size
+    /// no longer fits, and the peer is told in a new exchange.
+    fn refresh_payload(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer, now: u64) {
+        if i.recv.peer_planes.own_payload == 0 {
+            return;
+        }
+        // Never 0 once advertised: that would read as "none" rather than
+        // "less than agreed".
+        let own = tx.planes.lock().max_payload(&peer.local).max(1);
+        if own == i.recv.peer_planes.own_payload {
+            return;
+        }
+        i.recv.peer_planes.own_payload = own;
+        Self::agree_payload(i);
+        i.recv.peer_planes.restart(now);
+        let _ = i.recv.peer_planes.due(now);
+        self.send_planes(tx, peer, &i.recv.peer_planes);
+    }
+
+    /// The MTU of one of the device's planes changed: a QP whose agreed
+    /// payload size no longer fits stops using it, and tells the peer.
+    pub(crate) fn plane_mtu_changed(&self, tx: &TxCtx<'_>) {
+        let mut i = self.lock();
+        if let Some(peer) = i.peer.filter(|_| !i.failed) {
+            self.refresh_payload(&mut i, tx, peer, now_ns());
+        }
     }
 
     /// Whether plane `k` can carry the packets of this QP, connected from
@@ -97,6 +145,11 @@ impl Transport {
                 // removal): its new address must reach the peer first.
                 i.send.sender.plane_down(plane, now);
             }
+            // The new plane's MTU counts in what we advertise.
+            if i.recv.peer_planes.own_payload != 0 {
+                i.recv.peer_planes.own_payload = tx.planes.lock().max_payload(&peer.local).max(1);
+                Self::agree_payload(&mut i);
+            }
             i.recv.peer_planes.restart(now);
             let _ = i.recv.peer_planes.due(now);
             self.send_planes(tx, peer, &i.recv.peer_planes);
@@ -119,6 +172,8 @@ impl Transport {
         }
         let before = i.recv.peer_planes;
         let new = i.recv.peer_planes.learn(pl.count, &pl.addrs);
+        i.recv.peer_planes.peer_payload = pl.max_payload;
+        Self::agree_payload(i);
         if new {
             tx.peers
                 .lock()

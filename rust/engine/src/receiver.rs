@@ -18,7 +18,9 @@ use super::sack::{PsnVerdict, SackTracker};
 use super::sender::packets_for;
 use super::seq::seq_diff;
 use super::window::MsgWindow;
-use super::wire::{Ack, DataHeader, Nak, Opcode, Probe, Syndrome, FLAG_PEER_PSN};
+use super::wire::{
+    Ack, DataHeader, Nak, Opcode, Probe, Syndrome, FLAG_PEER_PSN, FLAG_WIDE, MAX_PAYLOAD,
+};
 
 /// Where to put the payload of an accepted packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,6 +131,9 @@ struct RxMsg<H: Heap> {
     remote_va: u64,
     rkey: u32,
     rsn: u16,
+    /// Segmented at the agreed payload size (`FLAG_WIDE`): every packet of
+    /// it says the same.
+    wide: bool,
 }
 
 impl<H: Heap> Empty for RxMsg<H> {
@@ -145,6 +150,7 @@ impl<H: Heap> Empty for RxMsg<H> {
         remote_va: 0,
         rkey: 0,
         rsn: 0,
+        wide: false,
     };
 }
 
@@ -187,6 +193,9 @@ pub struct Receiver<H: Heap = Global> {
     /// advertised in every ACK: [`Receiver::set_msg_window`].
     msg_window: u16,
     start: Start,
+    /// The payload size agreed with the peer (protocol.md 1.8) that its
+    /// `FLAG_WIDE` messages are segmented at; 0 while none is.
+    wide_payload: u32,
     head: u32,
     cum_msn: u32,
     rate_hint_mbps: u32,
@@ -244,6 +253,7 @@ impl<H: Heap> Receiver<H> {
         msgs: MsgWindow::NONE,
         msg_window: MSG_WINDOW_MAX as u16,
         start: Start::ZERO,
+        wide_payload: 0,
         head: 0,
         cum_msn: 0,
         rate_hint_mbps: 0,
@@ -272,6 +282,7 @@ impl<H: Heap> Receiver<H> {
             *m = RxMsg::EMPTY;
         }
         self.start = Start::ZERO;
+        self.wide_payload = 0;
         self.head = 0;
         self.cum_msn = 0;
         self.rate_hint_mbps = 0;
@@ -359,6 +370,28 @@ impl<H: Heap> Receiver<H> {
         }
     }
 
+    /// Accept messages flagged `FLAG_WIDE`, segmented at `payload` bytes:
+    /// the size both ends agreed in their PLANES exchange (protocol.md
+    /// 1.8), above the path MTU and at most `MAX_PAYLOAD`. Fixed for the
+    /// connection once set: a different size is refused (`false`), since
+    /// the peer may have wide messages in flight. Until then wide packets
+    /// are dropped (`BadSegmentation`).
+    pub fn set_payload(&mut self, payload: u32) -> bool {
+        if payload <= self.cfg.mtu || payload as usize > MAX_PAYLOAD {
+            return false;
+        }
+        if self.wide_payload != 0 && self.wide_payload != payload {
+            return false;
+        }
+        self.wide_payload = payload;
+        true
+    }
+
+    /// The agreed payload size wide messages use, 0 while none is.
+    pub fn payload(&self) -> u32 {
+        self.wide_payload
+    }
+
     /// Messages accepted outstanding ([`Receiver::set_msg_window`]).
     pub fn msg_window(&self) -> usize {
         usize::from(self.msg_window)
@@ -444,10 +477,17 @@ impl<H: Heap> Receiver<H> {
         self.rcn_counted
     }
 
-    /// Check a header against the MTU segmentation; returns (packet index,
+    /// Check a header against the segmentation (at the path MTU, or the
+    /// agreed payload size for `FLAG_WIDE`); returns (packet index,
     /// packets in message).
     fn geometry(&self, h: &DataHeader) -> Result<(u32, u32), DropReason> {
-        let mtu = self.cfg.mtu;
+        let mtu = if h.flags & FLAG_WIDE == 0 {
+            self.cfg.mtu
+        } else if self.wide_payload != 0 {
+            self.wide_payload
+        } else {
+            return Err(DropReason::BadSegmentation);
+        };
         let npkts = packets_for(h.opcode, h.msg_len, mtu);
         if npkts as usize > MAX_MSG_PKTS {
             return Err(DropReason::BadSegmentation);
@@ -510,7 +550,10 @@ impl<H: Heap> Receiver<H> {
             if let Some(m) = self.msgs.get(slot) {
                 if m.live
                     && m.msn == h.msn
-                    && (m.opcode != h.opcode || m.len != h.msg_len || m.rsn != h.rsn)
+                    && (m.opcode != h.opcode
+                        || m.len != h.msg_len
+                        || m.rsn != h.rsn
+                        || m.wide != (h.flags & FLAG_WIDE != 0))
                 {
                     return self.drop(DropReason::Inconsistent);
                 }
@@ -637,6 +680,7 @@ impl<H: Heap> Receiver<H> {
                 remote_va: h.remote_va,
                 rkey: h.rkey,
                 rsn: h.rsn,
+                wide: h.flags & FLAG_WIDE != 0,
                 got: bits,
                 ..RxMsg::EMPTY
             };

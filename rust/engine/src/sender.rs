@@ -20,8 +20,8 @@ use super::path::{
 use super::seq::{seq_diff, seq_in_window};
 use super::window::MsgWindow;
 use super::wire::{
-    Ack, DataHeader, Nak, Opcode, Probe, FLAG_IMM, FLAG_PEER_PSN, FLAG_RETRANSMIT, MAX_PLANES,
-    SACK_BITS,
+    Ack, DataHeader, Nak, Opcode, Probe, FLAG_IMM, FLAG_PEER_PSN, FLAG_RETRANSMIT, FLAG_WIDE,
+    MAX_PLANES, SACK_BITS,
 };
 
 /// A message to send.
@@ -193,6 +193,9 @@ struct TxMsg<H: Heap> {
     rkey: u32,
     imm: u32,
     rsn: u16,
+    /// Segmented at the agreed payload size, not the path MTU
+    /// (`FLAG_WIDE`).
+    wide: bool,
     failed: Option<super::wire::Syndrome>,
     /// The receiver's `cum_msn` passed it: completely received, not failed.
     confirmed: bool,
@@ -219,6 +222,7 @@ impl<H: Heap> Empty for TxMsg<H> {
         rkey: 0,
         imm: 0,
         rsn: 0,
+        wide: false,
         failed: None,
         confirmed: false,
         retry_exceeded: false,
@@ -396,6 +400,14 @@ pub struct Sender<C: CongestionControl = Aimd, H: Heap = Global> {
     /// The MSNs start at the receiver's initial PSN: every data packet
     /// carries `FLAG_PEER_PSN` (protocol.md 2).
     peer_psn: bool,
+    /// The payload size agreed with the peer in the PLANES exchange
+    /// (protocol.md 1.8), 0 while none is; fixed for the connection once
+    /// set, since the peer's receiver segments our `FLAG_WIDE` messages
+    /// by it.
+    wide_payload: u32,
+    /// New messages are segmented at `wide_payload` (until a plane can no
+    /// longer carry it).
+    wide_on: bool,
     /// The heap refused a path's ring or a message's bitmaps: when to try
     /// again (a timer, so the caller comes back to send).
     alloc_retry: Option<u64>,
@@ -467,6 +479,8 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             progress_at: None,
             numbered: false,
             peer_psn: false,
+            wide_payload: 0,
+            wide_on: false,
             alloc_retry: None,
             planes_down: 0,
             stats: SenderStats::ZERO,
@@ -526,6 +540,8 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.last_growth = now;
         self.numbered = false;
         self.peer_psn = false;
+        self.wide_payload = 0;
+        self.wide_on = false;
         self.verdict_deadline = None;
         self.progress_at = None;
         self.alloc_retry = None;
@@ -547,6 +563,40 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     /// verbs layer learns it after the QP started (RTR, then RTS).
     pub fn set_give_up_ns(&mut self, ns: u64) {
         self.cfg.give_up_ns = ns;
+    }
+
+    /// Segment the messages posted from now on at `payload` bytes, the
+    /// size both ends agreed in their PLANES exchange (protocol.md 1.8),
+    /// marking their packets `FLAG_WIDE`; `None`: at the path MTU again
+    /// (a plane can no longer carry the agreed size). A size at or below
+    /// the path MTU gains nothing and is not used. The agreed size is
+    /// fixed for the connection: a different one is refused (`false`),
+    /// since the peer places our earlier wide messages by the first.
+    pub fn set_payload(&mut self, payload: Option<u32>) -> bool {
+        let Some(size) = payload else {
+            self.wide_on = false;
+            return true;
+        };
+        if size <= self.cfg.mtu || size as usize > super::wire::MAX_PAYLOAD {
+            self.wide_on = false;
+            return size <= self.cfg.mtu;
+        }
+        if self.wide_payload != 0 && self.wide_payload != size {
+            return false;
+        }
+        self.wide_payload = size;
+        self.wide_on = true;
+        true
+    }
+
+    /// Payload bytes per packet of the messages posted now: the agreed
+    /// size while it is in use, else the path MTU.
+    pub fn payload(&self) -> u32 {
+        if self.wide_on {
+            self.wide_payload
+        } else {
+            self.cfg.mtu
+        }
     }
 
     /// Configuration in use.
@@ -770,7 +820,19 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         if msg.opcode.atomic_len().is_some_and(|l| l != msg.len) {
             return Err(PostError::BadLength);
         }
-        let npkts = packets_for(msg.opcode, msg.len, self.cfg.mtu);
+        // At most MAX_MSG_PKTS at the path MTU (the limit callers split
+        // by), so fewer at the agreed size.
+        if packets_for(msg.opcode, msg.len, self.cfg.mtu) as usize > MAX_MSG_PKTS {
+            return Err(PostError::TooLong);
+        }
+        // One packet messages gain nothing from the flag.
+        let wide = self.wide_on && packets_for(msg.opcode, msg.len, self.cfg.mtu) > 1;
+        let seg = if wide {
+            self.wide_payload
+        } else {
+            self.cfg.mtu
+        };
+        let npkts = packets_for(msg.opcode, msg.len, seg);
         if npkts as usize > MAX_MSG_PKTS {
             return Err(PostError::TooLong);
         }
@@ -795,6 +857,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             rkey: msg.rkey,
             imm: msg.imm,
             rsn: msg.rsn,
+            wide,
             ..TxMsg::EMPTY
         };
         self.tail = self.tail.wrapping_add(1);
@@ -1710,7 +1773,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         // bytes = Mbit/s * ns / 8000; 25% headroom over the base RTT.
         let bytes = u64::from(self.rate_hint_mbps).saturating_mul(self.qp_rtt.min_rtt) / 8000;
-        let pkts = bytes.saturating_mul(5) / 4 / u64::from(self.cfg.mtu.max(1));
+        let pkts = bytes.saturating_mul(5) / 4 / u64::from(self.payload().max(1));
         Some(pkts.clamp(2, u64::from(u32::MAX)) as u32)
     }
 
@@ -1879,8 +1942,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             return None;
         };
         self.rr = (slot + 1) % MAX_PATHS;
-        let mtu = self.cfg.mtu;
+        let (mtu, wide_payload) = (self.cfg.mtu, self.wide_payload);
         let m = self.msgs.get_mut(msn as usize % MSG_WINDOW_MAX)?;
+        let seg = if m.wide { wide_payload } else { mtu };
         if is_retx {
             if m.lost.clear(pkt) {
                 m.lost_count = m.lost_count.saturating_sub(1);
@@ -1889,13 +1953,13 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         } else {
             m.next_pkt += 1;
         }
-        let offset = pkt.saturating_mul(mtu);
+        let offset = pkt.saturating_mul(seg);
         let payload_len = if m.opcode == Opcode::ReadReq {
             0
         } else {
-            m.len.saturating_sub(offset).min(mtu)
+            m.len.saturating_sub(offset).min(seg)
         };
-        let mut flags = 0;
+        let mut flags = if m.wide { FLAG_WIDE } else { 0 };
         if m.opcode.has_imm() {
             flags |= FLAG_IMM;
         }

@@ -26,8 +26,10 @@ pub const PLANES_LEN: usize = 144;
 pub const MAX_PLANES: usize = 8;
 /// Length of the trailing invariant CRC.
 pub const ICRC_LEN: usize = 4;
-/// Largest payload a v1 data packet may carry.
-pub const MAX_PAYLOAD: usize = 8192;
+/// Largest payload a v1 data packet may carry: 9 KiB, so that a plane of
+/// jumbo frames (MTU 9000) carries its whole frame's worth (protocol.md
+/// 1.3, 1.8).
+pub const MAX_PAYLOAD: usize = 9216;
 /// Width of the per-path SACK bitvector carried in ACKs.
 pub const SACK_BITS: usize = 256;
 /// Bytes an atomic operates on; payload of FETCH_ADD, ATOMIC_WRITE and
@@ -45,10 +47,14 @@ pub const FLAG_IMM: u16 = 0x0002;
 /// had an initial PSN of its own (a responder kept in RTR, protocol.md 2).
 /// Reliable connected opcodes only.
 pub const FLAG_PEER_PSN: u16 = 0x0004;
+/// Data flag: the message is segmented at the payload size the QP's ends
+/// agreed in their PLANES exchange, not at the path MTU (protocol.md 1.3,
+/// 1.8). Reliable connected opcodes only.
+pub const FLAG_WIDE: u16 = 0x0008;
 /// UD_SEND carries the source QPN (24 bits) in `remote_va`.
 pub const UD_SRC_QPN_MAX: u64 = 0xFF_FFFF;
 /// All data flags defined by v1; other bits must be zero.
-pub const DATA_FLAGS_MASK: u16 = FLAG_RETRANSMIT | FLAG_IMM | FLAG_PEER_PSN;
+pub const DATA_FLAGS_MASK: u16 = FLAG_RETRANSMIT | FLAG_IMM | FLAG_PEER_PSN | FLAG_WIDE;
 /// ACK flag: at least one acknowledged packet arrived with ECN-CE.
 pub const ACK_FLAG_CE: u16 = 0x0001;
 /// PLANES flag: the sender already holds the receiver's plane list.
@@ -385,7 +391,8 @@ impl DataHeader {
             return Err(WireError::BadFlags);
         }
         // A datagram belongs to no connection: it has no MSN start.
-        if self.flags & FLAG_PEER_PSN != 0 && self.opcode == Opcode::UdSend {
+        // Nor a connection's agreed payload size.
+        if self.flags & (FLAG_PEER_PSN | FLAG_WIDE) != 0 && self.opcode == Opcode::UdSend {
             return Err(WireError::BadFlags);
         }
         if self.payload_len as usize > MAX_PAYLOAD {
@@ -686,6 +693,10 @@ pub struct Planes {
     pub confirm: bool,
     /// Number of entries of `addrs` that are meaningful (1..=`MAX_PLANES`).
     pub count: u8,
+    /// Largest payload the sender's planes carry for this QP (bytes 14-15):
+    /// each end segments at the smaller of the two when both advertise one
+    /// above the path MTU (protocol.md 1.8); 0: none advertised.
+    pub max_payload: u16,
     /// Address of plane i, as a GID (IPv4-mapped for IPv4); all zeros: the
     /// device has no usable plane i. Entries from `count` on are zero.
     pub addrs: [[u8; 16]; MAX_PLANES],
@@ -710,7 +721,8 @@ impl Planes {
             | if self.confirm { PLANES_FLAG_CONFIRM } else { 0 };
         write_common(out, Opcode::Planes, flags, self.dst_qpn)?;
         wr(out, 8, &self.src_qpn.to_be_bytes())?;
-        wr(out, 12, &[self.count, 0, 0, 0])?;
+        wr(out, 12, &[self.count, 0])?;
+        wr(out, 14, &self.max_payload.to_be_bytes())?;
         for (i, a) in self.addrs.iter().enumerate() {
             wr(out, 16 + 16 * i, a)?;
         }
@@ -722,7 +734,7 @@ impl Planes {
             return Err(WireError::BadFlags);
         }
         let count = rd_u8(buf, 12)?;
-        if rd::<3>(buf, 13)? != [0; 3] {
+        if rd_u8(buf, 13)? != 0 {
             return Err(WireError::ReservedNonZero);
         }
         if count == 0 || count as usize > MAX_PLANES {
@@ -741,6 +753,7 @@ impl Planes {
             known: flags & PLANES_FLAG_KNOWN != 0,
             confirm: flags & PLANES_FLAG_CONFIRM != 0,
             count,
+            max_payload: u16::from_be_bytes(rd::<2>(buf, 14)?),
             addrs,
         })
     }
@@ -1110,6 +1123,7 @@ mod tests {
             known: true,
             confirm: false,
             count: 3,
+            max_payload: 0,
             addrs,
         }
     }
@@ -1125,9 +1139,11 @@ mod tests {
             known: false,
             confirm: true,
             count: MAX_PLANES as u8,
+            max_payload: 8912,
             ..p
         };
         let m = q.encode(&mut buf).unwrap();
+        assert_eq!(buf[14..16], 8912u16.to_be_bytes());
         assert_eq!(parse_packet(&buf[..m]), Ok(Packet::Planes(q)));
         let n = p.encode(&mut buf).unwrap();
         // Any single bit flip is caught, every truncation and extension too.
@@ -1164,12 +1180,10 @@ mod tests {
             b[12] = c;
             assert_eq!(parse_resealed(b), Err(WireError::BadLength), "count {c}");
         }
-        // Reserved bytes, undefined flags, an address past `count`.
-        for off in 13..16 {
-            let mut b = buf;
-            b[off] = 1;
-            assert_eq!(parse_resealed(b), Err(WireError::ReservedNonZero));
-        }
+        // The reserved byte, undefined flags, an address past `count`.
+        let mut b = buf;
+        b[13] = 1;
+        assert_eq!(parse_resealed(b), Err(WireError::ReservedNonZero));
         let mut b = buf;
         b[3] |= 4;
         assert_eq!(parse_resealed(b), Err(WireError::BadFlags));

@@ -437,6 +437,10 @@ impl<V: Verbs> Host<V> {
             known: self.planes.known,
             confirm: !self.planes.acked,
             count: self.planes(),
+            // The simulated hosts segment at the path MTU: they advertise
+            // no wider payload (protocol.md 1.8), so the captures keep
+            // the bytes they had.
+            max_payload: 0,
             addrs,
         };
         if let Ok(n) = pl.encode(&mut self.scratch) {
