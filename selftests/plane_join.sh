@@ -40,16 +40,8 @@ iters=$((30000000 / (${usec:-30000} > 0 ? ${usec:-30000} : 1)))
 log "ping-pong: $iters round trips ($usec us each alone)"
 
 # --- Two QPs running on plane 0 ---
-bound=$((150 * ${METAROCE_TIMEOUT_SCALE:-1}))
-pp="-d mr0 -n $iters -s 16384 -c -e"
-pp_job=$(peer_spawn "timeout $bound ibv_rc_pingpong $pp -g $pgid") || fail "cannot start the ping-pong server"
-sleep 2
-# shellcheck disable=SC2086 # $pp: options, split on purpose
-timeout "$bound" ibv_rc_pingpong $pp -g "$gid" "$METAROCE_PEER_ADDR" > /tmp/pj_pp.out 2>&1 &
-client=$!
-qpn=$(rc_pingpong_qpn) ||
-	fail "the ping-pong QP never reached RTS: $(cat /tmp/pj_pp.out)"
-bw_secs=35
+bound=$((300 * ${METAROCE_TIMEOUT_SCALE:-1}))
+bw_secs=50
 bw_args="-d mr0 -p 18811 -s 65536 -D $bw_secs"
 bw_job=$(peer_spawn "timeout $((bw_secs + 90)) ib_write_bw $bw_args -x $pgid") || fail "cannot start ib_write_bw on host B"
 peer_listening 18811 60 "$bw_args" || log "ib_write_bw: no listener on host B after 60 s"
@@ -59,6 +51,16 @@ timeout $((bw_secs + 90)) nice -n 19 ib_write_bw $bw_args -x "$gid" "$METAROCE_P
 bw=$!
 sleep 4
 kill -0 "$bw" 2> /dev/null || fail "ib_write_bw ended early: $(tail -5 /tmp/pj_bw.out)"
+# The ping-pong starts once ib_write_bw runs, so that the listener wait
+# above (up to a minute under TCG) does not eat into its ~30 s.
+pp="-d mr0 -n $iters -s 16384 -c -e"
+pp_job=$(peer_spawn "timeout $bound ibv_rc_pingpong $pp -g $pgid") || fail "cannot start the ping-pong server"
+sleep 2
+# shellcheck disable=SC2086 # $pp: options, split on purpose
+timeout "$bound" ibv_rc_pingpong $pp -g "$gid" "$METAROCE_PEER_ADDR" > /tmp/pj_pp.out 2>&1 &
+client=$!
+qpn=$(rc_pingpong_qpn) ||
+	fail "the ping-pong QP never reached RTS: $(cat /tmp/pj_pp.out)"
 read -r paths0 active0 planes0 <<< "$(qp_details "$qpn")"
 log "QP $qpn on one plane: $paths0 paths, $active0 active, planes by slot $planes0"
 [[ ",$planes0," != *,1,* ]] || fail "QP $qpn has a path on plane 1 before it exists: $planes0"
@@ -70,7 +72,7 @@ sleep 1
 idle=$(($(plane1_tx) - b0))
 log "host A's plane 1 ($PLANE1_DEV) sent $idle packets in 1 s before the add (not MetaRoCE's)"
 peer 'rdma link add mr0 type metaroce netdev $PLANE1_DEV' > /dev/null || fail "adding plane 1 on host B"
-kill -0 "$client" 2> /dev/null || fail "the ping-pong ended before the add: make it longer"
+kill -0 "$client" 2> /dev/null || fail "the ping-pong ended before the add: $(tail -3 /tmp/pj_pp.out)"
 s0=$(mr0_stats)
 b0=$(plane1_tx)
 t0=$(date +%s%N)
