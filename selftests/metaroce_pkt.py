@@ -152,7 +152,8 @@ def u64_operand(value) -> bytes:
 
 def ack(dst_qpn, path_id, ce, cum_psn, sack_bits, ts_echo, cum_msn, rate_hint, msg_window=0):
     """Section 1.4: SACK bit i is byte 16 + i/8, mask 1 << (i mod 8);
-    msg_window 0: the receiver does not say (the v1 window, 64)."""
+    rate_hint in kbit/s (6.5), 0: none; msg_window 0: the receiver does
+    not say (the v1 window, 64)."""
     sack = bytearray(32)
     for i in sack_bits:
         sack[i // 8] |= 1 << (i % 8)

@@ -32,7 +32,7 @@
 #   A sent new data both since the reading before and by the reading after
 #   it: all N were sending around it, none starting or draining. The hints
 #   checked are the middle steady reading's, the farthest from the start
-#   and the drain (rate_hint_mbps on A's senders, rx_rate_hint_mbps on B's
+#   and the drain (rate_hint_kbps on A's senders, rx_rate_hint_kbps on B's
 #   receivers).
 # - Goodput per QP, for Jain's fairness index: the data packets each
 #   sender sent between the first and the last steady reading, from its
@@ -47,7 +47,8 @@
 #   flight, protocol.md 4.1).
 # Asserts (rcn_judge, rcn_readings.sh): with RCN on every sender's hint
 # and every receiver's is non-zero and C/N (between C/(N+1) and C/(N-1),
-# Mbit/s rounded down); off and unknown, all are 0. In the steady window:
+# in kbit/s as the driver shows them, rounded down); off and unknown, all
+# are 0. In the steady window:
 # RCN off keeps the backlog at RED's minimum or above (the qdisc is the
 # bottleneck); RCN on drops nothing, keeps the backlog below RED's minimum
 # (no CE mark), sends at least 90% of RCN off's data packets/s, and its
@@ -138,7 +139,7 @@ incast() {
 	while kill -0 "$pid" 2> /dev/null; do
 		k=$((k + 1))
 		qp_reading "$dir" $k
-		log "$label: +$((($(< "$dir/t.$k") - t0) / 1000)) ms: A hints [$(qp_hints "$dir/a.$k")] data [$(qp_data "$dir/a.$k")], B hints [$(qp_hints "$dir/b.$k")]"
+		log "$label: +$((($(< "$dir/t.$k") - t0) / 1000)) ms: A hints (kbit/s) [$(qp_hints "$dir/a.$k")] data [$(qp_data "$dir/a.$k")], B hints [$(qp_hints "$dir/b.$k")]"
 		if [ $k -ge 3 ] && qp_steady "$dir" $((k - 1)) $N; then
 			steadies+=($((k - 1)))
 		fi
@@ -162,32 +163,31 @@ incast() {
 	read -r jain n <<< "$(jain $goodputs)"
 	rate=$((n * 1000000 / (t1 - t0)))
 	read -r bmax bmean bcount wdrops wmarked <<< "$(qdisc_window "$work/backlog" "$t0" "$t1")"
-	log "$label: over $(((t1 - t0) / 1000)) ms (steady readings ${steadies[*]} of $k): data packets per QP $goodputs ($rate/s in all, Jain $jain); backlog max $bmax B, mean $bmean B over $bcount samples; drops $wdrops, CE marks $wmarked (whole run: $drops, $marked); hints at reading $mid: A (rate_hint_mbps) [$hints_a], B (rx_rate_hint_mbps) [$hints_b]"
+	log "$label: over $(((t1 - t0) / 1000)) ms (steady readings ${steadies[*]} of $k): data packets per QP $goodputs ($rate/s in all, Jain $jain); backlog max $bmax B, mean $bmean B over $bcount samples; drops $wdrops, CE marks $wmarked (whole run: $drops, $marked); hints (kbit/s) at reading $mid: A (rate_hint_kbps) [$hints_a], B (rx_rate_hint_kbps) [$hints_b]"
 	# Each sender's paths (slot/source port=data packets) at the last
 	# steady reading: a QP with less than its share shows why here.
 	log "$label: A's senders at reading $last: $(tr '\n' ';' < "$dir/a.$last")"
 }
 
-# expect_hints LABEL LOW HIGH: every hint on both hosts is in LOW..HIGH,
-# one per QP.
+# expect_hints LABEL LOW HIGH: every hint on both hosts is in LOW..HIGH
+# kbit/s, one per QP.
 expect_hints() {
 	local h count=0
 	for h in $hints_a $hints_b; do
 		[[ "$h" =~ ^[0-9]+$ ]] || fail "$1: hint '$h' (A: [$hints_a], B: [$hints_b])"
 		if [ "$h" -lt "$2" ] || [ "$h" -gt "$3" ]; then
-			fail "$1: hint $h outside $2..$3 Mbit/s (A: [$hints_a], B: [$hints_b])"
+			fail "$1: hint $h outside $2..$3 kbit/s (A: [$hints_a], B: [$hints_b])"
 		fi
 		count=$((count + 1))
 	done
 	[ "$count" = $((2 * N)) ] || fail "$1: $count hints for $N QPs on each host (A: [$hints_a], B: [$hints_b])"
-	log "ok: $1: every hint in $2..$3 Mbit/s"
+	log "ok: $1: every hint in $2..$3 kbit/s"
 }
 
 # --- RCN on: the capacity is the bottleneck's ---
-[ $((RATE / (N + 1))) -gt 0 ] || fail "RATE $RATE too low for $N hints to be non-zero"
 peer "echo 1 > $knobs/rcn && echo $RATE > $knobs/rcn_capacity_mbps" > /dev/null || fail "cannot set B's RCN knobs"
 incast "RCN on (C $RATE Mbit/s)"
-expect_hints "RCN on" $((RATE / (N + 1))) $((RATE / (N - 1)))
+expect_hints "RCN on" $((RATE * 1000 / (N + 1))) $((RATE * 1000 / (N - 1)))
 on_wdrops=$wdrops on_jain=$jain on_rate=$rate on_bmax=$bmax on_bcount=$bcount on_bmean=$bmean
 
 # --- RCN off ---

@@ -12,8 +12,8 @@
 # qp_table FIELD: of the `rdma -dd resource show qp` text on stdin, one line
 # per ib_write_bw RC QP in RTR or RTS (the WRITE server's stay in RTR):
 # "LQPN HINT DATA PATH...", HINT the driver attribute FIELD
-# (rate_hint_mbps, the hint a sender obeys; rx_rate_hint_mbps, the one a
-# receiver's ACKs carry), "?" if missing; DATA the data packets the QP's
+# (rate_hint_kbps, the hint in kbit/s a sender obeys; rx_rate_hint_kbps,
+# the one a receiver's ACKs carry), "?" if missing; DATA the data packets the QP's
 # sender sent, each counted once (pK_sent - pK_retx over its paths); and
 # each path as pK/SPORT=DATA, so that a path opened between two readings
 # is told from the one it replaced (its counts start at 0). Without -p,
@@ -84,12 +84,12 @@ jain() {
 now_us() { echo "${EPOCHREALTIME/[.,]/}"; }
 
 # qp_reading DIR K: reading K into DIR: a.K and b.K, host A's and host B's
-# qp_table (rate_hint_mbps on A, the senders; rx_rate_hint_mbps on B, the
+# qp_table (rate_hint_kbps on A, the senders; rx_rate_hint_kbps on B, the
 # receivers), t.K the time it began. B's is taken at the same time as A's.
 qp_reading() {
 	now_us > "$1/t.$2"
-	peer_text "rdma -dd resource show qp link mr0/1" | qp_table rx_rate_hint_mbps > "$1/b.$2" &
-	rdma -dd resource show qp link mr0/1 2> /dev/null | qp_table rate_hint_mbps > "$1/a.$2"
+	peer_text "rdma -dd resource show qp link mr0/1" | qp_table rx_rate_hint_kbps > "$1/b.$2" &
+	rdma -dd resource show qp link mr0/1 2> /dev/null | qp_table rate_hint_kbps > "$1/a.$2"
 	wait $!
 }
 

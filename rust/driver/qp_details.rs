@@ -8,10 +8,11 @@
 //!
 //! Names: `paths`, `active_paths`, `qwnd` (packets), `inflight`,
 //! `outstanding` (messages), `msg_window` (messages the peer's receiver
-//! accepts outstanding, protocol.md 1.4), `rate_hint_mbps` (the peer's hint this QP's
-//! sender obeys), `rx_rate_hint_mbps` (the hint this QP's ACKs carry
-//! while it receives, protocol.md 6.5; a QP that stopped keeps its last,
-//! its next ACK takes the newcomer's share, `rcn.rs`), `payload` (bytes a
+//! accepts outstanding, protocol.md 1.4), `rate_hint_kbps` (the peer's
+//! hint this QP's sender obeys, kbit/s, 0: none), `rx_rate_hint_kbps` (the
+//! hint this QP's ACKs carry while it receives, kbit/s, protocol.md 6.5; a
+//! QP that stopped keeps its last, its next ACK takes the newcomer's
+//! share, `rcn.rs`), `payload` (bytes a
 //! packet of the messages posted now carries: the agreed size, or the path
 //! MTU), `agreed_payload` (the size agreed with the peer, 0 for none,
 //! protocol.md 1.8), then for each path in use,
@@ -39,8 +40,8 @@ pub(crate) fn write(sender: &Sender, receiver: &Receiver, out: &mut Details<'_>)
     out.u32(format_args!("inflight"), sender.inflight())?;
     out.u32(format_args!("outstanding"), sender.outstanding())?;
     out.u32(format_args!("msg_window"), count(sender.msg_window()))?;
-    out.u32(format_args!("rate_hint_mbps"), sender.rate_hint_mbps())?;
-    out.u32(format_args!("rx_rate_hint_mbps"), receiver.rate_hint_mbps())?;
+    out.u32(format_args!("rate_hint_kbps"), sender.rate_hint_kbps())?;
+    out.u32(format_args!("rx_rate_hint_kbps"), receiver.rate_hint_kbps())?;
     out.u32(format_args!("payload"), sender.payload())?;
     out.u32(format_args!("agreed_payload"), receiver.payload())?;
     for p in sender.used_paths() {

@@ -109,9 +109,9 @@ impl Rcn {
         self.newcomers.store(0, Ordering::Relaxed);
     }
 
-    /// The hint of a QP the last count did not find receiving, once per
-    /// tick (`Receiver::rcn_join`): the `k`-th such newcomer since the
-    /// count of `N` takes `C / (N + k)` (protocol.md 6.5).
+    /// The hint (kbit/s) of a QP the last count did not find receiving,
+    /// once per tick (`Receiver::rcn_join`): the `k`-th such newcomer
+    /// since the count of `N` takes `C / (N + k)` (protocol.md 6.5).
     pub(crate) fn newcomer_hint(&self) -> u32 {
         let ahead = self.newcomers.fetch_add(1, Ordering::Relaxed);
         Shares::new(

@@ -115,7 +115,7 @@ class Ack:
     sack: int = 0
     ts_echo: int = 0
     cum_msn: int = 0
-    rate_hint_mbps: int = 0
+    rate_hint_kbps: int = 0
     ce: bool = False
     msg_window: int = 0
     kind: str = field(default="ack", repr=False)
@@ -127,7 +127,7 @@ class Ack:
     def encode(self) -> bytes:
         bits = [i for i in range(256) if self.sack >> i & 1]
         return reseal(P.ack(self.dst_qpn, self.path_id, self.ce, self.cum_psn, bits,
-                            self.ts_echo, self.cum_msn, self.rate_hint_mbps, self.msg_window))
+                            self.ts_echo, self.cum_msn, self.rate_hint_kbps, self.msg_window))
 
 
 @dataclass

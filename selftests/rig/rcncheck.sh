@@ -18,13 +18,13 @@ trap cleanup EXIT
 # shellcheck source=/dev/null
 . "$rig/../rcn_readings.sh"
 
-# qp LQPN STATE HINT RX_HINT PATH...: a QP's line, each PATH
+# qp LQPN STATE HINT RX_HINT PATH...: a QP's line (hints in kbit/s), each PATH
 # SPORT:SENT:RETX (slots 0, 1...).
 qp() {
 	local lqpn=$1 state=$2 k=0 p sport sent retx
 	printf 'link mr0/1 lqpn %s rqpn %s type RC state %s rq-psn 2076252 sq-psn 4435639 path-mig-state MIGRATED pdn 1 pid 935 comm ib_write_bw ' \
 		"$lqpn" $((lqpn + 1000)) "$state"
-	printf 'drv_paths %s drv_active_paths %s drv_qwnd 11 drv_inflight 11 drv_outstanding 16 drv_rate_hint_mbps %s drv_rx_rate_hint_mbps %s ' \
+	printf 'drv_paths %s drv_active_paths %s drv_qwnd 11 drv_inflight 11 drv_outstanding 16 drv_rate_hint_kbps %s drv_rx_rate_hint_kbps %s ' \
 		$(($# - 4)) $(($# - 4)) "$3" "$4"
 	shift 4
 	for p; do
@@ -39,43 +39,43 @@ gsi='link mr0/1 lqpn 1 type GSI state RTS sq-psn 0 comm [ib_core]'
 
 # Host A: four senders, the GSI QP, another program's QP and one in error.
 a1="$gsi
-$(qp 17 RTS 2 0 50001:100:0 50002:110:10)
-$(qp 18 RTS 2 0 50003:200:0)
-$(qp 19 RTS 3 0 50004:300:5 50005:0:0)
-$(qp 20 RTS 2 0 50006:400:0)
-$(qp 21 RTS 9 0 50007:999:0 | sed 's/comm ib_write_bw/comm ib_write_bw_x/')
-$(qp 22 ERR 9 0 50008:999:0)
-link mr0/1 lqpn 23 type RC state RTS comm ibv_rc_pingpong drv_rate_hint_mbps 9"
+$(qp 17 RTS 2500 0 50001:100:0 50002:110:10)
+$(qp 18 RTS 2500 0 50003:200:0)
+$(qp 19 RTS 3333 0 50004:300:5 50005:0:0)
+$(qp 20 RTS 2500 0 50006:400:0)
+$(qp 21 RTS 9000 0 50007:999:0 | sed 's/comm ib_write_bw/comm ib_write_bw_x/')
+$(qp 22 ERR 9000 0 50008:999:0)
+link mr0/1 lqpn 23 type RC state RTS comm ibv_rc_pingpong drv_rate_hint_kbps 9000"
 echo "$a1" > "$tmp/a1.txt"
-qp_table rate_hint_mbps < "$tmp/a1.txt" > "$tmp/a1"
-expect "qp_table: ib_write_bw's RC QPs in RTS, one line each" "$(cut -d' ' -f1-3 "$tmp/a1")" "17 2 200
-18 2 200
-19 3 295
-20 2 400"
+qp_table rate_hint_kbps < "$tmp/a1.txt" > "$tmp/a1"
+expect "qp_table: ib_write_bw's RC QPs in RTS, one line each" "$(cut -d' ' -f1-3 "$tmp/a1")" "17 2500 200
+18 2500 200
+19 3333 295
+20 2500 400"
 expect "qp_table: each path by slot and source port" "$(awk '$1 == 17 { $1 = $2 = $3 = ""; print }' "$tmp/a1" | tr ' ' '\n' | sort | tr '\n' ' ')" \
 	"   p0/50001=100 p1/50002=100 "
-expect "qp_hints" "$(qp_hints "$tmp/a1")" "2 2 3 2"
+expect "qp_hints" "$(qp_hints "$tmp/a1")" "2500 2500 3333 2500"
 expect "qp_data" "$(qp_data "$tmp/a1")" "200 200 295 400"
-expect "qp_table: rx_rate_hint_mbps is another field" "$(qp_table rx_rate_hint_mbps < "$tmp/a1.txt" | cut -d' ' -f2 | tr '\n' ' ')" "0 0 0 0 "
+expect "qp_table: rx_rate_hint_kbps is another field" "$(qp_table rx_rate_hint_kbps < "$tmp/a1.txt" | cut -d' ' -f2 | tr '\n' ' ')" "0 0 0 0 "
 expect "qp_table: a missing field is ?" "$(qp_table no_such < "$tmp/a1.txt" | cut -d' ' -f2 | tr '\n' ' ')" "? ? ? ? "
-expect "qp_table: no QPs, no lines" "$(echo "$gsi" | qp_table rate_hint_mbps | wc -l)" "0"
+expect "qp_table: no QPs, no lines" "$(echo "$gsi" | qp_table rate_hint_kbps | wc -l)" "0"
 # Host B: the server's QPs stay in RTR.
-qp_table rx_rate_hint_mbps <<< "$gsi
-$(qp 33 RTR 0 2 50011:0:0)
-$(qp 34 RTR 0 2)
-$(qp 35 RTR 0 3)
-$(qp 36 RTR 0 2)" > "$tmp/b1"
-expect "qp_table: the receivers in RTR" "$(qp_hints "$tmp/b1")" "2 2 3 2"
+qp_table rx_rate_hint_kbps <<< "$gsi
+$(qp 33 RTR 0 2500 50011:0:0)
+$(qp 34 RTR 0 2500)
+$(qp 35 RTR 0 3333)
+$(qp 36 RTR 0 2500)" > "$tmp/b1"
+expect "qp_table: the receivers in RTR" "$(qp_hints "$tmp/b1")" "2500 2500 3333 2500"
 
 # Later readings: all grew; then QP 18 stalled; QP 17's path 1 replaced.
-qp_table rate_hint_mbps > "$tmp/a2" <<< "$(qp 17 RTS 2 0 50001:150:0 50009:60:0)
-$(qp 18 RTS 2 0 50003:260:0)
-$(qp 19 RTS 2 0 50004:360:5 50005:20:0)
-$(qp 20 RTS 2 0 50006:470:0)"
-qp_table rate_hint_mbps > "$tmp/a3" <<< "$(qp 17 RTS 2 0 50001:200:0 50009:70:0)
-$(qp 18 RTS 2 0 50003:260:0)
-$(qp 19 RTS 2 0 50004:400:5 50005:20:0)
-$(qp 20 RTS 2 0 50006:500:0)"
+qp_table rate_hint_kbps > "$tmp/a2" <<< "$(qp 17 RTS 2500 0 50001:150:0 50009:60:0)
+$(qp 18 RTS 2500 0 50003:260:0)
+$(qp 19 RTS 2500 0 50004:360:5 50005:20:0)
+$(qp 20 RTS 2500 0 50006:470:0)"
+qp_table rate_hint_kbps > "$tmp/a3" <<< "$(qp 17 RTS 2500 0 50001:200:0 50009:70:0)
+$(qp 18 RTS 2500 0 50003:260:0)
+$(qp 19 RTS 2500 0 50004:400:5 50005:20:0)
+$(qp 20 RTS 2500 0 50006:500:0)"
 head -3 "$tmp/a2" > "$tmp/a2-three"
 qp_progressed "$tmp/a1" "$tmp/a2" 4
 expect "qp_progressed: every QP sent" "$?" "0"
@@ -104,7 +104,7 @@ mkdir "$tmp/bin"
 printf '#!/bin/sh\ncat "$FAKE_RDMA"\n' > "$tmp/bin/rdma"
 chmod +x "$tmp/bin/rdma"
 export PATH="$tmp/bin:$PATH" METAROCE_PEER_ADDR=127.0.0.1 METAROCE_PEER_PORT=$((20000 + RANDOM % 20000))
-{ echo "$gsi"; qp 33 RTR 0 2; qp 34 RTR 0 2; qp 35 RTR 0 2; qp 36 RTR 0 2; } > "$tmp/b.txt"
+{ echo "$gsi"; qp 33 RTR 0 2500; qp 34 RTR 0 2500; qp 35 RTR 0 2500; qp 36 RTR 0 2500; } > "$tmp/b.txt"
 FAKE_RDMA=$tmp/b.txt python3 "$rig/peer.py" --addr 127.0.0.1 --port "$METAROCE_PEER_PORT" serve &
 server=$!
 python3 "$rig/peer.py" --addr 127.0.0.1 --port "$METAROCE_PEER_PORT" --timeout 10 ping
@@ -124,11 +124,11 @@ for k in 1 2 3; do
 	[ $k -gt 1 ] && sed -i "s/drv_p0_sent \([0-9]*\)/drv_p0_sent \1$k/g" "$tmp/a.txt"
 	FAKE_RDMA=$tmp/a.txt qp_reading "$tmp/r" $k
 done
-expect "qp_reading: host A's senders" "$(cut -d' ' -f1-3 "$tmp/r/a.2")" "17 2 1102
-18 2 2002
-19 3 2997
-20 2 4002"
-expect "qp_reading: host B's receivers" "$(qp_hints "$tmp/r/b.2")" "2 2 2 2"
+expect "qp_reading: host A's senders" "$(cut -d' ' -f1-3 "$tmp/r/a.2")" "17 2500 1102
+18 2500 2002
+19 3333 2997
+20 2500 4002"
+expect "qp_reading: host B's receivers" "$(qp_hints "$tmp/r/b.2")" "2500 2500 2500 2500"
 [[ "$(< "$tmp/r/t.2")" =~ ^[0-9]{16}$ ]]
 expect "qp_reading: the time in microseconds" "$?" "0"
 qp_steady "$tmp/r" 2 4

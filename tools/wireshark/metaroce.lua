@@ -159,7 +159,7 @@ local F = {
     ack_sack_ranges = ProtoField.string("metaroce.ack.sack_ranges", "SACKed PSN ranges"),
     ack_ts_echo = ProtoField.uint64("metaroce.ack.ts_echo", "Timestamp echo (ns)", base.DEC),
     ack_cum_msn = ProtoField.uint32("metaroce.ack.cum_msn", "Cumulative MSN", base.DEC),
-    ack_rate_hint = ProtoField.uint32("metaroce.ack.rate_hint", "Rate hint (Mbit/s)", base.DEC),
+    ack_rate_hint = ProtoField.uint32("metaroce.ack.rate_hint", "Rate hint (kbit/s)", base.DEC),
     ack_msg_window = ProtoField.uint16("metaroce.ack.msg_window", "Message window", base.DEC, nil, nil,
         "Messages the receiver accepts outstanding; 0: not said, 64 (protocol.md 1.4)"),
     ack_data_frame = ProtoField.framenum("metaroce.ack.data_frame", "Echoes data frame", base.NONE,

@@ -125,7 +125,7 @@ def valid_capture():
     c.add("send2", A0, B0, 50010, data(P.OP_SEND, p0, 1, 0, 2 * M, 2500), ecn=3)  # CE
     c.add("ack_send1", B1, A1, 50011, P.ack(QA, p1, False, 1, [], 1_000_000, 0, 0))
     c.add("ack_sack", B0, A0, 50010, P.ack(QA, p0, True, 2, [1, 2, 3, 9, 255],
-                                           1_000_000 + 7, 1, 25000, msg_window=1024))
+                                           1_000_000 + 7, 1, 25_000_000, msg_window=1024))
     c.add("send_imm", A0, B0, 50010, data(P.OP_SEND_IMM, p0, 2, 1, 0, 100, imm=0xDEADBEEF, rsn=1))
     c.add("write0", A0, B0, 50010, data(P.OP_WRITE, p0, 3, 2, 0, 2 * M, remote_va=0x7F0000001000,
                                         rkey=0x1234, floor_delta=2))
@@ -521,7 +521,7 @@ def check_fields(ck, names, rows):
     eq("ack_sack", "metaroce.ack.sack_rel", [2, 3, 4, 10, 256])
     eq("ack_sack", "metaroce.ack.sack_count", 5)
     eq("ack_sack", "metaroce.ack.sack_ranges", "4-6,12,258")
-    eq("ack_sack", "metaroce.ack.rate_hint", 25000)
+    eq("ack_sack", "metaroce.ack.rate_hint", 25_000_000)
     eq("ack_sack", "metaroce.ack.cum_msn", 1)
     eq("ack_sack", "metaroce.ack.msg_window", 1024)
     eq("ack_send1", "metaroce.ack.msg_window", 0)

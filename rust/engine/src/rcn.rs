@@ -34,22 +34,25 @@ pub const RECEIVING_WINDOW_NS: u64 = 4_000_000;
 
 /// Packet times at a QP's own hint that its receiving window spans at the
 /// least: a QP held to its share sends a packet every `MTU / hint`, which
-/// at a small share (4 QPs on 10 Mbit/s: 3.3 ms per 1 KiB packet) is
+/// at a small share (4 QPs on 10 Mbit/s, 2,500 kbit/s: 3.3 ms per 1 KiB
+/// packet) is
 /// close to [`RECEIVING_WINDOW_NS`]; a window of a few packets would let a
 /// QP that sends at exactly its share drop out of every other count and
 /// double the others' hints.
 pub const RECEIVING_WINDOW_PACKETS: u64 = 8;
 
-/// The receiving window (ns) of a QP whose hint is `hint_mbps` (0: none)
+/// The receiving window (ns) of a QP whose hint is `hint_kbps` (0: none)
 /// and whose packets carry `mtu` payload bytes: [`RECEIVING_WINDOW_NS`],
 /// or [`RECEIVING_WINDOW_PACKETS`] packet times at the hint when that is
-/// longer (at most 8 x 4096 x 8 bits at 1 Mbit/s, 262 ms).
-pub const fn receiving_window_ns(hint_mbps: u32, mtu: u32) -> u64 {
-    if hint_mbps == 0 {
+/// longer (8 x 4096 x 8 bits: 262 ms at 1 Mbit/s; at the smallest hint,
+/// 1 kbit/s, 262 s, a share too small to matter when it is given back).
+pub const fn receiving_window_ns(hint_kbps: u32, mtu: u32) -> u64 {
+    if hint_kbps == 0 {
         return RECEIVING_WINDOW_NS;
     }
-    // bits / (Mbit/s) = us; x 1000 = ns.
-    let packet_ns = mtu as u64 * 8 * 1000 / hint_mbps as u64;
+    // bits / (kbit/s) = ms; x 1,000,000 = ns. Under 2^35 x 10^6 < 2^55
+    // for any u32 `mtu`, so u64 holds it and the window (x 8).
+    let packet_ns = mtu as u64 * 8 * 1_000_000 / hint_kbps as u64;
     let window = RECEIVING_WINDOW_PACKETS * packet_ns;
     if window > RECEIVING_WINDOW_NS {
         window
@@ -141,12 +144,18 @@ impl Shares {
         Self::new(self.capacity_mbps, receiving)
     }
 
-    /// The hint (Mbit/s, 0 = none) of a QP that was one of the receiving
+    /// The hint (kbit/s, 0 = none) of a QP that was one of the receiving
     /// QPs counted (`counted`) or not: `C / N`, or `C / (N + 1)`; none
     /// for a QP counted alone or when there is no capacity. A newcomer to
     /// a device that counted none receiving gets all of `C` until the
     /// next count: QPs that start together (an incast) are all newcomers
     /// then, and their first ACKs must already cap them.
+    ///
+    /// The share is `C` in kbit/s over `N`, rounded down: the hints of the
+    /// `N` QPs sum to `C` less under `N` kbit/s, where whole Mbit/s lost
+    /// up to 1 Mbit/s per QP (4 QPs on 10 Mbit/s: 2 each, 80%). A share
+    /// under 1 kbit/s is sent as 1 (0 would be no hint), one over what
+    /// the field holds (4.29 Tbit/s) as the most it holds.
     pub const fn hint(&self, counted: bool) -> u32 {
         let n = if counted {
             self.receiving
@@ -156,11 +165,13 @@ impl Shares {
         if self.capacity_mbps == 0 || n == 0 || (counted && n < 2) {
             return 0;
         }
-        let share = self.capacity_mbps / n;
+        let share = self.capacity_mbps as u64 * 1000 / n as u64;
         if share == 0 {
             1
+        } else if share > u32::MAX as u64 {
+            u32::MAX
         } else {
-            share
+            share as u32
         }
     }
 }
@@ -190,17 +201,18 @@ mod tests {
     #[test]
     fn each_receiving_qp_gets_its_share_a_newcomer_the_next_one() {
         let c = 100_000;
+        let kbps = c * 1000;
         for n in 2..=64u32 {
             let s = Shares::new(c, n);
-            assert_eq!(s.hint(true), c / n, "{n} receiving");
-            assert_eq!(s.hint(false), c / (n + 1), "newcomer beside {n}");
+            assert_eq!(s.hint(true), kbps / n, "{n} receiving");
+            assert_eq!(s.hint(false), kbps / (n + 1), "newcomer beside {n}");
         }
         // One QP receiving: no hint for it, half for a newcomer.
         assert_eq!(Shares::new(c, 1).hint(true), 0);
-        assert_eq!(Shares::new(c, 1).hint(false), c / 2);
+        assert_eq!(Shares::new(c, 1).hint(false), kbps / 2);
         // Nobody receiving: a newcomer may have it all, until the next
         // count finds it alone (no hint) or with others (their shares).
-        assert_eq!(Shares::new(c, 0).hint(false), c);
+        assert_eq!(Shares::new(c, 0).hint(false), kbps);
         assert_eq!(Shares::new(c, 0).hint(true), 0);
     }
 
@@ -211,10 +223,10 @@ mod tests {
         // ACKs of each already divide the capacity among those that came.
         let idle = Shares::new(c, 0);
         let hints: [u32; 4] = core::array::from_fn(|k| idle.joining(k as u32));
-        assert_eq!(hints, [10, 5, 3, 2]);
+        assert_eq!(hints, [10_000, 5_000, 3_333, 2_500]);
         // Beside 3 receiving, the second newcomer has a fifth.
         assert_eq!(Shares::new(c, 3).joining(0), Shares::new(c, 3).hint(false));
-        assert_eq!(Shares::new(c, 3).joining(1), 2);
+        assert_eq!(Shares::new(c, 3).joining(1), 2_000);
         assert_eq!(Shares::NONE.joining(3), 0);
     }
 
@@ -222,7 +234,51 @@ mod tests {
     fn no_capacity_no_hint_and_a_tiny_share_is_still_a_hint() {
         assert_eq!(Shares::NONE.hint(true), 0);
         assert_eq!(Shares::new(0, 8).hint(true), 0);
-        assert_eq!(Shares::new(3, 8).hint(true), 1, "0 would mean no hint");
-        assert_eq!(Shares::new(u32::MAX, u32::MAX).hint(false), 1);
+        assert_eq!(Shares::new(3, 8).hint(true), 375, "kbit/s, not 0 Mbit/s");
+        assert_eq!(Shares::new(1, 2000).hint(true), 1, "0 would mean no hint");
+        assert_eq!(Shares::new(1, u32::MAX).hint(false), 1);
+        assert_eq!(Shares::new(u32::MAX, u32::MAX).hint(false), 1000);
+        assert_eq!(Shares::new(u32::MAX, 0).hint(false), u32::MAX, "saturates");
+        assert_eq!(Shares::new(u32::MAX, 2).hint(true), u32::MAX);
+    }
+
+    #[test]
+    fn shares_in_kbit_s_sum_to_the_capacity() {
+        // rcn.sh's incast: 10 Mbit/s over 4 QPs. Whole Mbit/s gave 2 each,
+        // 80% of the link; 16 QPs got 0, sent as 1 Mbit/s each, 160%.
+        for (c, n, each) in [
+            (10, 4, 2_500),
+            (10, 16, 625),
+            (10, 8, 1_250),
+            (10, 3, 3_333),
+        ] {
+            let s = Shares::new(c, n);
+            assert_eq!(s.hint(true), each, "{c} Mbit/s over {n}");
+            let sum = u64::from(s.hint(true)) * u64::from(n);
+            let kbps = u64::from(c) * 1000;
+            assert!(sum <= kbps && kbps - sum < u64::from(n), "{sum} of {kbps}");
+        }
+        // Any capacity over any count: the sum is short by under N kbit/s.
+        for c in [1, 7, 10, 99, 400, 25_000, 100_000] {
+            for n in 2..=64 {
+                let sum = u64::from(Shares::new(c, n).hint(true)) * u64::from(n);
+                let kbps = u64::from(c) * 1000;
+                if kbps >= u64::from(n) {
+                    assert!(sum <= kbps && kbps - sum < u64::from(n), "{c} / {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_receiving_window_spans_eight_packets_at_the_hint_in_kbit_s() {
+        assert_eq!(receiving_window_ns(0, 1024), RECEIVING_WINDOW_NS);
+        // 1 KiB at 2,500 kbit/s: 3.2768 ms a packet, 26.2 ms for 8.
+        assert_eq!(receiving_window_ns(2_500, 1024), 8 * 3_276_800);
+        assert_eq!(receiving_window_ns(1_000_000, 1024), RECEIVING_WINDOW_NS);
+        assert_eq!(
+            receiving_window_ns(1, u32::MAX),
+            8 * (u64::from(u32::MAX) * 8_000_000)
+        );
     }
 }

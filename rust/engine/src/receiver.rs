@@ -198,7 +198,7 @@ pub struct Receiver<H: Heap = Global> {
     wide_payload: u32,
     head: u32,
     cum_msn: u32,
-    rate_hint_mbps: u32,
+    rate_hint_kbps: u32,
     /// When the last data packet was accepted (placed, duplicate or
     /// discarded), for the device's count of receiving QPs (RCN); `None`
     /// once a count found that time out of the window (or none came).
@@ -256,7 +256,7 @@ impl<H: Heap> Receiver<H> {
         wide_payload: 0,
         head: 0,
         cum_msn: 0,
-        rate_hint_mbps: 0,
+        rate_hint_kbps: 0,
         last_data_ns: None,
         rcn_counted: false,
         rcn_joined: false,
@@ -285,7 +285,7 @@ impl<H: Heap> Receiver<H> {
         self.wide_payload = 0;
         self.head = 0;
         self.cum_msn = 0;
-        self.rate_hint_mbps = 0;
+        self.rate_hint_kbps = 0;
         self.last_data_ns = None;
         self.rcn_counted = false;
         self.rcn_joined = false;
@@ -402,16 +402,16 @@ impl<H: Heap> Receiver<H> {
         self.cum_msn
     }
 
-    /// Set the rate hint (RCN, Mbit/s, 0 = none) advertised in ACKs; the
+    /// Set the rate hint (RCN, kbit/s, 0 = none) advertised in ACKs; the
     /// device computes it from its line rate and the QPs receiving at once
     /// ([`Receiver::rcn_count`] does both for a device's count).
-    pub fn set_rate_hint(&mut self, mbps: u32) {
-        self.rate_hint_mbps = mbps;
+    pub fn set_rate_hint(&mut self, kbps: u32) {
+        self.rate_hint_kbps = kbps;
     }
 
-    /// The rate hint advertised in ACKs (Mbit/s, 0 = none).
-    pub fn rate_hint_mbps(&self) -> u32 {
-        self.rate_hint_mbps
+    /// The rate hint advertised in ACKs (kbit/s, 0 = none).
+    pub fn rate_hint_kbps(&self) -> u32 {
+        self.rate_hint_kbps
     }
 
     /// Whether a data packet was accepted within `window_ns` before `now`.
@@ -466,10 +466,10 @@ impl<H: Heap> Receiver<H> {
     /// [`due`](Receiver::rcn_due) for counts until its next data packet.
     pub fn rcn_count(&mut self, shares: &Shares, now: u64) -> bool {
         if self.rcn_counted || !self.rcn_joined {
-            self.rate_hint_mbps = shares.hint(self.rcn_counted);
+            self.rate_hint_kbps = shares.hint(self.rcn_counted);
         }
         self.rcn_joined = false;
-        let window = rcn::receiving_window_ns(self.rate_hint_mbps, self.cfg.mtu);
+        let window = rcn::receiving_window_ns(self.rate_hint_kbps, self.cfg.mtu);
         self.rcn_counted = self.receiving(now, window);
         if !self.rcn_counted {
             self.last_data_ns = None;
@@ -857,7 +857,7 @@ impl<H: Heap> Receiver<H> {
             sack: rp.tracker.bits(),
             ts_echo: rp.last_ts,
             cum_msn: self.cum_msn,
-            rate_hint_mbps: self.rate_hint_mbps,
+            rate_hint_kbps: self.rate_hint_kbps,
             msg_window: self.msg_window,
         })
     }

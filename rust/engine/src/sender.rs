@@ -385,7 +385,7 @@ pub struct Sender<C: CongestionControl = Aimd, H: Heap = Global> {
     lost_total: u32,
     rr: usize,
     qp_rtt: RttEstimator,
-    rate_hint_mbps: u32,
+    rate_hint_kbps: u32,
     window_limited: bool,
     congested: bool,
     last_growth: u64,
@@ -471,7 +471,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             lost_total: 0,
             rr: 0,
             qp_rtt: RttEstimator::NONE,
-            rate_hint_mbps: 0,
+            rate_hint_kbps: 0,
             window_limited: false,
             congested: false,
             last_growth: 0,
@@ -534,7 +534,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.lost_total = 0;
         self.rr = 0;
         self.qp_rtt = RttEstimator::NONE;
-        self.rate_hint_mbps = 0;
+        self.rate_hint_kbps = 0;
         self.window_limited = false;
         self.congested = false;
         self.last_growth = now;
@@ -707,9 +707,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.tail.wrapping_sub(self.head)
     }
 
-    /// Receiver rate hint currently honoured (Mbit/s, 0 = none).
-    pub fn rate_hint_mbps(&self) -> u32 {
-        self.rate_hint_mbps
+    /// Receiver rate hint currently honoured (kbit/s, 0 = none).
+    pub fn rate_hint_kbps(&self) -> u32 {
+        self.rate_hint_kbps
     }
 
     /// Opens generation `generation` of `slot`, in the slot's memory if it
@@ -1068,7 +1068,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             self.stats.stale_acks += 1;
             return;
         }
-        self.rate_hint_mbps = ack.rate_hint_mbps;
+        self.rate_hint_kbps = ack.rate_hint_kbps;
         self.peer_window = peer_window(ack.msg_window);
         self.on_cum_msn(ack.cum_msn);
         if let Some(p) = open_mut(&mut self.paths, slot) {
@@ -1768,11 +1768,12 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
 
     /// QP-level cap in packets from the receiver rate hint.
     fn hint_cap(&self) -> Option<u32> {
-        if self.rate_hint_mbps == 0 {
+        if self.rate_hint_kbps == 0 {
             return None;
         }
-        // bytes = Mbit/s * ns / 8000; 25% headroom over the base RTT.
-        let bytes = u64::from(self.rate_hint_mbps).saturating_mul(self.qp_rtt.min_rtt) / 8000;
+        // bytes = kbit/s * ns / 8,000,000; 25% headroom over the base RTT.
+        // Saturating: a hint near 2^32 kbit/s times an RTT over 4 s.
+        let bytes = u64::from(self.rate_hint_kbps).saturating_mul(self.qp_rtt.min_rtt) / 8_000_000;
         let pkts = bytes.saturating_mul(5) / 4 / u64::from(self.payload().max(1));
         Some(pkts.clamp(2, u64::from(u32::MAX)) as u32)
     }
@@ -2636,7 +2637,7 @@ mod tests {
             sack: [0; 4],
             ts_echo: 0,
             cum_msn: m0.wrapping_add(1),
-            rate_hint_mbps: 1,
+            rate_hint_kbps: 1,
             msg_window: 0,
         };
         // Another generation of the path (a stale or guessed path id).
@@ -2648,7 +2649,7 @@ mod tests {
             tx.pop_completion().is_none(),
             "a forged cum_msn confirmed a lost message"
         );
-        assert_eq!(tx.rate_hint_mbps(), 0, "a forged ACK set the rate hint");
+        assert_eq!(tx.rate_hint_kbps(), 0, "a forged ACK set the rate hint");
         assert_eq!(tx.stats().stale_acks, 2);
         // NAKs naming another generation, or a PSN the path never carried,
         // fail nothing.

@@ -527,8 +527,8 @@ pub struct Ack {
     pub ts_echo: u64,
     /// Next message not yet fully received (all earlier MSNs are complete).
     pub cum_msn: u32,
-    /// Receiver rate hint (RCN) for this QP in Mbit/s; 0 = no hint.
-    pub rate_hint_mbps: u32,
+    /// Receiver rate hint (RCN) for this QP in kbit/s; 0 = no hint.
+    pub rate_hint_kbps: u32,
     /// Messages the receiver accepts outstanding (protocol.md 1.4); 0:
     /// not said, [`MSG_WINDOW_V1`](super::config::MSG_WINDOW_V1).
     pub msg_window: u16,
@@ -553,7 +553,7 @@ impl Ack {
         wr(out, 16, &bytes)?;
         wr(out, 48, &self.ts_echo.to_be_bytes())?;
         wr(out, 56, &self.cum_msn.to_be_bytes())?;
-        wr(out, 60, &self.rate_hint_mbps.to_be_bytes())?;
+        wr(out, 60, &self.rate_hint_kbps.to_be_bytes())?;
         seal(out, ACK_LEN)
     }
 
@@ -576,7 +576,7 @@ impl Ack {
             sack,
             ts_echo: rd_u64(buf, 48)?,
             cum_msn: rd_u32(buf, 56)?,
-            rate_hint_mbps: rd_u32(buf, 60)?,
+            rate_hint_kbps: rd_u32(buf, 60)?,
             msg_window: rd_u16(buf, 10)?,
         })
     }
@@ -1088,7 +1088,7 @@ mod tests {
             sack: [1, 1 << 63, 0x55, u64::MAX],
             ts_echo: 5,
             cum_msn: 3,
-            rate_hint_mbps: 200_000,
+            rate_hint_kbps: 200_000_000,
             msg_window: 1024,
         };
         let n = ack.encode(&mut buf).unwrap();

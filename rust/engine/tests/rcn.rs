@@ -52,6 +52,8 @@ fn count(qps: &mut [Receiver], capacity: u32, last: Shares, now: u64) -> Shares 
 #[test]
 fn n_receiving_qps_each_advertise_a_share_and_a_newcomer_the_next() {
     const C: u32 = 100_000;
+    // The hints are in kbit/s, the capacity in Mbit/s.
+    const K: u32 = C * 1000;
     let pkt = one_packet();
     for n in 0..=8usize {
         let mut qps: Vec<Receiver> = (0..10).map(|_| receiver(MTU)).collect();
@@ -65,13 +67,13 @@ fn n_receiving_qps_each_advertise_a_share_and_a_newcomer_the_next() {
         assert_eq!(second, first, "nothing changed within the window");
         // Counted alone: no hint; a newcomer beside n: C / (n + 1), all of
         // it on an idle device.
-        let share = |k: usize| if k < 2 { 0 } else { C / k as u32 };
+        let share = |k: usize| if k < 2 { 0 } else { K / k as u32 };
         for (i, rx) in qps.iter_mut().enumerate() {
-            let want = if i < n { share(n) } else { C / (n as u32 + 1) };
-            assert_eq!(rx.rate_hint_mbps(), want, "QP {i} of {n} receiving");
+            let want = if i < n { share(n) } else { K / (n as u32 + 1) };
+            assert_eq!(rx.rate_hint_kbps(), want, "QP {i} of {n} receiving");
             if i < n {
                 let ack = rx.ack_for(pkt.path_id).expect("a path to acknowledge");
-                assert_eq!(ack.rate_hint_mbps, want);
+                assert_eq!(ack.rate_hint_kbps, want);
             }
         }
         // Quiet for the window: nobody counts, nobody is hinted.
@@ -79,30 +81,31 @@ fn n_receiving_qps_each_advertise_a_share_and_a_newcomer_the_next() {
         let idle = count(&mut qps, C, second, later);
         assert_eq!(idle.receiving(), 0);
         count(&mut qps, C, idle, later + MS);
-        assert!(qps.iter().all(|r| r.rate_hint_mbps() == C), "newcomers all");
+        assert!(qps.iter().all(|r| r.rate_hint_kbps() == K), "newcomers all");
         count(&mut qps, 0, Shares::NONE, later + 2 * MS);
-        assert!(qps.iter().all(|r| r.rate_hint_mbps() == 0));
+        assert!(qps.iter().all(|r| r.rate_hint_kbps() == 0));
     }
 }
 
 #[test]
 fn qps_held_to_a_small_share_stay_counted_at_every_tick() {
-    // The rig's incast: 4 QPs into 10 Mbit/s. At its 2 Mbit/s share a
-    // QP's 4 KiB packet takes 16 ms, four times the 4 ms floor: with a
+    // The rig's incast: 4 QPs into 10 Mbit/s. At its 2,500 kbit/s share
+    // a QP's 4 KiB packet takes 13 ms, three times the 4 ms floor: with a
     // fixed 4 ms window a QP sending at its share would drop out of most
     // counts and the others' hints would double.
     const C: u32 = 10;
     let pkt = one_packet();
     let mut qps: Vec<Receiver> = (0..4).map(|_| receiver(MTU)).collect();
-    let packet_ns = u64::from(MTU) * 8 * 1000 / u64::from(C / 4);
-    assert_eq!(receiving_window_ns(C / 4, MTU), 8 * packet_ns);
+    const SHARE: u32 = C * 1000 / 4;
+    let packet_ns = u64::from(MTU) * 8 * 1_000_000 / u64::from(SHARE);
+    assert_eq!(receiving_window_ns(SHARE, MTU), 8 * packet_ns);
     assert_eq!(
         receiving_window_ns(0, MTU),
         RECEIVING_WINDOW_NS,
         "no hint: the floor"
     );
     assert_eq!(
-        receiving_window_ns(100_000, MTU),
+        receiving_window_ns(100_000_000, MTU),
         RECEIVING_WINDOW_NS,
         "a fast share: the floor"
     );
@@ -121,14 +124,14 @@ fn qps_held_to_a_small_share_stay_counted_at_every_tick() {
         if tick > 2 {
             assert_eq!(shares.receiving(), 4, "tick {tick}");
             assert!(
-                qps.iter().all(|r| r.rate_hint_mbps() == C / 4),
+                qps.iter().all(|r| r.rate_hint_kbps() == SHARE),
                 "tick {tick}"
             );
         }
     }
     // Stopped: each gives its share back within its window and a tick.
     let stop = 2_000 * MS;
-    let window = receiving_window_ns(C / 4, MTU);
+    let window = receiving_window_ns(SHARE, MTU);
     let mut t = stop;
     while shares.receiving() > 0 {
         t += MS;
@@ -151,13 +154,13 @@ fn no_capacity_means_no_hints_but_the_count_goes_on() {
     let s = count(&mut qps, 0, Shares::NONE, MS);
     assert_eq!(s.receiving(), 4);
     count(&mut qps, 0, s, 2 * MS);
-    assert!(qps.iter().all(|r| r.rate_hint_mbps() == 0));
+    assert!(qps.iter().all(|r| r.rate_hint_kbps() == 0));
 }
 
 /// Sends a long WRITE over a path of `rtt` ns with every packet delivered
-/// and acknowledged one RTT later, the receiver advertising `hint`;
-/// returns the most packets in flight once the first ACK arrived, and the
-/// rate (Mbit/s) from then on.
+/// and acknowledged one RTT later, the receiver advertising `hint`
+/// (kbit/s); returns the most packets in flight once the first ACK
+/// arrived, and the rate (kbit/s) from then on.
 fn run(hint: u32, rtt: u64) -> (u32, u64) {
     let mut tx = sender();
     let mut rx = receiver(MTU);
@@ -207,7 +210,7 @@ fn run(hint: u32, rtt: u64) -> (u32, u64) {
     }
     assert_eq!(tx.outstanding(), 0, "the message completed");
     let bits = (u64::from(len) - early * u64::from(MTU)) * 8;
-    (most, bits * 1000 / (now - first_ack).max(1))
+    (most, bits * 1_000_000 / (now - first_ack).max(1))
 }
 
 #[test]
@@ -216,9 +219,10 @@ fn the_sender_caps_packets_in_flight_at_the_hint_over_its_base_rtt() {
                        // No hint: the windows alone (4 paths of 16 and growing).
     let (free, free_rate) = run(0, rtt);
     assert!(free > 64, "no cap: {free} in flight");
-    for hint in [2_000, 5_000, 10_000] {
-        // max(2, 1.25 * hint * base RTT / MTU) packets.
-        let cap = ((u64::from(hint) * rtt / 8000) * 5 / 4 / u64::from(MTU)).max(2) as u32;
+    // kbit/s: 2, 2.5, 5 and 10 Gbit/s.
+    for hint in [2_000_000, 2_500_000, 5_000_000, 10_000_000] {
+        // max(2, 1.25 * hint * base RTT / (8 * MTU)) packets.
+        let cap = ((u64::from(hint) * rtt / 8_000_000) * 5 / 4 / u64::from(MTU)).max(2) as u32;
         let (most, rate) = run(hint, rtt);
         assert!(most <= cap, "hint {hint}: {most} in flight, cap {cap}");
         assert!(
@@ -228,12 +232,12 @@ fn the_sender_caps_packets_in_flight_at_the_hint_over_its_base_rtt() {
         // The rate follows the hint: within its 25% headroom, and not
         // below what the window of `cap` packets per RTT gives.
         assert!(
-            rate <= u64::from(hint) * 5 / 4 + 100,
-            "hint {hint}: {rate} Mbit/s"
+            rate <= u64::from(hint) * 5 / 4 + 100_000,
+            "hint {hint}: {rate} kbit/s"
         );
         assert!(
             rate * 10 >= u64::from(hint) * 8,
-            "hint {hint}: only {rate} Mbit/s"
+            "hint {hint}: only {rate} kbit/s"
         );
         assert!(
             rate < free_rate,
@@ -248,6 +252,7 @@ fn newcomers_between_two_counts_are_numbered_as_they_come() {
     // count found none receiving). Each takes a newcomer's hint at its
     // first packet, once until the next count: C, C/2, C/3, C/4, so that
     // their first ACKs already cap them near their shares, not at C each.
+    // In kbit/s: 10,000, 5,000, 3,333, 2,500 (whole Mbit/s gave 3 and 2).
     const C: u32 = 10;
     let pkt = one_packet();
     let idle = Shares::new(C, 0);
@@ -259,18 +264,18 @@ fn newcomers_between_two_counts_are_numbered_as_they_come() {
         rx.on_data(&pkt, false, MS);
         assert!(!rx.rcn_join(), "once between two counts");
     }
-    let hints = |qps: &[Receiver]| qps.iter().map(|r| r.rate_hint_mbps()).collect::<Vec<_>>();
-    assert_eq!(hints(&qps), [10, 5, 3, 2]);
+    let hints = |qps: &[Receiver]| qps.iter().map(|r| r.rate_hint_kbps()).collect::<Vec<_>>();
+    assert_eq!(hints(&qps), [10_000, 5_000, 3_333, 2_500]);
     // The next count's visit, with the shares of the count that found
     // none receiving, leaves the newcomers their places (not C each: that
     // count did not see them), and counts them.
     let counted = count(&mut qps, C, idle, 2 * MS);
-    assert_eq!(hints(&qps), [10, 5, 3, 2]);
+    assert_eq!(hints(&qps), [10_000, 5_000, 3_333, 2_500]);
     // The count after: C / N for all, and none joins again.
     let counted = count(&mut qps, C, counted, 3 * MS);
     assert_eq!(counted.receiving(), 4);
     for rx in &mut qps {
-        assert_eq!(rx.rate_hint_mbps(), C / 4);
+        assert_eq!(rx.rate_hint_kbps(), C * 1000 / 4);
         assert!(!rx.rcn_join(), "counted: the tick's hint");
     }
 }
@@ -293,7 +298,7 @@ fn the_first_flight_waits_for_the_first_ack_which_brings_the_hint() {
     assert_eq!(first.len(), 2);
     // Its ACK, 1 ms later, carries a 2 Mbit/s hint: the cap, max(2,
     // 1.25 * 2 Mbit/s * 1 ms / 4 KiB), holds the QP at 2 in flight.
-    rx.set_rate_hint(2);
+    rx.set_rate_hint(2_000);
     let mut ack = None;
     for h in &first {
         rx.on_data(h, false, 0);
@@ -320,4 +325,35 @@ fn the_first_flight_waits_for_the_first_ack_which_brings_the_hint() {
         n += 1;
     }
     assert_eq!(n, 64, "first_flight 0: 4 paths x 16");
+}
+
+#[test]
+fn an_incast_s_hints_sum_to_the_capacity() {
+    // 10 Mbit/s over 4 and over 16 receiving QPs, each counted by the
+    // device's tick: every hint is the kbit/s share (2,500; 625), and
+    // the hints sum to the capacity less under N kbit/s. Whole Mbit/s
+    // gave 2 each (80% of the link) and 1 each (160%).
+    const C: u32 = 10;
+    let pkt = one_packet();
+    for (n, each) in [(4usize, 2_500u32), (16, 625)] {
+        let mut qps: Vec<Receiver> = (0..n).map(|_| receiver(MTU)).collect();
+        for rx in &mut qps {
+            rx.on_data(&pkt, false, MS);
+        }
+        let first = count(&mut qps, C, Shares::NONE, 2 * MS);
+        assert_eq!(first.receiving(), n as u32);
+        count(&mut qps, C, first, 3 * MS);
+        let mut sum = 0u64;
+        for rx in &mut qps {
+            assert_eq!(rx.rate_hint_kbps(), each, "{n} QPs");
+            let ack = rx.ack_for(pkt.path_id).expect("a path to acknowledge");
+            assert_eq!(ack.rate_hint_kbps, each, "the ACK carries the share");
+            sum += u64::from(ack.rate_hint_kbps);
+        }
+        let kbps = u64::from(C) * 1000;
+        assert!(
+            sum <= kbps && kbps - sum < n as u64,
+            "{n} QPs: {sum} of {kbps} kbit/s"
+        );
+    }
 }

@@ -454,7 +454,7 @@ impl RcnQp {
     /// its ACK (if one goes at once) back to the peer; a QP the last count
     /// did not find receiving first takes the device's newcomer hint (the
     /// driver's `receive_data`). Returns the ACK's hint, if one went.
-    fn receive(&mut self, newcomer_mbps: u32, now: u64) -> Option<u32> {
+    fn receive(&mut self, newcomer_kbps: u32, now: u64) -> Option<u32> {
         self.peer.post(&write(1024)).unwrap();
         let Some(TxKind::Data { header, .. }) = self.peer.next_packet(now).map(|p| p.kind) else {
             panic!("the peer sends");
@@ -465,11 +465,11 @@ impl RcnQp {
             RxVerdict::Drop(_)
         ));
         if !rx.rcn_counted() {
-            rx.set_rate_hint(newcomer_mbps);
+            rx.set_rate_hint(newcomer_kbps);
         }
         let ack = rx.ack_now(header.path_id)?;
         self.peer.on_ack(&ack, now);
-        Some(ack.rate_hint_mbps)
+        Some(ack.rate_hint_kbps)
     }
 }
 
@@ -479,10 +479,11 @@ struct RcnDevice {
     qps: Vec<RcnQp>,
     marks: Marks<1>,
     shares: Shares,
-    newcomer_mbps: u32,
+    newcomer_kbps: u32,
 }
 
 impl RcnDevice {
+    /// Mbit/s.
     const CAPACITY: u32 = 100_000;
 
     fn new(n: usize) -> Self {
@@ -490,14 +491,14 @@ impl RcnDevice {
             qps: (0..n).map(|_| RcnQp::new()).collect(),
             marks: Marks::new(),
             shares: Shares::new(Self::CAPACITY, 0),
-            newcomer_mbps: 0,
+            newcomer_kbps: 0,
         }
     }
 
     /// QP `k` receives a packet at `now`; its lock let go marks it if it
     /// has tick work (`Locked`). Returns its ACK's hint.
     fn receive(&mut self, k: usize, now: u64) -> Option<u32> {
-        let hint = self.qps[k].receive(self.newcomer_mbps, now);
+        let hint = self.qps[k].receive(self.newcomer_kbps, now);
         let (tx, rx) = &self.qps[k].qp;
         self.marks.mark_if(k, || has_tick_work(tx, rx));
         hint
@@ -522,18 +523,19 @@ impl RcnDevice {
             self.marks.mark_if(k, || has_tick_work(tx, rx));
         }
         self.shares = self.shares.recount(counted.len() as u32);
-        self.newcomer_mbps = self.shares.hint(false);
+        self.newcomer_kbps = self.shares.hint(false);
         (visited, counted)
     }
 
     fn hint(&self, k: usize) -> u32 {
-        self.qps[k].qp.1.rate_hint_mbps()
+        self.qps[k].qp.1.rate_hint_kbps()
     }
 }
 
 #[test]
 fn a_qp_that_only_receives_is_counted_for_its_window_then_let_go() {
-    const C: u32 = RcnDevice::CAPACITY;
+    // The hints in kbit/s, of a capacity in Mbit/s.
+    const C: u32 = RcnDevice::CAPACITY * 1000;
     // QP 0 receives one packet, QP 1 a packet every millisecond, QP 2
     // starts later, QP 3 never: none sends, so the count is their only
     // tick work once their held ACKs went.

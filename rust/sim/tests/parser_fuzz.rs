@@ -47,7 +47,7 @@ fn valid_packets() -> Vec<Vec<u8>> {
         sack: [0xF0F0, 0, 1, 1 << 63],
         ts_echo: 4,
         cum_msn: 5,
-        rate_hint_mbps: 6,
+        rate_hint_kbps: 6_000,
         msg_window: 1024,
     };
     let n = ack.encode(&mut buf).unwrap();

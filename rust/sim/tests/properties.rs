@@ -164,7 +164,7 @@ fn engine_survives_hostile_input() {
             } else {
                 rng.next_u64() as u32
             },
-            rate_hint_mbps: if rng.chance(0.9) {
+            rate_hint_kbps: if rng.chance(0.9) {
                 0
             } else {
                 rng.next_u64() as u32
