@@ -41,11 +41,18 @@ pub const RECEIVING_WINDOW_NS: u64 = 4_000_000;
 /// double the others' hints.
 pub const RECEIVING_WINDOW_PACKETS: u64 = 8;
 
+/// The longest receiving window: a QP that stopped stays counted (and
+/// holds the others' shares down) at most this long after its last packet.
+pub const RECEIVING_WINDOW_MAX_NS: u64 = 1_000_000_000;
+
 /// The receiving window (ns) of a QP whose hint is `hint_kbps` (0: none)
 /// and whose packets carry `mtu` payload bytes: [`RECEIVING_WINDOW_NS`],
 /// or [`RECEIVING_WINDOW_PACKETS`] packet times at the hint when that is
-/// longer (8 x 4096 x 8 bits: 262 ms at 1 Mbit/s; at the smallest hint,
-/// 1 kbit/s, 262 s, a share too small to matter when it is given back).
+/// longer (8 x 4096 x 8 bits: 262 ms at 1 Mbit/s), at most
+/// [`RECEIVING_WINDOW_MAX_NS`] (reached below 262 kbit/s at a 4 KiB MTU:
+/// such a share may drop out of a count between its packets, which gives
+/// the others more for a tick, where an uncapped window would keep a QP
+/// that stopped counted for minutes at the smallest hints).
 pub const fn receiving_window_ns(hint_kbps: u32, mtu: u32) -> u64 {
     if hint_kbps == 0 {
         return RECEIVING_WINDOW_NS;
@@ -54,7 +61,9 @@ pub const fn receiving_window_ns(hint_kbps: u32, mtu: u32) -> u64 {
     // for any u32 `mtu`, so u64 holds it and the window (x 8).
     let packet_ns = mtu as u64 * 8 * 1_000_000 / hint_kbps as u64;
     let window = RECEIVING_WINDOW_PACKETS * packet_ns;
-    if window > RECEIVING_WINDOW_NS {
+    if window > RECEIVING_WINDOW_MAX_NS {
+        RECEIVING_WINDOW_MAX_NS
+    } else if window > RECEIVING_WINDOW_NS {
         window
     } else {
         RECEIVING_WINDOW_NS
@@ -276,9 +285,8 @@ mod tests {
         // 1 KiB at 2,500 kbit/s: 3.2768 ms a packet, 26.2 ms for 8.
         assert_eq!(receiving_window_ns(2_500, 1024), 8 * 3_276_800);
         assert_eq!(receiving_window_ns(1_000_000, 1024), RECEIVING_WINDOW_NS);
-        assert_eq!(
-            receiving_window_ns(1, u32::MAX),
-            8 * (u64::from(u32::MAX) * 8_000_000)
-        );
+        // At most 1 s: 8 x 4 KiB at 100 kbit/s would be 2.6 s.
+        assert_eq!(receiving_window_ns(100, 4096), RECEIVING_WINDOW_MAX_NS);
+        assert_eq!(receiving_window_ns(1, u32::MAX), RECEIVING_WINDOW_MAX_NS);
     }
 }
