@@ -363,6 +363,53 @@ def coll_plot(out, d, ts):
     plt.close(fig)
 
 
+SHARE_TOLERANCE = 0.10  # issue #14 item 3: every plane within +-10% of an even share
+
+
+def plane_shares(d, t, p):
+    """The median over reps of each plane's share (%) of the bytes host A sent
+    on the planes in the scaling point of P planes, and the reps counted."""
+    rows = [r for r in d.rows if r["transport"] == t and r["scenario"] == "scaling" and r["planes"] == str(p)
+            and re.fullmatch(r"plane\d+_share", r["metric"]) and fnum(r["value"]) is not None]
+    shares = [med([fnum(r["value"]) for r in rows if r["metric"] == f"plane{k}_share"]) for k in range(p)]
+    return shares, len({r["rep"] for r in rows})
+
+
+def share_section(d, ts, planes_set, w):
+    """Plane share (issue #14 item 3): how evenly each plane scaling point
+    spread its bytes over the planes."""
+    multi = [p for p in planes_set if p >= 2]
+    if not multi:
+        return
+    w("\n## Plane share: each plane's part of the bytes in the plane scaling points\n\n")
+    w("The bytes host A sent on each plane's netdev (`tx_bytes`, Ethernet frames with headers and "
+      "retransmissions) over the whole point, connection set-up and perftest's 1 s margins included; "
+      "the management link is separate, so the planes carry the test's traffic and little else "
+      "(ARP, neighbour discovery). Cells: each plane's share, median over the reps; *largest deviation* "
+      "from the even share 1/P in percentage points and relative to 1/P (|share − 1/P| / (1/P)). "
+      f"MetaRoCE's target: every plane within ±{100 * SHARE_TOLERANCE:.0f}% of 1/P. TCP: one iperf3 "
+      "flow bound to each plane, the reference spread. rxe and siw are bound to one netdev: nothing "
+      "to spread.\n\n")
+    rows = []
+    for t in ts:
+        if t in ("rxe", "siw"):
+            rows.append([LABEL[t], "1 plane (no spread)", "", "", "", ""])
+            continue
+        for p in multi:
+            shares, n = plane_shares(d, t, p)
+            if None in shares:
+                why = d.missing(t, scenario="scaling", planes=str(p)) or "not measured"
+                rows.append([LABEL[t], str(p), f"— ({why})", "", "", ""])
+                continue
+            even = 100 / p
+            dev = max(abs(s - even) for s in shares)
+            verdict = ("yes" if dev / even <= SHARE_TOLERANCE else "**no**") if t == "metaroce" else "— (reference)"
+            rows.append([LABEL[t], str(p), " / ".join(f"{s:.1f}%" for s in shares) + f" (n={n})",
+                         f"{dev:.1f} pp", f"{100 * dev / even:.1f}%", verdict])
+    w(table(["transport", "planes", "share per plane (plane 0 / 1 / …)", "largest deviation",
+             "relative to 1/P", f"within ±{100 * SHARE_TOLERANCE:.0f}%"], rows))
+
+
 def delay_ms(cond):
     """The one-way delay (ms) of a scale cond "delay=1.5ms;rate=...kbit"."""
     m = re.match(r"delay=([0-9.]+)ms", cond)
@@ -634,6 +681,7 @@ def main():
                 row.append(f"— ({why})")
         rows.append(row)
     w(table(["transport"] + [f"{p} plane(s)" for p in planes_set], rows))
+    share_section(d, ts, planes_set, w)
 
     scale_section(d, ts, w)
     jumbo_section(d, ts, w)
