@@ -244,8 +244,17 @@ def failover_stats(d, t):
         res.append(dict(rep=rep, planes=planes, ser=ser, down=down, up=up, pre=pre, during=during,
                         after=after, rec_down=rec_down, rec_up=rec_up, last=last, n=len(ser), dip=dip,
                         run=ev.get("run_s"), leak=ev.get("down_plane_bytes"), per_plane=per_plane,
-                        plane_back=plane_back))
+                        plane_back=plane_back, shares_before=plane_shares_before(per_plane, down)))
     return res
+
+
+def plane_shares_before(per_plane, down):
+    """Each plane's share (percent) of the bytes in the window before the
+    down [2 s, down]: the unlimited steady state (no tbf in this scenario)."""
+    rates = [window_rate(per_plane.get(k, []), 2, down - 0.1) for k in sorted(per_plane)]
+    if len(rates) < 2 or any(r is None for r in rates) or sum(rates) <= 0:
+        return None
+    return [100 * r / sum(rates) for r in rates]
 
 
 # ---------------------------------------------------------------- collectives
@@ -698,7 +707,8 @@ def main():
       "of (P−1)/P of the before rate (P > 1 only; 0.5 s is the finest this reports); *recovered after* = "
       "the same after the up at ≥ 90% of the before rate; *plane back after* = end of the first 0.5 s window "
       "after the up in which the plane that came back carried at least half an even share (1/(2P)) of the "
-      "bytes (P > 1).\n\n")
+      "bytes (P > 1); *plane shares before* = each plane's share of the bytes before the down, with no rate "
+      "limit (the steady-state spread; protocol wants each within ±10% of 1/P).\n\n")
     rows = []
     fo = {}
     for t in ts:
@@ -706,7 +716,7 @@ def main():
         fo[t] = st
         if not st:
             why = d.missing(t, scenario="failover") or "not measured"
-            rows.append([LABEL[t], "—", f"— ({why})", "", "", "", "", "", "", ""])
+            rows.append([LABEL[t], "—", f"— ({why})", "", "", "", "", "", "", "", ""])
             continue
         for s in st:
             errs = d.errors(transport=t, scenario="failover", rep=s["rep"])
@@ -719,10 +729,11 @@ def main():
                          f"{s['rec_up']:.1f} s" if s["rec_up"] is not None else "never",
                          (f"{s['plane_back']:.1f} s" if s["plane_back"] is not None else "never")
                          if s["planes"] > 1 else "n/a",
+                         " / ".join(f"{x:.0f}%" for x in s["shares_before"]) if s["shares_before"] else "",
                          f"{s['n']} samples, {s['run']:.0f} s run"
                          + ("; " + "; ".join(sorted(set(extra)))[:160] if extra else "")])
     w(table(["transport", "planes", "before (MiB/s)", "plane down", "after up", "lowest", "degraded after",
-             "recovered after", "plane back after", "run"], rows))
+             "recovered after", "plane back after", "plane shares before", "run"], rows))
 
     # Congestion
     w("\n## Congestion: two flows through one ECN-marking bottleneck (tbf + RED ecn on plane 0 of host A)\n\n")
