@@ -119,6 +119,33 @@ tc_rcn_bottleneck() {
 # ---------------------------------------------------------------- statistics
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
+# plane_tx_bytes PLANES: the bytes this host has sent on planes 0 to
+# PLANES-1, one line. The management link is apart, so the planes carry
+# the test's traffic and little else (ARP, neighbour discovery).
+PLANE_SYSFS=${PLANE_SYSFS:-/sys/class/net}
+plane_tx_bytes() {
+	local p out=""
+	for ((p = 0; p < $1; p++)); do
+		out+="$(cat "$PLANE_SYSFS/$(plane_dev $p)/statistics/tx_bytes") "
+	done
+	echo "${out% }"
+}
+# plane_shares T SCENARIO TEST SIZE QPS PLANES COND REP BEFORE AFTER: one
+# sample plane{k}_share per plane, the percent of the bytes sent on all of
+# them between the readings BEFORE and AFTER (plane_tx_bytes) that plane k
+# carried (issue #14 item 3: an even spread is 100/PLANES each). Nothing
+# when nothing was sent.
+plane_shares() {
+	local k share bytes total
+	while read -r k share bytes total; do
+		csv "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "plane${k}_share" "$share" "$bytes of $total bytes host A sent on the planes"
+	done < <(awk -v b="$9" -v a="${10}" 'BEGIN {
+		n = split(b, x, " "); split(a, y, " ")
+		for (k = 1; k <= n; k++) { d[k] = y[k] - x[k]; t += d[k] }
+		if (t > 0) for (k = 1; k <= n; k++) printf "%d %.3f %d %d\n", k - 1, 100 * d[k] / t, d[k], t
+	}')
+}
+
 # ---------------------------------------------------------------- transports
 # tp_up NAME PLANES: bring transport NAME up on both hosts, using up to
 # PLANES planes. Sets TP_PLANES (planes it really uses), TP_CLI/TP_SRV

@@ -244,8 +244,17 @@ def failover_stats(d, t):
         res.append(dict(rep=rep, planes=planes, ser=ser, down=down, up=up, pre=pre, during=during,
                         after=after, rec_down=rec_down, rec_up=rec_up, last=last, n=len(ser), dip=dip,
                         run=ev.get("run_s"), leak=ev.get("down_plane_bytes"), per_plane=per_plane,
-                        plane_back=plane_back))
+                        plane_back=plane_back, shares_before=plane_shares_before(per_plane, down)))
     return res
+
+
+def plane_shares_before(per_plane, down):
+    """Each plane's share (percent) of the bytes in the window before the
+    down [2 s, down]: the unlimited steady state (no tbf in this scenario)."""
+    rates = [window_rate(per_plane.get(k, []), 2, down - 0.1) for k in sorted(per_plane)]
+    if len(rates) < 2 or any(r is None for r in rates) or sum(rates) <= 0:
+        return None
+    return [100 * r / sum(rates) for r in rates]
 
 
 # ---------------------------------------------------------------- collectives
@@ -361,6 +370,53 @@ def coll_plot(out, d, ts):
     fig.tight_layout()
     fig.savefig(os.path.join(out, "collectives.png"), dpi=110)
     plt.close(fig)
+
+
+SHARE_TOLERANCE = 0.10  # issue #14 item 3: every plane within +-10% of an even share
+
+
+def plane_shares(d, t, p):
+    """The median over reps of each plane's share (%) of the bytes host A sent
+    on the planes in the scaling point of P planes, and the reps counted."""
+    rows = [r for r in d.rows if r["transport"] == t and r["scenario"] == "scaling" and r["planes"] == str(p)
+            and re.fullmatch(r"plane\d+_share", r["metric"]) and fnum(r["value"]) is not None]
+    shares = [med([fnum(r["value"]) for r in rows if r["metric"] == f"plane{k}_share"]) for k in range(p)]
+    return shares, len({r["rep"] for r in rows})
+
+
+def share_section(d, ts, planes_set, w):
+    """Plane share (issue #14 item 3): how evenly each plane scaling point
+    spread its bytes over the planes."""
+    multi = [p for p in planes_set if p >= 2]
+    if not multi:
+        return
+    w("\n## Plane share: each plane's part of the bytes in the plane scaling points\n\n")
+    w("The bytes host A sent on each plane's netdev (`tx_bytes`, Ethernet frames with headers and "
+      "retransmissions) over the whole point, connection set-up and perftest's 1 s margins included; "
+      "the management link is separate, so the planes carry the test's traffic and little else "
+      "(ARP, neighbour discovery). Cells: each plane's share, median over the reps; *largest deviation* "
+      "from the even share 1/P in percentage points and relative to 1/P (|share − 1/P| / (1/P)). "
+      f"MetaRoCE's target: every plane within ±{100 * SHARE_TOLERANCE:.0f}% of 1/P. TCP: one iperf3 "
+      "flow bound to each plane, the reference spread. rxe and siw are bound to one netdev: nothing "
+      "to spread.\n\n")
+    rows = []
+    for t in ts:
+        if t in ("rxe", "siw"):
+            rows.append([LABEL[t], "1 plane (no spread)", "", "", "", ""])
+            continue
+        for p in multi:
+            shares, n = plane_shares(d, t, p)
+            if None in shares:
+                why = d.missing(t, scenario="scaling", planes=str(p)) or "not measured"
+                rows.append([LABEL[t], str(p), f"— ({why})", "", "", ""])
+                continue
+            even = 100 / p
+            dev = max(abs(s - even) for s in shares)
+            verdict = ("yes" if dev / even <= SHARE_TOLERANCE else "**no**") if t == "metaroce" else "— (reference)"
+            rows.append([LABEL[t], str(p), " / ".join(f"{s:.1f}%" for s in shares) + f" (n={n})",
+                         f"{dev:.1f} pp", f"{100 * dev / even:.1f}%", verdict])
+    w(table(["transport", "planes", "share per plane (plane 0 / 1 / …)", "largest deviation",
+             "relative to 1/P", f"within ±{100 * SHARE_TOLERANCE:.0f}%"], rows))
 
 
 def delay_ms(cond):
@@ -634,6 +690,7 @@ def main():
                 row.append(f"— ({why})")
         rows.append(row)
     w(table(["transport"] + [f"{p} plane(s)" for p in planes_set], rows))
+    share_section(d, ts, planes_set, w)
 
     scale_section(d, ts, w)
     jumbo_section(d, ts, w)
@@ -650,7 +707,8 @@ def main():
       "of (P−1)/P of the before rate (P > 1 only; 0.5 s is the finest this reports); *recovered after* = "
       "the same after the up at ≥ 90% of the before rate; *plane back after* = end of the first 0.5 s window "
       "after the up in which the plane that came back carried at least half an even share (1/(2P)) of the "
-      "bytes (P > 1).\n\n")
+      "bytes (P > 1); *plane shares before* = each plane's share of the bytes before the down, with no rate "
+      "limit (the steady-state spread; protocol wants each within ±10% of 1/P).\n\n")
     rows = []
     fo = {}
     for t in ts:
@@ -658,7 +716,7 @@ def main():
         fo[t] = st
         if not st:
             why = d.missing(t, scenario="failover") or "not measured"
-            rows.append([LABEL[t], "—", f"— ({why})", "", "", "", "", "", "", ""])
+            rows.append([LABEL[t], "—", f"— ({why})", "", "", "", "", "", "", "", ""])
             continue
         for s in st:
             errs = d.errors(transport=t, scenario="failover", rep=s["rep"])
@@ -671,10 +729,11 @@ def main():
                          f"{s['rec_up']:.1f} s" if s["rec_up"] is not None else "never",
                          (f"{s['plane_back']:.1f} s" if s["plane_back"] is not None else "never")
                          if s["planes"] > 1 else "n/a",
+                         " / ".join(f"{x:.0f}%" for x in s["shares_before"]) if s["shares_before"] else "",
                          f"{s['n']} samples, {s['run']:.0f} s run"
                          + ("; " + "; ".join(sorted(set(extra)))[:160] if extra else "")])
     w(table(["transport", "planes", "before (MiB/s)", "plane down", "after up", "lowest", "degraded after",
-             "recovered after", "plane back after", "run"], rows))
+             "recovered after", "plane back after", "plane shares before", "run"], rows))
 
     # Congestion
     w("\n## Congestion: two flows through one ECN-marking bottleneck (tbf + RED ecn on plane 0 of host A)\n\n")

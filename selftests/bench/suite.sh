@@ -83,6 +83,7 @@ bw_point() {
 		v=$(ip_run 0 $((dur - 2)) "$qps")
 		if [ -n "$v" ]; then csv tcp "$sc" iperf3 - "$qps" "$pl" "$cond" "$rep" MiBps "$v"; else csv tcp "$sc" iperf3 - "$qps" "$pl" "$cond" "$rep" error "" "iperf3 failed"; fi
 		note "tcp $sc iperf3 P=$qps planes=$pl $cond rep$rep: ${v:-error} MiB/s"
+		[ -n "$v" ]
 		return
 	fi
 	if pt_run "$test" "$tmo" -s "$size" -q "$qps" $bw_args && v=$(pt_bw "$size"); then
@@ -92,6 +93,7 @@ bw_point() {
 		csv "$t" "$sc" "$test" "$size" "$qps" "$pl" "$cond" "$rep" error "" "$(pt_err)"
 	fi
 	note "$t $sc $test size=$size qps=$qps planes=$pl $cond rep$rep: ${v:-error} MiB/s"
+	[ -n "$v" ]
 }
 
 # ---------------------------------------------------------------- scenarios
@@ -137,12 +139,18 @@ throughput_latency_loss() { # T: lossless throughput + latency, loss sweep, reor
 	on_both tc_clear
 }
 
-scaling() { # T RATE_KBIT
-	local t=$1 rate=$2 p rep v f sum i
+# scaling T RATE_KBIT: 1, 2, 4 planes, each under tbf at RATE. For
+# MetaRoCE and TCP on P >= 2 planes also each plane's share of the bytes
+# host A sent on the planes during the point (issue #14 item 3: within
+# +-10% of 1/P), from the planes' tx_bytes before and after it; rxe and
+# siw use plane 0 alone.
+scaling() {
+	local t=$1 rate=$2 p rep v f sum i before cond ok
 	for p in "${plane_set[@]}"; do
 		tp_up "$t" "$p" || { csv "$t" scaling ib_write_bw 65536 1 "$p" "rate=${rate}kbit" - unavailable "" "$TP_REASON"; tp_down "$t"; continue; }
 		on_both "tc_clear; tc_rate_all $rate"
 		for ((rep = 1; rep <= reps; rep++)); do
+			before=$(plane_tx_bytes "$p")
 			if [ "$t" = tcp ]; then
 				# One TCP flow per plane: what the planes carry in aggregate.
 				for ((i = 0; i < p; i++)); do ip_run "$i" $((dur - 2)) 1 $((5201 + i)) > "$BOUT/.ip$i" & done
@@ -155,8 +163,18 @@ scaling() { # T RATE_KBIT
 				done
 				if [ -n "$sum" ]; then csv tcp scaling iperf3 - 1 "$p" "rate=${rate}kbit" "$rep" MiBps "$sum" "$p flows, one per plane"; else csv tcp scaling iperf3 - 1 "$p" "rate=${rate}kbit" "$rep" error "" "iperf3 failed"; fi
 				note "tcp scaling planes=$p rep$rep: ${sum:-error}"
+				ok=$sum cond=rate=${rate}kbit
 			else
-				bw_args="-D $dur -f 1 -Q 1 -t 4" bw_point "$t" scaling ib_write_bw 65536 1 "$p" "rate=${rate}kbit;uses=$TP_PLANES;tx-depth=4" "$rep"
+				cond="rate=${rate}kbit;uses=$TP_PLANES;tx-depth=4"
+				ok=""
+				bw_args="-D $dur -f 1 -Q 1 -t 4" bw_point "$t" scaling ib_write_bw 65536 1 "$p" "$cond" "$rep" && ok=1
+			fi
+			if ((p >= 2)) && [ -n "$ok" ] && [[ $t == metaroce || $t == tcp ]]; then
+				if [ "$t" = tcp ]; then
+					plane_shares tcp scaling iperf3 - 1 "$p" "$cond" "$rep" "$before" "$(plane_tx_bytes "$p")"
+				else
+					plane_shares "$t" scaling ib_write_bw 65536 1 "$p" "$cond" "$rep" "$before" "$(plane_tx_bytes "$p")"
+				fi
 			fi
 		done
 		on_both tc_clear
