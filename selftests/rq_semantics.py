@@ -43,7 +43,7 @@ rx_qp_in_error must grow by at least the 4 late datagrams, and no receive
 buffer may hold a late datagram's bytes.
 
 CASE "reset": A's RC QP receives through an SRQ. B's second packet of a
-4-packet SEND is dropped on B's way out (verbs_util.TcDrop), so the SEND's
+SEND of many packets is dropped on B's way out (verbs_util.TcDrop), so the SEND's
 first packet has taken an SRQ receive on A; A's own WRITEs to B are dropped
 on A's way out, so they are in flight. A moves its QP to RESET: the SRQ
 receive (and only it) must come back flushed, the WRITEs must complete
@@ -78,7 +78,7 @@ from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
-from verbs_util import AT_DATA_OFFSET, AT_OPCODE, Link, TcDrop, connect_qp, ok, qp_state
+from verbs_util import AT_DATA_OFFSET, AT_OPCODE, Link, TcDrop, connect_qp, ok, packet_payloads, qp_state
 
 LW, RW = e.IBV_ACCESS_LOCAL_WRITE, e.IBV_ACCESS_REMOTE_WRITE
 SUCCESS, FLUSH = e.IBV_WC_SUCCESS, e.IBV_WC_WR_FLUSH_ERR
@@ -556,8 +556,9 @@ def ud_error_responder(link, ctx, pd, gid_index, dev):
 # ---- case "reset" ----
 
 OP_SEND, OP_WRITE = 0x01, 0x03
-R_MTU = 1024
-R_SEND = 4 * R_MTU
+R_MTU = 1024  # connect_qp's path MTU
+# Several packets whatever the payload size (up to 9216 B on jumbo planes).
+R_SEND = 4 * 9216
 R_PAT = bytes((i * 11 + 5) & 0xFF for i in range(R_SEND))
 
 
@@ -575,7 +576,9 @@ def reset_requester(link, ctx, pd, gid_index):
 
     qb = qp_to(peer)
     recv(link, "A connected")
-    drop = TcDrop([("u8", OP_SEND, AT_OPCODE), ("u32", R_MTU, AT_DATA_OFFSET)])
+    # The SEND's second packet, at the path MTU or at the wider payload.
+    drop = TcDrop(*([("u8", OP_SEND, AT_OPCODE), ("u32", size, AT_DATA_OFFSET)]
+                    for size in packet_payloads(R_MTU)))
     post_send(qb, 1, e.IBV_WR_SEND, mr.buf, R_SEND, mr.lkey)
     link.send({"sent": True})
     recv(link, "A reset its QP")

@@ -131,23 +131,46 @@ AT_OPCODE = 28 + 1
 AT_DATA_OFFSET = 28 + 20
 
 
+def packet_payloads(path_mtu_bytes):
+    """The payload sizes a message's packets may have on this host's
+    planes (IPv4): the path MTU, and the wider payload both ends agree
+    when the path MTU is the largest the port offers (protocol.md 1.8):
+    the smallest plane MTU minus IP, UDP, data header and ICRC, at most
+    9216. Which one a message gets depends on whether the PLANES exchange
+    was done when it was posted."""
+    mtus = []
+    for d in (os.environ.get("PLANE0_DEV"), os.environ.get("PLANE1_DEV")):
+        if d:
+            with open(f"/sys/class/net/{d}/mtu") as f:
+                mtus.append(int(f.read()))
+    sizes = {path_mtu_bytes}
+    if mtus:
+        sizes.add(min(min(mtus) - 20 - 8 - 56 - 4, 9216))
+    return sorted(sizes)
+
+
 class TcDrop:
     """Drops this host's outgoing MetaRoCE packets that match every
     (size, value, at) of `matches` (size "u8" or "u32", `at` an offset in
-    the IP packet), on its plane netdevs (PLANE0_DEV, PLANE1_DEV from the
-    rig's environment), until `remove`."""
+    the IP packet), or of any of `more` (further such lists: one filter
+    each), on its plane netdevs (PLANE0_DEV, PLANE1_DEV from the rig's
+    environment), until `remove`."""
 
-    def __init__(self, matches):
+    def __init__(self, matches, *more):
         self.devs = [d for d in (os.environ.get("PLANE0_DEV"), os.environ.get("PLANE1_DEV")) if d]
         if not self.devs:
             fail("no PLANE0_DEV in the environment: cannot install a drop filter")
-        rule = []
-        for size, value, at in matches:
-            rule += ["match", size, hex(value), "0xff" if size == "u8" else "0xffffffff", "at", str(at)]
+        rules = []
+        for m in (matches, *more):
+            rule = []
+            for size, value, at in m:
+                rule += ["match", size, hex(value), "0xff" if size == "u8" else "0xffffffff", "at", str(at)]
+            rules.append(rule)
         for d in self.devs:
             self._tc("qdisc", "add", "dev", d, "root", "handle", "1:", "prio")
-            self._tc("filter", "add", "dev", d, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-                     "match", "ip", "protocol", "17", "0xff", *rule, "action", "drop")
+            for rule in rules:
+                self._tc("filter", "add", "dev", d, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                         "match", "ip", "protocol", "17", "0xff", *rule, "action", "drop")
         self.dropped = None
 
     @staticmethod
