@@ -6,10 +6,14 @@
 mod common;
 
 use common::{planes_of, receiver, write};
+use std::collections::VecDeque;
+
 use metaroce_engine::completion::CompletionStatus;
+use metaroce_engine::config::SenderConfig;
 use metaroce_engine::path::PathState;
 use metaroce_engine::receiver::Receiver;
 use metaroce_engine::sender::{Sender, TxKind};
+use metaroce_engine::wire::{Ack, Probe};
 
 const MTU: u32 = 1000;
 
@@ -118,4 +122,97 @@ fn messages_complete_once_through_a_plane_joining_under_traffic() {
     assert_eq!(tx.stats().give_ups, 0);
     // Both planes carry data, evenly.
     assert_eq!(per_plane[0], per_plane[1], "{per_plane:?}");
+}
+
+/// What crosses the wire back to the sender.
+enum Back {
+    Ack(Ack),
+    ProbeReply(Probe),
+}
+
+/// The join's timing under traffic, with the default timers (RTO at
+/// least 10 ms) and a 1 ms one-way delay: host A adds plane 1 at `ADD`
+/// (host B added its own earlier, which changed nothing in A's sender:
+/// its count was 1). A's PLANES reaches B and B's answer comes back one
+/// round trip later, when the driver reports plane 1 up
+/// (`receive_planes`); the slots homed there probe first, another round
+/// trip. Plane 1 must deliver data from then on: within 3 round trips
+/// of the add, not after an RTO or a path replacement.
+#[test]
+fn a_plane_added_under_traffic_carries_data_within_three_round_trips() {
+    const DELAY: u64 = 1_000_000;
+    const STEP: u64 = 50_000;
+    const ADD: u64 = 100_000_000;
+    let cfg = SenderConfig {
+        mtu: MTU,
+        planes: 1,
+        initial_paths: 4,
+        max_paths: 16,
+        ..SenderConfig::default()
+    };
+    let mut tx = Sender::new(cfg, 0).unwrap();
+    let mut rx = receiver(MTU);
+    // Packets in flight, each with its arrival time (and plane).
+    let mut out: VecDeque<(u64, u8, TxKind)> = VecDeque::new();
+    let mut back: VecDeque<(u64, Back)> = VecDeque::new();
+    let mut first_on_plane1 = None;
+    for step in 0..(ADD + 20 * DELAY) / STEP {
+        let now = step * STEP;
+        if now == ADD {
+            assert!(tx.add_planes(2, now));
+        }
+        if now == ADD + 2 * DELAY {
+            tx.plane_up(1, now);
+        }
+        while tx.post(&write(16 * MTU)).is_ok() {}
+        while let Some(p) = tx.next_packet(now) {
+            out.push_back((now + DELAY, p.plane, p.kind));
+        }
+        while out.front().is_some_and(|(at, ..)| *at <= now) {
+            let Some((_, plane, kind)) = out.pop_front() else {
+                break;
+            };
+            match kind {
+                TxKind::Data { header, .. } => {
+                    if plane == 1 && first_on_plane1.is_none() {
+                        first_on_plane1 = Some(now);
+                    }
+                    rx.on_data(&header, false, now);
+                    if let Some(a) = rx.ack_for(header.path_id) {
+                        back.push_back((now + DELAY, Back::Ack(a)));
+                    }
+                }
+                TxKind::Probe(pr) => {
+                    back.push_back((now + DELAY, Back::ProbeReply(rx.on_probe(&pr))));
+                }
+            }
+        }
+        while let Some(a) = rx.flush(now) {
+            back.push_back((now + DELAY, Back::Ack(a)));
+        }
+        while back.front().is_some_and(|(at, _)| *at <= now) {
+            match back.pop_front().map(|(_, b)| b) {
+                Some(Back::Ack(a)) => tx.on_ack(&a, now),
+                Some(Back::ProbeReply(p)) => tx.on_probe_reply(&p, now),
+                None => break,
+            }
+        }
+        while let Some(c) = tx.pop_completion() {
+            assert_eq!(c.status, CompletionStatus::Success, "{c:?}");
+        }
+        while rx.pop_completion().is_some() {}
+        tx.on_timer(now);
+        if now < ADD + 2 * DELAY {
+            assert!(first_on_plane1.is_none(), "plane 1 used before it was up");
+        }
+    }
+    // Exchange (1 RTT), probe (1 RTT), then the first data's one-way trip.
+    let at = first_on_plane1.expect("plane 1 never carried data") - ADD;
+    assert!(
+        at <= 6 * DELAY,
+        "plane 1's first data {at} ns after the add"
+    );
+    assert_eq!(tx.stats().give_ups, 0);
+    assert_eq!(tx.stats().paths_replaced, 0, "a probe went unanswered");
+    assert!(tx.used_paths().all(|p| p.state == PathState::Active));
 }
