@@ -179,6 +179,10 @@ impl Transport {
                 .lock()
                 .learn(i.recv.peer_planes.as_peer(peer.local));
         }
+        // A list that changed, or the peer's first KNOWN since our exchange
+        // (re)started: `restart` clears `acked`, so the answer to the list
+        // of a plane we added brings it up even when the peer's list is
+        // one we held already (it added that plane first).
         if new || confirmed != i.recv.peer_planes.acked {
             for k in 1..i.send.sender.config().planes {
                 if Self::plane_usable(tx, &i.recv.peer_planes, &peer.local, k) {
