@@ -172,6 +172,11 @@ log "mr0 plane 1 packets since the add: host A $a1, host B $b1"
 log "ok: plane 1 carries traffic $since_return ms after the add returned ($since_begin ms after it began)"
 
 # --- The running QP spreads over both planes ---
+# The ping-pong must still run (its QP listed) for its paths to be read.
+if ! kill -0 "$client" 2> /dev/null || ! rdma resource show qp lqpn "$qpn" 2> /dev/null | grep -q .; then
+	log "all QPs on host A: $(rdma resource show qp 2>&1 | tr '\n' ';')"
+	fail "the ping-pong QP $qpn is gone after the add (client $(kill -0 "$client" 2> /dev/null && echo running || echo ended)): $(tail -5 /tmp/pj_pp.out)"
+fi
 for _ in $(seq 25); do
 	read -r paths active planes <<< "$(qp_details "$qpn")"
 	[ "$active" = "$paths" ] && [[ ",$planes," == *,0,* && ",$planes," == *,1,* ]] && break
