@@ -145,7 +145,7 @@ throughput_latency_loss() { # T: lossless throughput + latency, loss sweep, reor
 # +-10% of 1/P), from the planes' tx_bytes before and after it; rxe and
 # siw use plane 0 alone.
 scaling() {
-	local t=$1 rate=$2 p rep v f sum i before cond ok
+	local t=$1 rate=$2 p rep v f sum i before cond ok test size
 	for p in "${plane_set[@]}"; do
 		tp_up "$t" "$p" || { csv "$t" scaling ib_write_bw 65536 1 "$p" "rate=${rate}kbit" - unavailable "" "$TP_REASON"; tp_down "$t"; continue; }
 		on_both "tc_clear; tc_rate_all $rate"
@@ -163,18 +163,14 @@ scaling() {
 				done
 				if [ -n "$sum" ]; then csv tcp scaling iperf3 - 1 "$p" "rate=${rate}kbit" "$rep" MiBps "$sum" "$p flows, one per plane"; else csv tcp scaling iperf3 - 1 "$p" "rate=${rate}kbit" "$rep" error "" "iperf3 failed"; fi
 				note "tcp scaling planes=$p rep$rep: ${sum:-error}"
-				ok=$sum cond=rate=${rate}kbit
+				ok=$sum cond=rate=${rate}kbit test=iperf3 size=-
 			else
-				cond="rate=${rate}kbit;uses=$TP_PLANES;tx-depth=4"
+				cond="rate=${rate}kbit;uses=$TP_PLANES;tx-depth=4" test=ib_write_bw size=65536
 				ok=""
-				bw_args="-D $dur -f 1 -Q 1 -t 4" bw_point "$t" scaling ib_write_bw 65536 1 "$p" "$cond" "$rep" && ok=1
+				bw_args="-D $dur -f 1 -Q 1 -t 4" bw_point "$t" scaling "$test" "$size" 1 "$p" "$cond" "$rep" && ok=1
 			fi
 			if ((p >= 2)) && [ -n "$ok" ] && [[ $t == metaroce || $t == tcp ]]; then
-				if [ "$t" = tcp ]; then
-					plane_shares tcp scaling iperf3 - 1 "$p" "$cond" "$rep" "$before" "$(plane_tx_bytes "$p")"
-				else
-					plane_shares "$t" scaling ib_write_bw 65536 1 "$p" "$cond" "$rep" "$before" "$(plane_tx_bytes "$p")"
-				fi
+				plane_shares "$t" scaling "$test" "$size" 1 "$p" "$cond" "$rep" "$before" "$(plane_tx_bytes "$p")"
 			fi
 		done
 		on_both tc_clear
