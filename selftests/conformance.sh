@@ -62,7 +62,10 @@ log "agent: $(tail -3 "$log")"
 mr0_counters
 malformed=$(( $(mr0_stat rx_malformed) - malformed0 ))
 log "host A counted $malformed malformed packets during the suite"
-[ $rc = 0 ] || fail "conformance: $(grep '^# conformance:' <<< "$out" || echo "the tester exited $rc")"
+# The failed clauses' details again in the one FAIL line: a CI log may
+# keep only the end of a long run's output.
+[ $rc = 0 ] || fail "conformance: $(grep '^# conformance:' <<< "$out" || echo "the tester exited $rc"):" \
+	"$(grep -A5 '^not ok' <<< "$out" | grep -v '^ok ' | head -20 | tr '\n' ' ')"
 # Malformed for the parser (section 1): 14 data packets of `drops` (its two
 # segmentation cases are receiver drops), 4 PROBEs of drop_control, 3
 # PLANES of planes_malformed, 1 NAK of dut_nak_rules (undefined syndrome).

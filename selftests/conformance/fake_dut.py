@@ -23,6 +23,8 @@ rule on purpose, for the demonstration that the suite names the clause:
   ack-once              sends an ACK that moves cum_msn once (3.4)
   go-back-n             resends a lost packet and every later one of its
                         path (4.2)
+  planes-no-backoff     repeats its PLANES every 1 ms, never doubling
+                        (1.8)
 """
 
 import argparse
@@ -38,7 +40,7 @@ import time
 import codec
 from codec import P
 
-BUGS = ("accept-rsn-on-write", "no-ce-echo", "ack-once", "go-back-n")
+BUGS = ("accept-rsn-on-write", "no-ce-echo", "ack-once", "go-back-n", "planes-no-backoff")
 PATHS, PWND, RTO, PROBES_TO_FAIL, GIVE_UP = 4, 8, 0.03, 3, 1.0
 MSG_WINDOW = 64  # protocol.md 1.4: its ACKs say no msg_window, so 64
 MR_VA = 0x10000
@@ -426,7 +428,8 @@ class Fake:
                 # 100 ms until the peer's KNOWN; CONFIRM on every one.
                 self.sock.sendto(codec.Planes(qp.peer_qpn, qp.qpn, self.plane_addrs, qp.known, True).encode(),
                                  (qp.peer, self.port))
-                qp.announce_at, qp.announce_gap = now + qp.announce_gap, min(0.1, 2 * qp.announce_gap)
+                gap = qp.announce_gap if self.bug == "planes-no-backoff" else min(0.1, 2 * qp.announce_gap)
+                qp.announce_at, qp.announce_gap = now + qp.announce_gap, gap
             for path in qp.tx_paths.values():
                 if path.rto_at is None or now < path.rto_at or (not path.inflight and path.state == "active"):
                     continue

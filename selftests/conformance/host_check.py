@@ -200,9 +200,12 @@ def fake_checks():
     if not check(not failed, f"the conforming fake DUT failed clauses {failed}"):
         print("\n".join(lines))
     print(f"fake DUT: conforming, {passed} clauses pass ({time.monotonic() - begin:.1f} s)")
-    for bug, clause, only in (("accept-rsn-on-write", "1.3.k", "drops"), ("no-ce-echo", "1.e", "ce_and_ts_echo"),
-                              ("ack-once", "3.4.g", "ack_twice"), ("go-back-n", "4.2.b", "dut_sack_retransmit")):
-        failed, lines = fake_run(bug, only)
+    for bug, clause, only, planes in (("accept-rsn-on-write", "1.3.k", "drops", 1),
+                                      ("no-ce-echo", "1.e", "ce_and_ts_echo", 1),
+                                      ("ack-once", "3.4.g", "ack_twice", 1),
+                                      ("go-back-n", "4.2.b", "dut_sack_retransmit", 1),
+                                      ("planes-no-backoff", "1.8.h", "planes_announce", 2)):
+        failed, lines = fake_run(bug, only, planes)
         if not check(failed == [clause], f"fake DUT --bug {bug}: failed clauses {failed}, want [{clause}]"):
             print("\n".join(lines))
         else:

@@ -609,6 +609,15 @@ def planes_replies(ctx, c, mark):
     return [r for r in ctx.wire.since(mark) if c.from_dut(r) and isinstance(r.pkt, codec.Planes) and r.pkt.known]
 
 
+def doubling_count(ms):
+    """How many packets a schedule that starts at 0 with a 1 ms interval,
+    doubling up to 100 ms, sends within `ms` milliseconds (1.8)."""
+    t, gap, n = 0, 1, 0
+    while t <= ms:
+        n, t, gap = n + 1, t + gap, min(2 * gap, 100)
+    return n
+
+
 @test()
 def planes_announce(ctx):
     mark = ctx.wire.mark()
@@ -631,10 +640,17 @@ def planes_announce(ctx):
               f"announcement {codec.describe(p)}: want src_qpn {c.dut_qpn:#x}, its planes (or a max_payload), "
               f"entry 0 {ctx.wire.dut}")
     ctx.check("1.8.h", len(ann) >= 3, f"{len(ann)} announcements in {ctx.quiet} s: not repeated")
-    # Doubling from 1 ms up to 100 ms: never faster than the one before
-    # by more than jitter, never slower than the cap by more than jitter.
-    ctx.check("1.8.h", all(b >= a / 3 for a, b in zip(gaps, gaps[1:])) and all(g < 400 for g in gaps),
-              f"announcement gaps {[round(g, 1) for g in gaps]} ms: want doubling from 1 ms up to 100 ms")
+    # Doubling from 1 ms up to 100 ms. Our receive times carry a TCG
+    # guest's jitter (a stalled tester takes several packets at once, so a
+    # long gap is followed by a short one): judge the schedule as a whole,
+    # not gap by gap. Jitter can delay or bunch packets, never add any.
+    span = 1000 * (ann[-1].t - ann[0].t)
+    most = doubling_count(span + 50) + 1
+    ctx.check("1.8.h", 3 <= len(ann) <= most and max(gaps) >= 50 and all(g < 400 for g in gaps)
+              and 1000 * (ann[2].t - ann[0].t) < 150,
+              f"{len(ann)} announcements in {span:.0f} ms (doubling from 1 ms up to 100 ms sends at most "
+              f"{most}), gaps {[round(g, 1) for g in gaps]} ms: want the third within 150 ms of the first, "
+              f"the gaps reaching 50-400 ms")
     m2 = ctx.wire.mark()
     ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.wire.src], known=True, confirm=True).encode(), 50996)
     ans = ctx.wire.wait(lambda r: mine(r) and r.pkt.known, ctx.timeout, m2)
