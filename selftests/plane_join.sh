@@ -17,6 +17,9 @@
 # Plane 1's netdevs have their addresses before the add (the rig's setup):
 # a QP lists its planes to the peer when the plane is added.
 . "$(dirname "$0")/lib.sh"
+# Each line with the seconds since the start: the two runs must outlast
+# the checks, and under TCG a fork and exec costs up to seconds.
+log() { echo "[${SECONDS}s] $*"; }
 
 client=""
 bw=""
