@@ -150,6 +150,24 @@ log "the add took $(((t1 - t0) / 1000)) ms; host A's plane 1 sent $(($(plane1_tx
 since_begin=$(((joined - t0) / 1000))
 since_return=$(((joined - t1) / 1000))
 log "host A's plane 1 reached $((want - b0)) packets $since_begin ms after the add began, $since_return ms after it returned"
+
+# --- The running QP spreads over both planes ---
+# The ping-pong must still run (its QP listed) for its paths to be read:
+# read first, as each later step takes seconds under TCG.
+if ! kill -0 "$client" 2> /dev/null || ! rdma resource show qp lqpn "$qpn" 2> /dev/null | grep -q .; then
+	log "all QPs on host A: $(rdma resource show qp 2>&1 | tr '\n' ';')"
+	fail "the ping-pong QP $qpn is gone after the add (client $(kill -0 "$client" 2> /dev/null && echo running || echo ended)): $(tail -5 /tmp/pj_pp.out)"
+fi
+for _ in $(seq 25); do
+	read -r paths active planes <<< "$(qp_details "$qpn")"
+	[ "$active" = "$paths" ] && [[ ",$planes," == *,0,* && ",$planes," == *,1,* ]] && break
+	sleep 0.2
+done
+log "QP $qpn after the add: $paths paths, $active active, planes by slot $planes"
+[[ ",$planes," == *,0,* && ",$planes," == *,1,* ]] || fail "QP $qpn does not use both planes: $planes"
+[ "$active" = "$paths" ] || fail "QP $qpn: $active of $paths paths active"
+log "ok: QP $qpn, connected on one plane, has its paths on both"
+
 if [ -n "$traced" ]; then
 	echo 0 > "$T/tracing_on"
 	cp "$T/trace" /tmp/pj_trace.txt
@@ -179,22 +197,6 @@ b1=$(stat_of plane1_tx_packets "$(mr0_stats peer)") || fail "no plane1_tx_packet
 log "mr0 plane 1 packets since the add: host A $a1, host B $b1"
 [ "$a1" -gt 0 ] && [ "$b1" -gt 0 ] || fail "mr0 did not send on plane 1 on both hosts (A $a1, B $b1)"
 log "ok: plane 1 carries traffic $since_return ms after the add returned ($since_begin ms after it began)"
-
-# --- The running QP spreads over both planes ---
-# The ping-pong must still run (its QP listed) for its paths to be read.
-if ! kill -0 "$client" 2> /dev/null || ! rdma resource show qp lqpn "$qpn" 2> /dev/null | grep -q .; then
-	log "all QPs on host A: $(rdma resource show qp 2>&1 | tr '\n' ';')"
-	fail "the ping-pong QP $qpn is gone after the add (client $(kill -0 "$client" 2> /dev/null && echo running || echo ended)): $(tail -5 /tmp/pj_pp.out)"
-fi
-for _ in $(seq 25); do
-	read -r paths active planes <<< "$(qp_details "$qpn")"
-	[ "$active" = "$paths" ] && [[ ",$planes," == *,0,* && ",$planes," == *,1,* ]] && break
-	sleep 0.2
-done
-log "QP $qpn after the add: $paths paths, $active active, planes by slot $planes"
-[[ ",$planes," == *,0,* && ",$planes," == *,1,* ]] || fail "QP $qpn does not use both planes: $planes"
-[ "$active" = "$paths" ] || fail "QP $qpn: $active of $paths paths active"
-log "ok: QP $qpn, connected on one plane, has its paths on both"
 
 # --- Steady state: each plane its share of host A's packets ---
 sleep 3
