@@ -373,11 +373,11 @@ def message_window(ctx):
     m2 = ctx.wire.mark()
     done = True
     for start in range(0, window + 1, 64):
-        mb = ctx.wire.mark()
-        for i in range(start, min(start + 64, window + 1)):
+        mb, end = ctx.wire.mark(), min(start + 64, window + 1)
+        for i in range(start, end):
             c.send(c.write_packets(c.msn(), [paths[i % len(paths)]], 0, b"")[0])
         last = (c.next_msn - 1) & 0xFFFFFFFF
-        done = complete(ctx, c, mb, last, f"empty WRITEs {start} to {min(start + 64, window + 1) - 1}")
+        done = complete(ctx, c, mb, last, f"empty WRITEs {start} to {end - 1}")
         if not done:
             break
     ctx.check("3.2.a", done, f"{window + 1} one-packet WRITEs did not complete")
