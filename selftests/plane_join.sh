@@ -209,6 +209,10 @@ p0=$(($(stat_of plane0_tx_packets "$r1") - $(stat_of plane0_tx_packets "$r0")))
 p1=$(($(stat_of plane1_tx_packets "$r1") - $(stat_of plane1_tx_packets "$r0")))
 total=$((p0 + p1))
 log "host A in 8 s of steady state: plane 0 sent $p0 packets, plane 1 $p1"
+# Each path's plane, window and smoothed RTT, for a reader of an uneven
+# share: a window-limited path sends window/RTT, so a plane whose paths
+# answer faster carries more.
+log "host A's RC QPs: $(rdma -dd resource show qp link mr0/1 2>&1 | grep 'type RC' | tr '\n' ';')"
 [ "$total" -ge 1000 ] || fail "host A sent only $total packets in 8 s"
 # Within ±10% of an equal share: each plane 45-55% of the packets.
 for p in "$p0" "$p1"; do
