@@ -91,14 +91,7 @@ expect_values "$knobs" delay_target_us=0
 expect_ok knob_write delay_target_us 5000
 
 # --- QPs take the values when they connect ---
-# (start_pingpong: lib.sh)
-stop_pingpong() {
-	kill "$client" 2>/dev/null
-	wait "$client" 2>/dev/null
-	client=""
-	peer pkill -x ibv_rc_pingpong > /dev/null 2>&1
-	sleep 1
-}
+# (start_pingpong, stop_pingpong: lib.sh)
 
 # qp_paths QPN: "PATHS MAX_CWND" of host A's QP QPN: its path count and
 # the largest window among its paths (rust/driver/qp_details.rs).

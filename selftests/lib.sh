@@ -7,6 +7,9 @@ set -u
 KSFT_SKIP=4
 
 log() { echo "$*"; }
+# suite_full: true in the full suite (make test-full, METAROCE_SUITE=full),
+# where a test also runs its exhaustive part (perftest.sh's size sweep).
+suite_full() { [ "${METAROCE_SUITE:-}" = full ]; }
 fail() { echo "FAIL: $*"; exit 1; }
 skip() { echo "SKIP: $*"; exit $KSFT_SKIP; }
 
@@ -495,6 +498,16 @@ start_pingpong() {
 	client=$!
 	qpn=$(rc_pingpong_qpn) || fail "the ping-pong QP never reached RTS"
 	log "ok: ping-pong running, client QP $qpn"
+}
+
+# stop_pingpong: ends start_pingpong's client and its server on host B. A
+# server left to its bound would hold its QP, and `rdma link delete` on B
+# (the EXIT trap) waits for every user context of the device to close.
+stop_pingpong() {
+	[ -n "${client:-}" ] && kill "$client" 2>/dev/null && wait "$client" 2>/dev/null
+	client=""
+	peer pkill -x ibv_rc_pingpong > /dev/null 2>&1
+	sleep 1
 }
 
 # qp_details QPN: "PATHS ACTIVE PLANES" of host A's QP QPN on mr0, PLANES

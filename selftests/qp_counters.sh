@@ -12,7 +12,7 @@ client=""
 cleanup() {
 	[ -n "$client" ] && kill "$client" 2>/dev/null
 	rdma statistic qp set link mr0/1 auto off 2>/dev/null
-	two_host_cleanup
+	two_host_cleanup -k ibv_rc_pingpong
 }
 trap cleanup EXIT
 reset_rdma
@@ -20,13 +20,7 @@ command -v ibv_rc_pingpong > /dev/null || skip "ibverbs-utils not installed"
 
 mr0_on_both_hosts
 
-# (start_pingpong: lib.sh)
-stop_pingpong() {
-	kill "$client" 2>/dev/null
-	wait "$client" 2>/dev/null
-	client=""
-	sleep 2 # the server on B times out or sees the QP fail; ours is gone
-}
+# (start_pingpong, stop_pingpong: lib.sh)
 
 # check_counter LABEL: the counter object bound to $qpn counts its traffic.
 check_counter() {
