@@ -3,7 +3,11 @@
 # MetaRoCE top-level Makefile.
 #   make            build rust/metaroce.ko against $(KDIR)
 #   make test       install deps, build the test kernel and module, run the
-#                   host checks and the selftests on two QEMU hosts
+#                   host checks and the selftests on two QEMU hosts (the
+#                   core suite, TEST_PROGS: ~20-35 min warm under TCG)
+#   make test-full  the same with every selftest: TEST_PROGS_EXTENDED too
+#                   and perftest.sh's and rdma_cm.sh's size sweeps
+#                   (METAROCE_SUITE=full; ~60-95 min warm)
 #   make demo       boot two hosts and show the device and rxe side by side
 #   make bench      the benchmark suite on two QEMU hosts: report and plots
 #                   (BENCH_QUICK=1: the ~5 minute subset); see selftests/bench
@@ -63,7 +67,7 @@ INSTALL_KREL = $(shell cat $(INSTALL_KDIR)/include/config/kernel.release 2>/dev/
 MANDIR ?= /usr/share/man
 DEB_OUT ?= $(CURDIR)/build/deb
 
-.PHONY: all modules modules-checked clean deps kernel check fmt fmt-check test test-kasan test-package demo selftests provider \
+.PHONY: all modules modules-checked clean deps kernel check fmt fmt-check test test-full test-kasan test-package demo selftests provider \
 	install uninstall deb bench bench-profile
 
 all: modules
@@ -145,6 +149,10 @@ test-package: kernel provider deb
 test: deps
 	$(MAKE) check
 	$(MAKE) selftests
+
+test-full: deps
+	$(MAKE) check
+	METAROCE_SUITE=full $(MAKE) selftests
 
 test-kasan: deps provider
 	METAROCE_KERNEL=kasan selftests/rig/kernel.sh >/dev/null

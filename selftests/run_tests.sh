@@ -1,5 +1,6 @@
 #!/bin/bash
-# Runs TEST_PROGS from the Makefile one by one, each under the timeout in
+# Runs TEST_PROGS from the Makefile (then, with METAROCE_SUITE=full,
+# TEST_PROGS_EXTENDED: make test-full) one by one, each under the timeout in
 # `settings` (a `timeout_NAME=S` line there gives test NAME.sh its own;
 # METAROCE_TIMEOUT_SCALE multiplies them, for slow kernels), and
 # prints KTAP. Exit status: 0 only if none failed. The last
@@ -7,9 +8,17 @@
 cd "$(dirname "$0")" || exit 1
 KSFT_SKIP=4
 timeout_s=$(sed -n 's/^timeout=//p' settings)
+# make_list NAME: the tests of assignment NAME in the Makefile.
+make_list() {
+	sed -n "/^$1 *:=/,/[^\\]\$/p" Makefile | sed "s/^$1 *:= *//; s/\\\\//g"
+}
 # shellcheck disable=SC2207
-tests=($(sed -n '/^TEST_PROGS/,/[^\\]$/p' Makefile | sed 's/^TEST_PROGS *:= *//; s/\\//g'))
+tests=($(make_list TEST_PROGS))
+# shellcheck disable=SC2207
+[ "${METAROCE_SUITE:-}" = full ] && tests+=($(make_list TEST_PROGS_EXTENDED))
 [ -n "${METAROCE_TESTS:-}" ] && read -ra tests <<< "$METAROCE_TESTS"
+# --list: the tests this environment selects, one per line, none run.
+[ "${1:-}" = --list ] && { printf '%s\n' "${tests[@]}"; exit 0; }
 
 echo "TAP version 13"
 echo "1..${#tests[@]}"

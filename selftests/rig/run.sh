@@ -9,14 +9,15 @@
 #   run.sh 'CMD'          any command on A (with peer.py for B)
 #
 # Environment: METAROCE_PLANES, METAROCE_ACCEL=auto|kvm|tcg (auto probes
-# KVM once per machine and kernel), METAROCE_RIG_TIMEOUT (s, default 4800; 10800 with METAROCE_KERNEL=kasan),
+# KVM once per machine and kernel), METAROCE_RIG_TIMEOUT (s, default 4800; 10800 with METAROCE_KERNEL=kasan
+# or METAROCE_SUITE=full), METAROCE_SUITE (full: the extended tests too, run_tests.sh),
 # METAROCE_OUT (where logs go; default a new dir under /tmp/metaroce-rig).
 set -euo pipefail
 rig=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$rig/../.." && pwd)
 mode=${1:?usage: run.sh selftests|demo|CMD}
 planes=${METAROCE_PLANES:-2}
-timeout_s=${METAROCE_RIG_TIMEOUT:-$([ "${METAROCE_KERNEL:-test}" = kasan ] && echo 10800 || echo 4800)}
+timeout_s=${METAROCE_RIG_TIMEOUT:-$([ "${METAROCE_KERNEL:-test}" = kasan ] || [ "${METAROCE_SUITE:-}" = full ] && echo 10800 || echo 4800)}
 venv=${METAROCE_VENV:-/opt/metaroce-venv}
 export PATH="$venv/bin:$HOME/.cargo/bin:$PATH"
 
@@ -35,7 +36,7 @@ rm -f "$out"/*.dmesg "$out"/A.rc "$out"/tap.txt
 # The guests do not inherit this environment: pass what the tests read.
 # A KASAN kernel runs every test ~2-3x slower: their timeouts scale.
 [ "${METAROCE_KERNEL:-test}" = kasan ] && export METAROCE_TIMEOUT_SCALE=${METAROCE_TIMEOUT_SCALE:-3}
-declare -p METAROCE_TESTS METAROCE_TIMEOUT_SCALE METAROCE_REPEAT METAROCE_MANY_QPS 2>/dev/null | sed 's/^declare -x/export/; s/^declare --/export/' > "$out/env" || true
+declare -p METAROCE_TESTS METAROCE_SUITE METAROCE_TIMEOUT_SCALE METAROCE_REPEAT METAROCE_MANY_QPS 2>/dev/null | sed 's/^declare -x/export/; s/^declare --/export/' > "$out/env" || true
 
 # A killed vng can leave its qemu behind: on exit, stop this run's VMs
 # (their command lines name $out).
