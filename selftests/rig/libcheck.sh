@@ -216,4 +216,59 @@ EOF
 	expect "rping_pings: its size (-S 17)" "$(bash -c '. "$1"; rping_pings "$2" 17' _ "$lib" "$tmp/out")" "1 1"
 fi
 
+# perftest_pair runs perftest again when perftest itself failed under TCG
+# (its CPU clock fit, here on host B, or the -R REJ race), at most twice;
+# any other failure, or a third, fails the test. ib_fake_bw is the client:
+# its Nth run prints line N of $FAKE_RUNS ("ok", "clock": host B's fit
+# failed, "aclock": its own, or "refused").
+cat > "$tmp/bin/ib_fake_bw" << 'EOF2'
+#!/bin/sh
+n=$(($(cat "$FAKE_COUNT" 2> /dev/null || echo 0) + 1))
+echo $n > "$FAKE_COUNT"
+case $(sed -n "${n}p" "$FAKE_RUNS") in
+ok) echo " 65536      200     4.95     1.33     0.000021"; exit 0 ;;
+clock) echo " 65536      200     4.95     1.33     0.000021"; exit 124 ;;
+aclock) printf 'Correlation coefficient r^2: 0.736851 < 0.9\nCan'"'"'t produce a report\n'; exit 1 ;;
+*) echo "Couldn't connect to 198.18.0.2"; exit 1 ;;
+esac
+EOF2
+chmod +x "$tmp/bin/ib_fake_bw"
+# pair RUNS...: perftest_pair with the client runs RUNS, host B's server
+# reporting the clock failure while the client's run is "clock"; prints
+# the status, the client's runs, the reruns logged and the result.
+pair() {
+	printf '%s\n' "$@" > "$tmp/runs"
+	rm -f "$tmp/count" "$tmp/res"
+	(
+		# shellcheck source=/dev/null
+		. "$lib"
+		# shellcheck disable=SC2317
+		peer() { :; }
+		# shellcheck disable=SC2317
+		peer_spawn() { echo job; }
+		# shellcheck disable=SC2317
+		peer_listening() { :; }
+		# shellcheck disable=SC2317
+		peer_wait() { :; }
+		# shellcheck disable=SC2317
+		peer_poll() {
+			[ "$(sed -n "$(cat "$tmp/count")p" "$tmp/runs")" = clock ] &&
+				printf 'Correlation coefficient r^2: 0.736851 < 0.9\nCan'"'"'t produce a report\n'
+			return 0
+		}
+		export FAKE_RUNS=$tmp/runs FAKE_COUNT=$tmp/count
+		(perftest_pair 5 "-p 1" "-p 1" 198.18.0.2 ib_fake_bw -s 65536 > "$tmp/log" && echo "res $res" > "$tmp/res")
+		echo "status $? $(cat "$tmp/res" 2> /dev/null || echo "res none") runs $(cat "$tmp/count")" \
+			"reruns $(grep -c "clock estimate failed (Correlation coefficient r^2: 0.736851 < 0.9): once more" "$tmp/log")"
+	) 2> /dev/null
+}
+expect "perftest_pair: a clock failure on host B, then a pass" "$(pair clock ok)" \
+	"status 0 res  65536      200     4.95     1.33     0.000021 runs 2 reruns 1"
+expect "perftest_pair: a clock failure on host A, then a pass" "$(pair aclock ok)" \
+	"status 0 res  65536      200     4.95     1.33     0.000021 runs 2 reruns 1"
+expect "perftest_pair: two clock failures, then a pass" "$(pair clock clock ok)" \
+	"status 0 res  65536      200     4.95     1.33     0.000021 runs 3 reruns 2"
+expect "perftest_pair: three clock failures fail" "$(pair clock clock clock)" "status 1 res none runs 3 reruns 2"
+expect "perftest_pair: another failure is not run again" "$(pair refused ok)" "status 1 res none runs 1 reruns 0"
+
 expect_summary "lib.sh check"
