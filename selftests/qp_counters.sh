@@ -53,8 +53,9 @@ check_counter() {
 # check_details: the transport's per-path state of $qpn in `rdma resource
 # show qp -dd` (rust/driver/qp_details.rs) describes the running ping-pong:
 # its paths are on plane 0 with source ports from the dynamic range, every
-# active path carried data (spraying), and what they sent grew with the
-# traffic; the unprivileged view without -dd has none of it.
+# active path carried data (spraying), what they sent grew with the
+# traffic, and the QP's totals hold its paths' counts; the unprivileged
+# view without -dd has none of it.
 check_details() {
 	local d1 d2
 	d1=$(rdma -j -dd resource show qp link mr0/1 lqpn "$qpn" 2>&1)
@@ -81,7 +82,11 @@ for k in paths:
 for k in active:
     assert after[f"p{k}_sent"] > before.get(f"p{k}_sent", 0), f"path {k} sent nothing in 2 s"
     assert after[f"p{k}_srtt_us"] > 0, f"path {k} has no RTT sample"
-print("paths", len(paths), "sent", [after[f"p{k}_sent"] for k in paths])
+# The QP's totals count its paths' packets, and those of paths closed since.
+assert after["sent"] >= sum(after[f"p{k}_sent"] for k in paths), f"QP sent {after['sent']}"
+assert after["retx"] <= after["sent"] and after["retx"] >= sum(after[f"p{k}_retx"] for k in paths)
+assert after["sent"] > before["sent"], "the QP sent nothing in 2 s"
+print("paths", len(paths), "sent", [after[f"p{k}_sent"] for k in paths], "QP sent", after["sent"], "retx", after["retx"])
 PY
 	rdma -j resource show qp link mr0/1 lqpn "$qpn" | grep -q '"drv_\|p0_sent' &&
 		fail "driver details shown without -dd"

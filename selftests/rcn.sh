@@ -36,7 +36,8 @@
 #   receivers).
 # - Goodput per QP, for Jain's fairness index: the data packets each
 #   sender sent between the first and the last steady reading, from its
-#   paths' counters (pK_sent - pK_retx), one window for all N. perftest
+#   totals (sent - retx; not its listed paths' counters, which a dump of
+#   4 QPs cut short for one of them), one window for all N. perftest
 #   reports one number for all its QPs, and times it with the TSC at
 #   /proc/cpuinfo's MHz, which TCG does not keep to.
 # - The bottleneck's backlog: sampled every 0.5 s by tc alone (about

@@ -13,32 +13,31 @@
 # per ib_write_bw RC QP in RTR or RTS (the WRITE server's stay in RTR):
 # "LQPN HINT DATA PATH...", HINT the driver attribute FIELD
 # (rate_hint_kbps, the hint in kbit/s a sender obeys; rx_rate_hint_kbps,
-# the one a receiver's ACKs carry), "?" if missing; DATA the data packets the QP's
-# sender sent, each counted once (pK_sent - pK_retx over its paths); and
-# each path as pK/SPORT=DATA, so that a path opened between two readings
-# is told from the one it replaced (its counts start at 0). Without -p,
-# iproute2 prints a QP on one line, its driver attributes as "drv_NAME
-# VALUE".
+# the one a receiver's ACKs carry), "?" if missing; DATA the data packets the
+# QP's sender sent since it connected, each counted once (sent - retx: the
+# QP's totals, which a dump that had no room for some of its paths still
+# gives whole); and each path listed as pK/SPORT=DATA (pK_sent - pK_retx),
+# for the log. Without -p, iproute2 prints a QP on one line, its driver
+# attributes as "drv_NAME VALUE".
 qp_table() {
 	awk -v field="drv_$1" '
 	/ type RC / && / state RT[RS] / && / comm ib_write_bw( |$)/ {
-		lqpn = "?"; hint = "?"; data = 0; paths = ""
+		lqpn = "?"; hint = "?"; sent = 0; retx = 0; paths = ""
 		split("", p); split("", slots)
 		for (i = 1; i < NF; i++) {
 			if ($i == "lqpn") lqpn = $(i + 1)
 			else if ($i == field) hint = $(i + 1)
+			else if ($i == "drv_sent") sent = $(i + 1)
+			else if ($i == "drv_retx") retx = $(i + 1)
 			else if ($i ~ /^drv_p[0-9]+_(sport|sent|retx)$/) {
 				split($i, f, "_")
 				p[f[2], f[3]] = $(i + 1)
 				slots[f[2]] = 1
 			}
 		}
-		for (k in slots) {
-			d = p[k, "sent"] - p[k, "retx"]
-			data += d
-			paths = paths " " k "/" p[k, "sport"] "=" d
-		}
-		print lqpn, hint, data paths
+		for (k in slots)
+			paths = paths " " k "/" p[k, "sport"] "=" p[k, "sent"] - p[k, "retx"]
+		print lqpn, hint, sent - retx paths
 	}'
 }
 
@@ -58,16 +57,12 @@ qp_progressed() {
 }
 
 # qp_sent_between OLD NEW: for each QP of qp_table file NEW, in its order,
-# the data packets it sent since qp_table file OLD: path by path (slot and
-# source port), a path OLD lacks counted whole; space separated.
+# the data packets it sent since qp_table file OLD (a QP OLD lacks counted
+# whole); space separated.
 qp_sent_between() {
 	awk '
-	FILENAME == ARGV[1] { for (i = 4; i <= NF; i++) { split($i, a, "="); before[$1, a[1]] = a[2] } next }
-	{
-		d = 0
-		for (i = 4; i <= NF; i++) { split($i, a, "="); d += a[2] - before[$1, a[1]] }
-		out = out (FNR > 1 ? " " : "") d
-	}
+	FILENAME == ARGV[1] { before[$1] = $3; next }
+	{ out = out (FNR > 1 ? " " : "") $3 - before[$1] }
 	END { print out }' "$1" "$2"
 }
 

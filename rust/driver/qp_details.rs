@@ -15,14 +15,17 @@
 //! share, `rcn.rs`), `payload` (bytes a
 //! packet of the messages posted now carries: the agreed size, or the path
 //! MTU), `agreed_payload` (the size agreed with the peer, 0 for none,
-//! protocol.md 1.8), then for each path in use,
+//! protocol.md 1.8), `sent` and `retx` (data packets the QP sent since it
+//! connected, retransmissions included, and of them retransmissions: its
+//! paths' counts, the closed ones' too), then for each path in use,
 //! by slot `K`: `pK_plane`, `pK_sport`, `pK_state`, `pK_cwnd` (packets),
 //! `pK_srtt_us`, `pK_min_rtt_us`, `pK_inflight`, and since the path opened
 //! `pK_sent` (data packets, retransmissions included), `pK_retx` (of them
 //! retransmissions), `pK_lost` (declared lost from SACK holes), `pK_rtos`
 //! (retransmission timeouts). The core's message for one QP has room for
-//! about ten paths: the paths that do not fit are left out whole, and
-//! `paths` still counts them.
+//! about ten paths, and a dump of all QPs shares each message among several:
+//! the paths that do not fit are left out whole, `paths` still counts them
+//! and `sent` and `retx` still count their packets.
 
 use kernel::c_str;
 use kernel::prelude::*;
@@ -44,6 +47,8 @@ pub(crate) fn write(sender: &Sender, receiver: &Receiver, out: &mut Details<'_>)
     out.u32(format_args!("rx_rate_hint_kbps"), receiver.rate_hint_kbps())?;
     out.u32(format_args!("payload"), sender.payload())?;
     out.u32(format_args!("agreed_payload"), receiver.payload())?;
+    out.u64(format_args!("sent"), sender.stats().data_packets)?;
+    out.u64(format_args!("retx"), sender.stats().retransmits)?;
     for p in sender.used_paths() {
         if out.group(|g| write_path(g, p)).is_err() {
             // No room for this path: it and the rest are left out.

@@ -19,21 +19,27 @@ trap cleanup EXIT
 . "$rig/../rcn_readings.sh"
 
 # qp LQPN STATE HINT RX_HINT PATH...: a QP's line (hints in kbit/s), each PATH
-# SPORT:SENT:RETX (slots 0, 1...).
+# SPORT:SENT:RETX (slots 0, 1...), or x:SENT:RETX for one closed since (it
+# counts in the QP's sent and retx, unlisted); with CUT set, only path 0
+# listed (a dump out of room).
 qp() {
-	local lqpn=$1 state=$2 k=0 p sport sent retx
-	printf 'link mr0/1 lqpn %s rqpn %s type RC state %s rq-psn 2076252 sq-psn 4435639 path-mig-state MIGRATED pdn 1 pid 935 comm ib_write_bw ' \
-		"$lqpn" $((lqpn + 1000)) "$state"
-	printf 'drv_paths %s drv_active_paths %s drv_qwnd 11 drv_inflight 11 drv_outstanding 16 drv_rate_hint_kbps %s drv_rx_rate_hint_kbps %s ' \
-		$(($# - 4)) $(($# - 4)) "$3" "$4"
+	local lqpn=$1 state=$2 hint=$3 rx_hint=$4 k=0 p sport sent retx all=0 allretx=0 listed="" n=0
 	shift 4
 	for p; do
 		IFS=: read -r sport sent retx <<< "$p"
-		printf 'drv_p%d_plane 0 drv_p%d_sport %s drv_p%d_state active drv_p%d_cwnd 2 drv_p%d_srtt_us 5927 drv_p%d_min_rtt_us 1550 drv_p%d_inflight 2 drv_p%d_sent %s drv_p%d_retx %s drv_p%d_lost 0 drv_p%d_rtos 1 ' \
-			$k $k "$sport" $k $k $k $k $k $k "$sent" $k "$retx" $k $k
+		all=$((all + sent)) allretx=$((allretx + retx))
+		[[ $sport == x* ]] && continue
+		n=$((n + 1))
+		[ -n "${CUT:-}" ] && [ $k -gt 0 ] && continue
+		listed+=$(printf 'drv_p%d_plane 0 drv_p%d_sport %s drv_p%d_state active drv_p%d_cwnd 2 drv_p%d_srtt_us 5927 drv_p%d_min_rtt_us 1550 drv_p%d_inflight 2 drv_p%d_sent %s drv_p%d_retx %s drv_p%d_lost 0 drv_p%d_rtos 1 ' \
+			$k $k "$sport" $k $k $k $k $k $k "$sent" $k "$retx" $k $k)
 		k=$((k + 1))
 	done
-	echo
+	printf 'link mr0/1 lqpn %s rqpn %s type RC state %s rq-psn 2076252 sq-psn 4435639 path-mig-state MIGRATED pdn 1 pid 935 comm ib_write_bw ' \
+		"$lqpn" $((lqpn + 1000)) "$state"
+	printf 'drv_paths %s drv_active_paths %s drv_qwnd 11 drv_inflight 11 drv_outstanding 16 drv_rate_hint_kbps %s drv_rx_rate_hint_kbps %s drv_sent %s drv_retx %s ' \
+		$n $n "$hint" "$rx_hint" $all $allretx
+	echo "$listed"
 }
 gsi='link mr0/1 lqpn 1 type GSI state RTS sq-psn 0 comm [ib_core]'
 
@@ -58,6 +64,10 @@ expect "qp_hints" "$(qp_hints "$tmp/a1")" "2500 2500 3333 2500"
 expect "qp_data" "$(qp_data "$tmp/a1")" "200 200 295 400"
 expect "qp_table: rx_rate_hint_kbps is another field" "$(qp_table rx_rate_hint_kbps < "$tmp/a1.txt" | cut -d' ' -f2 | tr '\n' ' ')" "0 0 0 0 "
 expect "qp_table: a missing field is ?" "$(qp_table no_such < "$tmp/a1.txt" | cut -d' ' -f2 | tr '\n' ' ')" "? ? ? ? "
+# rcn.sh's Jain 0.855 of 2026-12-03: a dump of 4 QPs had room for one
+# path of the third, whose share then read as a quarter.
+expect "qp_table: a QP whose paths a dump cut counts all its packets" \
+	"$(CUT=1 qp 24 RTS 2500 0 50011:100:0 50012:100:0 50013:100:0 50014:100:0 | qp_table rate_hint_kbps)" "24 2500 400 p0/50011=100"
 expect "qp_table: no QPs, no lines" "$(echo "$gsi" | qp_table rate_hint_kbps | wc -l)" "0"
 # Host B: the server's QPs stay in RTR.
 qp_table rx_rate_hint_kbps <<< "$gsi
@@ -68,11 +78,11 @@ $(qp 36 RTR 0 2500)" > "$tmp/b1"
 expect "qp_table: the receivers in RTR" "$(qp_hints "$tmp/b1")" "2500 2500 3333 2500"
 
 # Later readings: all grew; then QP 18 stalled; QP 17's path 1 replaced.
-qp_table rate_hint_kbps > "$tmp/a2" <<< "$(qp 17 RTS 2500 0 50001:150:0 50009:60:0)
+qp_table rate_hint_kbps > "$tmp/a2" <<< "$(qp 17 RTS 2500 0 50001:150:0 x:110:10 50009:60:0)
 $(qp 18 RTS 2500 0 50003:260:0)
 $(qp 19 RTS 2500 0 50004:360:5 50005:20:0)
 $(qp 20 RTS 2500 0 50006:470:0)"
-qp_table rate_hint_kbps > "$tmp/a3" <<< "$(qp 17 RTS 2500 0 50001:200:0 50009:70:0)
+qp_table rate_hint_kbps > "$tmp/a3" <<< "$(qp 17 RTS 2500 0 50001:200:0 x:110:10 50009:70:0)
 $(qp 18 RTS 2500 0 50003:260:0)
 $(qp 19 RTS 2500 0 50004:400:5 50005:20:0)
 $(qp 20 RTS 2500 0 50006:500:0)"
@@ -90,7 +100,7 @@ qp_progressed "$tmp/empty" "$tmp/a2" 4
 expect "qp_progressed: nothing before" "$?" "1"
 qp_progressed "$tmp/a1" "$tmp/a2" 3
 expect "qp_progressed: N QPs, not more" "$?" "1"
-expect "qp_sent_between: per path, a new path whole" "$(qp_sent_between "$tmp/a1" "$tmp/a3")" "170 60 120 100"
+expect "qp_sent_between: the QPs' totals, a replaced path's packets kept" "$(qp_sent_between "$tmp/a1" "$tmp/a3")" "170 60 120 100"
 expect "qp_sent_between: a QP not there before, whole" "$(qp_sent_between "$tmp/a2-three" "$tmp/a3")" "60 0 40 500"
 expect "jain: equal shares" "$(jain 5 5 5 5)" "1.000 20"
 expect "jain: one has it all" "$(jain 0 0 0 8)" "0.250 8"
@@ -121,10 +131,10 @@ expect "peer_text: no output" "$(peer_text true; echo "status $?")" "status 0"
 mkdir "$tmp/r"
 for k in 1 2 3; do
 	cp "$tmp/a1.txt" "$tmp/a.txt"
-	[ $k -gt 1 ] && sed -i "s/drv_p0_sent \([0-9]*\)/drv_p0_sent \1$k/g" "$tmp/a.txt"
+	[ $k -gt 1 ] && sed -i "s/drv_sent \([0-9]*\)/drv_sent \1$k/g" "$tmp/a.txt"
 	FAKE_RDMA=$tmp/a.txt qp_reading "$tmp/r" $k
 done
-expect "qp_reading: host A's senders" "$(cut -d' ' -f1-3 "$tmp/r/a.2")" "17 2500 1102
+expect "qp_reading: host A's senders" "$(cut -d' ' -f1-3 "$tmp/r/a.2")" "17 2500 2092
 18 2500 2002
 19 3333 2997
 20 2500 4002"
