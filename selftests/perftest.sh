@@ -36,8 +36,10 @@ run() { # test args...
 	esac
 	log "ok: $t $*: $res"
 }
-# The legacy post_send API.
+# The legacy post_send API; 4 MiB goes as four engine messages of 1 MiB,
+# the most one carries (1024 packets at a 1024-byte MTU).
 run ib_write_bw -n 200 -s 65536 --use_old_post_send
+run ib_write_bw -n 5 -s 4194304 --use_old_post_send
 run ib_send_bw -n 200 -s 4096 --use_old_post_send
 run ib_read_bw -n 100 -s 65536 --use_old_post_send
 run ib_write_lat -n 200 -s 2 --use_old_post_send
