@@ -27,7 +27,11 @@
 #   the QPs end within those seconds.
 # - A reading: `rdma -dd resource show qp` on each host at once, A's run
 #   here, B's through the peer channel from bash, each reduced by awk
-#   (rcn_readings.sh); about one a second, no Python in the loop.
+#   (rcn_readings.sh), no Python in the loop; one every 2 s before the
+#   traffic, 5-6 s during it, and 12-17 s late in a long suite run.
+# - So a run lasts until STEADY readings are steady, not a fixed time:
+#   then both sides are stopped (SECS, perftest's -D, is the cap). With
+#   -D 30 a run sometimes had one steady reading.
 # - A reading is steady when both hosts list the N QPs and every sender on
 #   A sent new data both since the reading before and by the reading after
 #   it: all N were sending around it, none starting or draining. The hints
@@ -58,7 +62,8 @@
 . "$(dirname "$0")/rcn_readings.sh"
 N=4
 RATE=${METAROCE_RCN_RATE:-10}     # Mbit/s at the bottleneck
-SECS=${METAROCE_RCN_SECS:-30}     # ib_write_bw -D
+SECS=${METAROCE_RCN_SECS:-120}    # ib_write_bw -D: the most a run lasts
+STEADY=4                          # steady readings that end a run
 SIZE=65536
 DEPTH=16
 PORT=18830
@@ -117,8 +122,9 @@ backlog_sampler() {
 	done > "$1" 2> /dev/null
 }
 
-# incast LABEL: ib_write_bw with N QPs from A into B for SECS seconds
-# through a fresh bottleneck; logs and sets $goodputs (data packets per
+# incast LABEL: ib_write_bw with N QPs from A into B through a fresh
+# bottleneck, until STEADY readings are steady (then both sides are
+# stopped) or for SECS seconds; logs and sets $goodputs (data packets per
 # QP over the steady window), $jain, $rate (data packets/s of all), $drops
 # and $marked (whole run), $wdrops and $wmarked (steady window), $bmax,
 # $bmean, $bcount, $hints_a, $hints_b.
@@ -137,7 +143,7 @@ incast() {
 	backlog_sampler "$work/backlog" &
 	sampler=$!
 	t0=$(now_us)
-	while kill -0 "$pid" 2> /dev/null; do
+	while [ ${#steadies[@]} -lt $STEADY ] && kill -0 "$pid" 2> /dev/null; do
 		k=$((k + 1))
 		qp_reading "$dir" $k
 		log "$label: +$((($(< "$dir/t.$k") - t0) / 1000)) ms: A hints (kbit/s) [$(qp_hints "$dir/a.$k")] data [$(qp_data "$dir/a.$k")], B hints [$(qp_hints "$dir/b.$k")]"
@@ -146,12 +152,21 @@ incast() {
 		fi
 		sleep 1
 	done
-	wait "$pid" || fail "$label: the client failed on A: $(tail -5 "$out")"
-	peer_wait "$job" 90 > /dev/null || fail "$label: the server failed on B"
+	if kill -0 "$pid" 2> /dev/null; then
+		# Enough readings: what perftest would say at -D's end is not
+		# used (its clock is the TSC, above).
+		kill "$pid"
+		wait "$pid"
+		peer "pkill -x ib_write_bw" > /dev/null
+		peer_wait "$job" 30 > /dev/null
+	else
+		wait "$pid" || fail "$label: the client failed on A: $(tail -5 "$out")"
+		peer_wait "$job" 90 > /dev/null || fail "$label: the server failed on B"
+		log "$label: perftest (all $N QPs): $(awk -v s=$SIZE '$1 == s { print; exit }' "$out")"
+	fi
 	kill "$sampler" 2> /dev/null
 	wait "$sampler" 2> /dev/null
 	sampler=""
-	log "$label: perftest (all $N QPs): $(awk -v s=$SIZE '$1 == s { print; exit }' "$out")"
 	read -r drops marked <<< "$(qdisc_stat)"
 	log "$label: bottleneck: $(tc -s qdisc show dev "$PLANE0_DEV" | tr '\n' ' ')"
 	[ ${#steadies[@]} -ge 2 ] ||

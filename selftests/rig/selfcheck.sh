@@ -55,12 +55,12 @@ check "expect_err rejects a wrong error" 1 env METAROCE_TESTS=rig/fixtures/wrong
 check "runner summary counts a failure" 0 sh -c "METAROCE_TESTS='rig/fixtures/passes.sh rig/fixtures/fails.sh' '$sel/run_tests.sh' | grep -qx 'selftests: 1 passed, 1 failed, 0 skipped'"
 # The suites: make test's core list leaves the slow tests to make
 # test-full, which runs both lists; every test script is in one of them,
-# or is package.sh (make test-package) or rcn.sh (by name: selftests/Makefile).
+# or is package.sh, run by its own target (make test-package).
 "$sel/run_tests.sh" --list > "$tmp/core"
 METAROCE_SUITE=full "$sel/run_tests.sh" --list > "$tmp/full"
 check "make test's core suite leaves dissect.sh to the full suite" 1 grep -qx dissect.sh "$tmp/core"
 check "the full suite runs the core suite first, then the extended tests" 0 sh -c "head -n $(wc -l < "$tmp/core") '$tmp/full' | cmp -s - '$tmp/core' && grep -qx dissect.sh '$tmp/full'"
-(cd "$sel" && ls ./*.sh | sed 's|^\./||' | grep -vx -e lib.sh -e run_tests.sh -e rcn_readings.sh -e package.sh -e rcn.sh) | sort > "$tmp/scripts"
+(cd "$sel" && ls ./*.sh | sed 's|^\./||' | grep -vx -e lib.sh -e run_tests.sh -e rcn_readings.sh -e package.sh) | sort > "$tmp/scripts"
 check "every test script is in a suite" 0 sh -c "sort '$tmp/full' | cmp -s - '$tmp/scripts' || { sort '$tmp/full' | diff - '$tmp/scripts'; exit 1; }"
 rm -rf "$tmp"
 echo "rig selfcheck: $pass passed, $fail failed"
