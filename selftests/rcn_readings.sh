@@ -4,8 +4,8 @@
 # `rdma -dd resource show qp` prints of them (rust/driver/qp_details.rs),
 # reduced by awk to one line per QP, with host B's taken through the rig's
 # peer channel from bash. Nothing here starts Python, which takes about a
-# second in a TCG guest: rcn.sh takes a reading every second or so while
-# perftest busy-polls the only vCPU. selftests/rig/rcncheck.sh checks these
+# second in a TCG guest: rcn.sh takes readings back to back, a few seconds
+# each, while perftest busy-polls the only vCPU. selftests/rig/rcncheck.sh checks these
 # on the host with captured outputs. (qdisc_window starts Python once, after
 # a run; rcn_judge is rcn.sh's assertions, checked there too.)
 
