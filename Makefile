@@ -4,7 +4,7 @@
 #   make            build rust/metaroce.ko against $(KDIR)
 #   make test       install deps, build the test kernel and module, run the
 #                   host checks and the selftests on two QEMU hosts (the
-#                   core suite, TEST_PROGS: ~20-35 min warm under TCG)
+#                   core suite, TEST_PROGS: ~25-40 min warm under TCG)
 #   make test-full  the same with every selftest: TEST_PROGS_EXTENDED too
 #                   and perftest.sh's and rdma_cm.sh's size sweeps
 #                   (METAROCE_SUITE=full; ~60-95 min warm)

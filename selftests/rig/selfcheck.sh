@@ -56,8 +56,8 @@ check "runner summary counts a failure" 0 sh -c "METAROCE_TESTS='rig/fixtures/pa
 # The suites: make test's core list leaves the slow tests to make
 # test-full, which runs both lists; every test script is in one of them,
 # or is package.sh, run by its own target (make test-package).
-"$sel/run_tests.sh" --list > "$tmp/core"
-METAROCE_SUITE=full "$sel/run_tests.sh" --list > "$tmp/full"
+env -u METAROCE_TESTS -u METAROCE_SUITE "$sel/run_tests.sh" --list > "$tmp/core"
+env -u METAROCE_TESTS METAROCE_SUITE=full "$sel/run_tests.sh" --list > "$tmp/full"
 check "make test's core suite leaves dissect.sh to the full suite" 1 grep -qx dissect.sh "$tmp/core"
 check "the full suite runs the core suite first, then the extended tests" 0 sh -c "head -n $(wc -l < "$tmp/core") '$tmp/full' | cmp -s - '$tmp/core' && grep -qx dissect.sh '$tmp/full'"
 (cd "$sel" && ls ./*.sh | sed 's|^\./||' | grep -vx -e lib.sh -e run_tests.sh -e rcn_readings.sh -e package.sh) | sort > "$tmp/scripts"
