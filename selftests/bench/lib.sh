@@ -246,21 +246,48 @@ mr_down() {
 # pt_run TOOL TIMEOUT ARGS...: server on B, client on A, with the current
 # transport's device arguments. Client output in $PT_OUT (the server's is
 # appended). Returns the client's exit status.
+# perftest times a run in CPU cycles, their rate fitted to gettimeofday over
+# 200 short busy waits; a TCG scheduling gap among them spoils the fit
+# ("Correlation coefficient r^2 < 0.9", "Can't produce a report") and that
+# side exits after its traffic without the closing exchange, so its peer
+# waits for its bound. That is perftest's failure, not the transport's: the
+# point is run again, twice at most (as perftest_pair does in the
+# selftests), each try's output kept in raw/ and the retry in the log.
 PT_PORT=18515
 pt_run() {
-	local tool=$1 tmo=$2 job rc=1 try
+	local tool=$1 tmo=$2 job rc=1 try attempt
 	shift 2
-	PT_OUT=$(raw_name "$tool $*")
-	job=$(peer_spawn "timeout $tmo $tool $TP_SRV $* -p $PT_PORT -F 2>&1") ||
-		{ echo "peer_spawn failed: $job" > "$PT_OUT"; return 1; }
-	for try in 1 2 3 4 5 6 7 8; do
-		sleep 1
-		timeout "$tmo" "$tool" $TP_CLI "$@" -p "$PT_PORT" -F "$TP_TARGET" > "$PT_OUT" 2>&1
-		rc=$?
-		# Retry only while the server is not listening yet.
-		grep -qE "Couldn't connect|Unable to perform rdma_client|Failed to connect|Connection refused" "$PT_OUT" || break
+	for attempt in 1 2 3; do
+		PT_OUT=$(raw_name "$tool $*")
+		[ "$attempt" -gt 1 ] && PT_OUT=$PT_OUT.try$attempt
+		job=$(peer_spawn "timeout $tmo $tool $TP_SRV $* -p $PT_PORT -F 2>&1") ||
+			{ echo "peer_spawn failed: $job" > "$PT_OUT"; return 1; }
+		for try in 1 2 3 4 5 6 7 8; do
+			sleep 1
+			timeout "$tmo" "$tool" $TP_CLI "$@" -p "$PT_PORT" -F "$TP_TARGET" > "$PT_OUT" 2>&1
+			rc=$?
+			# Retry only while the server is not listening yet.
+			grep -qE "Couldn't connect|Unable to perform rdma_client|Failed to connect|Connection refused" "$PT_OUT" || break
+		done
+		# A client that gave up on its clock leaves the server waiting
+		# for the closing exchange: end that server (this port's only)
+		# rather than wait for its bound.
+		echo "--- server (host B)" >> "$PT_OUT"
+		if grep -q "Can't produce a report" "$PT_OUT"; then
+			local srv
+			srv=$(peer_poll "$job" 10 2>&1)
+			if grep -q "^peer: job $job still running" <<< "$srv"; then
+				# [x]yz: the pattern does not match the shell that runs pkill.
+				peer "pkill -f -- '[${tool:0:1}]${tool:1} .*-p $PT_PORT -F'" > /dev/null 2>&1
+				srv=$(peer_wait "$job" 30 2>&1)
+			fi
+			echo "$srv" >> "$PT_OUT"
+		else
+			peer_wait "$job" $((tmo + 15)) >> "$PT_OUT" 2>&1
+		fi
+		grep -q "Can't produce a report" "$PT_OUT" && [ "$attempt" -lt 3 ] || break
+		note "$tool $*: perftest's CPU clock estimate failed ($(grep -m1 "Correlation coefficient" "$PT_OUT")): once more"
 	done
-	{ echo "--- server (host B)"; peer_wait "$job" $((tmo + 15)); } >> "$PT_OUT" 2>&1
 	return $rc
 }
 # pt_bw SIZE -> BW average [MiB/s] of the client output. A line with

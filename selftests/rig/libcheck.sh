@@ -229,6 +229,7 @@ case $(sed -n "${n}p" "$FAKE_RUNS") in
 ok) echo " 65536      200     4.95     1.33     0.000021"; exit 0 ;;
 clock) echo " 65536      200     4.95     1.33     0.000021"; exit 124 ;;
 aclock) printf 'Correlation coefficient r^2: 0.736851 < 0.9\nCan'"'"'t produce a report\n'; exit 1 ;;
+broken) echo "Failed to modify QP 17 to RTR"; exit 1 ;;
 *) echo "Couldn't connect to 198.18.0.2"; exit 1 ;;
 esac
 EOF2
@@ -270,5 +271,45 @@ expect "perftest_pair: two clock failures, then a pass" "$(pair clock clock ok)"
 	"status 0 res  65536      200     4.95     1.33     0.000021 runs 3 reruns 2"
 expect "perftest_pair: three clock failures fail" "$(pair clock clock clock)" "status 1 res none runs 3 reruns 2"
 expect "perftest_pair: another failure is not run again" "$(pair refused ok)" "status 1 res none runs 1 reruns 0"
+
+
+# The benchmarks' pt_run (bench/lib.sh) runs a point again on the same
+# clock failure, at most twice; a client that gave up on its clock has
+# its server ended (pkill of this port's server) rather than waited for.
+pt() {
+	printf '%s\n' "$@" > "$tmp/runs"
+	rm -f "$tmp/count"
+	mkdir -p "$tmp/bout/bench/raw"
+	: > "$tmp/bout/bench/log.txt"
+	(
+		export METAROCE_OUT=$tmp/bout FAKE_RUNS=$tmp/runs FAKE_COUNT=$tmp/count
+		# shellcheck source=/dev/null
+		. "$rig/../bench/lib.sh"
+		TP_CLI="-d mr0" TP_SRV="-d mr0" TP_TARGET=198.18.0.2
+		run() { sed -n "$(cat "$tmp/count")p" "$tmp/runs"; }
+		# shellcheck disable=SC2317
+		peer() { echo "peer $*" >> "$tmp/peer"; }
+		# shellcheck disable=SC2317
+		peer_spawn() { echo 7; }
+		# shellcheck disable=SC2317
+		peer_poll() { echo "peer: job 7 still running"; }
+		# shellcheck disable=SC2317
+		peer_wait() {
+			[ "$(run)" = clock ] &&
+				printf 'Correlation coefficient r^2: 0.736851 < 0.9\nCan'"'"'t produce a report\n'
+			return 0
+		}
+		: > "$tmp/peer"
+		pt_run ib_fake_bw 5 -s 65536 > /dev/null
+		echo "status $? bw $(pt_bw 65536 || echo none) runs $(cat "$tmp/count")" \
+			"reruns $(grep -c "clock estimate failed (Correlation coefficient r^2: 0.736851 < 0.9): once more" "$tmp/bout/bench/log.txt")" \
+			"kills $(grep -c "pkill -f -- '\[i\]b_fake_bw .\*-p 18515 -F'" "$tmp/peer")"
+	) 2> /dev/null
+}
+expect "pt_run: a clock failure on host B, then a pass" "$(pt clock ok)" "status 0 bw 1.33 runs 2 reruns 1 kills 0"
+expect "pt_run: a clock failure on host A (its server ended), then a pass" "$(pt aclock ok)" \
+	"status 0 bw 1.33 runs 2 reruns 1 kills 1"
+expect "pt_run: three clock failures fail (the client's status)" "$(pt clock aclock clock)" "status 124 bw 1.33 runs 3 reruns 2 kills 1"
+expect "pt_run: another failure is not run again" "$(pt broken ok)" "status 1 bw none runs 1 reruns 0 kills 0"
 
 expect_summary "lib.sh check"
