@@ -242,6 +242,74 @@ mr_down() {
 	return 0
 }
 
+# ---------------------------------------------------------------- cost
+# host_cost (on the host it runs on): "BUSY TX_PACKETS TX_BYTES RETX RTO":
+# CPU time busy (user, nice, system, irq and softirq of /proc/stat's cpu
+# line, in USER_HZ ticks), the packets and bytes sent on the planes'
+# netdevs, and mr0's retransmissions and rto_timeouts (0 without mr0).
+COST_PROC_STAT=${COST_PROC_STAT:-/proc/stat}
+COST_HW_COUNTERS=${COST_HW_COUNTERS:-/sys/class/infiniband/mr0/ports/1/hw_counters}
+host_cost() {
+	local busy p d txp=0 txb=0 retx=0 rto=0 hc=$COST_HW_COUNTERS
+	busy=$(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8; exit }' "$COST_PROC_STAT")
+	for ((p = 0; p < METAROCE_PLANES; p++)); do
+		d=$PLANE_SYSFS/$(plane_dev "$p")/statistics
+		[ -d "$d" ] || continue
+		txp=$((txp + $(< "$d/tx_packets"))) txb=$((txb + $(< "$d/tx_bytes")))
+	done
+	[ -r "$hc/retransmissions" ] && retx=$(< "$hc/retransmissions") rto=$(< "$hc/rto_timeouts")
+	echo "$busy $txp $txb $retx $rto"
+}
+# cost_begin / cost_end T SCENARIO TEST SIZE QPS PLANES COND REP: what a
+# point cost, from both hosts' host_cost before and after it (issue #11:
+# CPU per byte, ACK frames, timer retransmissions), as samples:
+#   cpu_ms_per_MiB  both guests' busy CPU time per MiB the data sender put
+#                   on its planes (frames with headers: the same yardstick
+#                   for every transport)
+#   busy_pct_A, busy_pct_B  each guest's busy share of the point's time
+#   back_per_data   frames the data receiver sent per frame the data sender
+#                   sent (a one-way transfer: its ACKs; RDMA only, as
+#                   TCP's segmentation offload sends many segments as one
+#                   frame of the netdev's count)
+#   retx_per_data, rto_per_data  MetaRoCE: the sender's retransmitted
+#                   packets and retransmission timeouts per frame it sent
+# The data sender is host A, except for ib_read_bw (B answers the reads).
+cost_begin() {
+	COST_T0=$(date +%s.%N)
+	COST_A=$(host_cost)
+	COST_B=$(peer ". $BENCH_DIR/lib.sh; host_cost" 2> /dev/null)
+}
+cost_end() {
+	local a b t1 line fixed k v
+	t1=$(date +%s.%N)
+	a=$(host_cost)
+	b=$(peer ". $BENCH_DIR/lib.sh; host_cost" 2> /dev/null)
+	line=$(awk -v a0="$COST_A" -v a1="$a" -v b0="$COST_B" -v b1="$b" -v t0="$COST_T0" -v t1="$t1" \
+		-v hz="$(getconf CLK_TCK)" -v t="$1" -v test="$3" '
+	BEGIN {
+		if (split(a0, A0) != 5 || split(a1, A1) != 5 || split(b0, B0) != 5 || split(b1, B1) != 5) exit
+		secs = t1 - t0
+		printf "busy_pct_A %.1f busy_pct_B %.1f", 100 * (A1[1] - A0[1]) / hz / secs, 100 * (B1[1] - B0[1]) / hz / secs
+		# s: the data sender, r: the data receiver
+		for (i = 1; i <= 5; i++) {
+			s[i] = A1[i] - A0[i]; r[i] = B1[i] - B0[i]
+			if (test == "ib_read_bw") { x = s[i]; s[i] = r[i]; r[i] = x }
+		}
+		if (s[3] > 0) printf " cpu_ms_per_MiB %.2f", (s[1] + r[1]) * 1000 / hz / (s[3] / 1048576)
+		if (t != "tcp" && s[2] > 0) printf " back_per_data %.4f", r[2] / s[2]
+		if (t == "metaroce" && s[2] > 0) printf " retx_per_data %.6f rto_per_data %.6f", s[4] / s[2], s[5] / s[2]
+		print ""
+	}')
+	fixed=("${@:1:8}")
+	# shellcheck disable=SC2086
+	set -- $line
+	while [ $# -ge 2 ]; do
+		k=$1 v=$2
+		shift 2
+		csv "${fixed[@]}" "$k" "$v"
+	done
+}
+
 # ---------------------------------------------------------------- perftest
 # pt_run TOOL TIMEOUT ARGS...: server on B, client on A, with the current
 # transport's device arguments. Client output in $PT_OUT (the server's is

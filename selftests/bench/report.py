@@ -498,6 +498,63 @@ def jumbo_section(d, ts, w):
     w(table(["size", "transport", "MTU 1500", "MTU 9000", "9000/1500"], rows))
 
 
+def cost_section(d, ts, tests, w):
+    """What the lossless throughput points cost (suite.sh cost_end): CPU per
+    MiB on both guests, frames back per data frame, MetaRoCE's timers."""
+    if not d.vals(scenario="throughput", metric="cpu_ms_per_MiB"):
+        return
+    w("\n## Cost per byte, acknowledgements and timers (the lossless throughput points)\n\n")
+    w("From both guests' counters before and after each point (the whole perftest run: set-up, its "
+      "margins and the measured 2 s). *CPU ms per MiB*: both guests' busy CPU time (user, system, irq, "
+      "softirq in /proc/stat) per MiB of frames the data sender put on its planes (headers and "
+      "retransmissions included: one yardstick for every transport); target MetaRoCE ≤ 0.7× rxe. "
+      "*Back per data*: frames the data receiver sent per frame the data sender sent, i.e. its "
+      "acknowledgements (and probe answers) per data frame; target ≤ 0.25 at 64 KiB (TCP's "
+      "segmentation offload makes its frame count no comparison). *Busy*: each guest's busy share "
+      "of the point's time (1 vCPU each). MetaRoCE's *retransmissions* and *timeouts* per data "
+      "frame are the sender's `retransmissions` and `rto_timeouts` counters: lossless, every "
+      "retransmission is a timer's or a reorder's, target ≤ 0.1%.\n\n")
+    rows = []
+    for test, size, qps in tests:
+        label = f"{test} {int(size) // 1024} KiB, {qps} QP"
+        row = [label]
+        per = {}
+        for t in ts:
+            kw = dict(transport=t, scenario="throughput", cond="loss=0")
+            if t == "tcp":
+                eq = tcp_equiv(test, size, qps)
+                if eq is None:
+                    row.append("—")
+                    continue
+                kw.update(eq)
+            else:
+                kw.update(bw_key(test, size, qps))
+            c = d.vals(metric="cpu_ms_per_MiB", **kw)
+            per[t] = med(c) if c else None
+            row.append(cell(c, 1) if c else "—")
+        row.append(ratio(per.get("metaroce"), per.get("rxe")))
+        for t in [t for t in ts if t != "tcp"]:
+            b = d.vals(metric="back_per_data", transport=t, scenario="throughput", cond="loss=0", **bw_key(test, size, qps))
+            row.append(fmt(med(b), 3) if b else "—")
+        kw = dict(transport="metaroce", scenario="throughput", cond="loss=0", **bw_key(test, size, qps))
+        for m in ("retx_per_data", "rto_per_data"):
+            v = d.vals(metric=m, **kw)
+            row.append(f"{100 * med(v):.3f}% (max {100 * max(v):.3f}%)" if v else "—")
+        busy = []
+        for t in ts:
+            kw = dict(transport=t, scenario="throughput", cond="loss=0")
+            kw.update(tcp_equiv(test, size, qps) or {"test": "none"} if t == "tcp" else bw_key(test, size, qps))
+            a, b = d.vals(metric="busy_pct_A", **kw), d.vals(metric="busy_pct_B", **kw)
+            if a and b:
+                busy.append(f"{LABEL[t]} {med(a):.0f}/{med(b):.0f}")
+        row.append(", ".join(busy) or "—")
+        rows.append(row)
+    rd = [t for t in ts if t != "tcp"]
+    w(table(["test"] + [f"{LABEL[t]} CPU ms/MiB" for t in ts] + ["MetaRoCE/rxe CPU"]
+            + [f"{LABEL[t]} back per data" for t in rd]
+            + ["MetaRoCE retransmissions / data", "MetaRoCE timeouts / data", "busy % A/B"], rows))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
@@ -589,6 +646,7 @@ def main():
         rows.append(cells_row(d, label, getter, ts, [ratio(med(mr), med(rx))]))
     w(table(["test"] + [LABEL[t] for t in ts] + ["MetaRoCE/rxe"], rows))
     w("\nTCP rows: one iperf3 stream for 1 QP, `-P 8` for 8 QPs; TCP has no send/read/1 MiB equivalent.\n")
+    cost_section(d, ts, tests, w)
 
     # Latency
     lat_tests = []

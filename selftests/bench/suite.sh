@@ -36,7 +36,7 @@ else
 	reps=${BENCH_REPS:-3} dur=4 lat_n=500 fail_t=30 cong_t=10 rcn_t=15
 	bw_tests=("ib_write_bw 65536 1" "ib_write_bw 1048576 1" "ib_write_bw 65536 8"
 		"ib_write_bw 1048576 8" "ib_send_bw 65536 1" "ib_read_bw 65536 1")
-	lat_tests=("ib_write_lat 2" "ib_write_lat 4096" "ib_send_lat 2" "ib_send_lat 4096")
+	lat_tests=("ib_write_lat 2" "ib_write_lat 4096" "ib_write_lat 65536" "ib_send_lat 2" "ib_send_lat 4096" "ib_send_lat 65536")
 	losses=(0.1 1 5 10) plane_set=(1 2 4)
 	# 8 B to 64 MiB, every 8x, then 4x from 1 MiB: each point sends at
 	# least one operation, at the rig's few MB/s the largest take seconds.
@@ -76,18 +76,26 @@ peer ". $METAROCE_REPO/selftests/lib.sh; reset_rdma" > /dev/null 2>&1
 declare -A avail reason planes_of
 
 # ---------------------------------------------------------------- one point
-# bw_point T SCENARIO TEST SIZE QPS PLANES COND REP: one throughput sample.
+# bw_point T SCENARIO TEST SIZE QPS PLANES COND REP: one throughput sample,
+# and what it cost both hosts (cost_end: CPU, frames, timers).
 bw_point() {
 	local t=$1 sc=$2 test=$3 size=$4 qps=$5 pl=$6 cond=$7 rep=$8 v
+	cost_begin
 	if [ "$t" = tcp ]; then
 		v=$(ip_run 0 $((dur - 2)) "$qps")
-		if [ -n "$v" ]; then csv tcp "$sc" iperf3 - "$qps" "$pl" "$cond" "$rep" MiBps "$v"; else csv tcp "$sc" iperf3 - "$qps" "$pl" "$cond" "$rep" error "" "iperf3 failed"; fi
+		if [ -n "$v" ]; then
+			csv tcp "$sc" iperf3 - "$qps" "$pl" "$cond" "$rep" MiBps "$v"
+			cost_end tcp "$sc" iperf3 - "$qps" "$pl" "$cond" "$rep"
+		else
+			csv tcp "$sc" iperf3 - "$qps" "$pl" "$cond" "$rep" error "" "iperf3 failed"
+		fi
 		note "tcp $sc iperf3 P=$qps planes=$pl $cond rep$rep: ${v:-error} MiB/s"
 		[ -n "$v" ]
 		return
 	fi
 	if pt_run "$test" "$tmo" -s "$size" -q "$qps" $bw_args && v=$(pt_bw "$size"); then
 		csv "$t" "$sc" "$test" "$size" "$qps" "$pl" "$cond" "$rep" MiBps "$v"
+		cost_end "$t" "$sc" "$test" "$size" "$qps" "$pl" "$cond" "$rep"
 	else
 		v=""
 		csv "$t" "$sc" "$test" "$size" "$qps" "$pl" "$cond" "$rep" error "" "$(pt_err)"

@@ -4,7 +4,8 @@
 # error, dmesg-check catches each kind of kernel report, and lib.sh's
 # teardown and counter helpers do what the tests rely on (libcheck.sh), as
 # do rcn.sh's readings (rcncheck.sh) and the benchmark's collectives and
-# plane share points (bench/collcheck.sh, bench/sharecheck.sh).
+# plane share points and the points' cost (bench/collcheck.sh,
+# bench/sharecheck.sh, bench/costcheck.sh).
 set -u
 rig=$(cd "$(dirname "$0")" && pwd)
 pass=0 fail=0
@@ -47,6 +48,7 @@ check "lib.sh's teardown and counter helpers (fake commands)" 0 "$rig/libcheck.s
 check "rcn.sh's readings of rdma's QP details (captured output, peer.py on the loopback)" 0 "$rig/rcncheck.sh"
 check "bench collectives: Open MPI through peer.py on the loopback, samples, report (bench/collcheck.sh)" 0 "$rig/../bench/collcheck.sh"
 check "bench plane share: tx_bytes readings, samples, report section (bench/sharecheck.sh)" 0 "$rig/../bench/sharecheck.sh"
+check "bench point cost: CPU, frames and timer readings, samples, report section (bench/costcheck.sh)" 0 "$rig/../bench/costcheck.sh"
 
 sel=$(cd "$rig/.." && pwd)
 check "expect_err accepts the expected error" 0 env METAROCE_TESTS=rig/fixtures/passes.sh "$sel/run_tests.sh"

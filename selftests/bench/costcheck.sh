@@ -1,0 +1,117 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Host-side check of what a benchmark point cost (issue #11: CPU per MiB,
+# ACK frames per data frame, timer retransmissions), no VM needed:
+# lib.sh's host_cost reads fake planes, a fake /proc/stat and fake mr0
+# counters; cost_end turns two readings of each host into samples (host B's
+# through a fake peer); report.py's cost section renders fixture rows. The
+# report part is skipped without matplotlib (selftests/rig/deps.sh).
+set -u
+bench=$(cd "$(dirname "$0")" && pwd)
+rig=$bench/../rig
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=SCRIPTDIR/../rig/expect.sh
+. "$rig/expect.sh"
+
+export METAROCE_OUT=$tmp METAROCE_PLANES=2 PLANE_SYSFS=$tmp/net
+export PLANE0_DEV=fake0 PLANE1_DEV=fake1
+export COST_PROC_STAT=$tmp/stat COST_HW_COUNTERS=$tmp/hw
+# shellcheck source=/dev/null
+. "$bench/lib.sh"
+csv_init
+set_plane() { # PLANE TX_PACKETS TX_BYTES
+	mkdir -p "$PLANE_SYSFS/fake$1/statistics"
+	echo "$2" > "$PLANE_SYSFS/fake$1/statistics/tx_packets"
+	echo "$3" > "$PLANE_SYSFS/fake$1/statistics/tx_bytes"
+}
+set_plane 0 100 150000
+set_plane 1 200 300000
+# user nice system idle iowait irq softirq steal: busy = 10+1+20+5+4
+echo "cpu  10 1 20 1000 7 5 4 3 0 0" > "$COST_PROC_STAT"
+echo "cpu0 10 1 20 1000 7 5 4 3 0 0" >> "$COST_PROC_STAT"
+expect "host_cost without mr0: busy ticks, the planes' packets and bytes, no counters" "$(host_cost)" "40 300 450000 0 0"
+mkdir -p "$COST_HW_COUNTERS"
+echo 12 > "$COST_HW_COUNTERS/retransmissions"
+echo 3 > "$COST_HW_COUNTERS/rto_timeouts"
+expect "host_cost with mr0's counters" "$(host_cost)" "40 300 450000 12 3"
+
+# cost_end: host A sent 10,000 frames of 10 MiB, host B 2,000 frames; 100
+# busy ticks on A and 50 on B (USER_HZ), 5 retransmissions, 1 timeout.
+hz=$(getconf CLK_TCK)
+samples() { # T TEST: cost_end's samples but busy_pct, "metric=value ..."
+	: > "$CSV.new"
+	(
+		CSV=$CSV.new
+		host_cost() { echo "$A_NOW"; }
+		peer() { echo "$B_NOW"; }
+		A_NOW="1000 500 0 7 2" B_NOW="2000 300 0 0 0"
+		cost_begin
+		A_NOW="1100 10500 10485760 12 3" B_NOW="2050 2300 409600 0 0"
+		cost_end "$1" throughput "$2" 65536 1 2 loss=0 1
+	)
+	awk -F, '$9 !~ /^busy_pct/ { printf "%s=%s ", $9, $10 }' "$CSV.new"
+}
+ms=$(awk -v hz="$hz" 'BEGIN { printf "%.2f", 150 * 1000 / hz / 10 }')
+expect "MetaRoCE write: CPU per MiB of A's frames, B's frames per A's, A's retransmissions and timeouts" \
+	"$(samples metaroce ib_write_bw)" \
+	"cpu_ms_per_MiB=$ms back_per_data=0.2000 retx_per_data=0.000500 rto_per_data=0.000100 "
+expect "rxe: no MetaRoCE counters" "$(samples rxe ib_write_bw)" "cpu_ms_per_MiB=$ms back_per_data=0.2000 "
+expect "TCP: no frame ratio (segmentation offload)" "$(samples tcp iperf3)" "cpu_ms_per_MiB=$ms "
+ms_read=$(awk -v hz="$hz" 'BEGIN { printf "%.2f", 150 * 1000 / hz / 0.390625 }')
+expect "a read's data sender is host B" "$(samples metaroce ib_read_bw)" \
+	"cpu_ms_per_MiB=$ms_read back_per_data=5.0000 retx_per_data=0.000000 rto_per_data=0.000000 "
+busy=$(
+	CSV=$tmp/busy.csv
+	host_cost() { echo "$A_NOW"; }
+	peer() { echo "$B_NOW"; }
+	A_NOW="0 0 0 0 0" B_NOW="0 0 0 0 0"
+	cost_begin
+	COST_T0=$(awk -v t="$COST_T0" 'BEGIN { printf "%.3f", t - 10 }')
+	A_NOW="$((5 * hz)) 1 1 0 0" B_NOW="$((10 * hz)) 1 1 0 0"
+	cost_end rxe throughput ib_write_bw 65536 1 1 loss=0 1
+	awk -F, '$9 ~ /^busy_pct/ { printf "%s=%.0f ", $9, $10 }' "$CSV"
+)
+expect "busy shares of the point's time (10 s: A 5 s, B 10 s)" "$busy" "busy_pct_A=50 busy_pct_B=100 "
+expect "a reading missing on one host: no samples" "$(
+	CSV=$tmp/none.csv
+	host_cost() { echo "1 1 1 1 1"; }
+	peer() { :; }
+	cost_begin
+	cost_end rxe throughput ib_write_bw 65536 1 1 loss=0 1
+	cat "$CSV" 2> /dev/null
+)" ""
+
+# The report's cost section from fixture rows: 2 reps of MetaRoCE and rxe,
+# one of TCP.
+for t in metaroce rxe tcp; do csv "$t" availability - - - 1 - - available 1; done
+for rep in 1 2; do
+	csv metaroce throughput ib_write_bw 65536 1 2 loss=0 "$rep" MiBps 20
+	csv rxe throughput ib_write_bw 65536 1 1 loss=0 "$rep" MiBps 10
+	csv metaroce throughput ib_write_bw 65536 1 2 loss=0 "$rep" cpu_ms_per_MiB $((40 + rep * 10))
+	csv rxe throughput ib_write_bw 65536 1 1 loss=0 "$rep" cpu_ms_per_MiB 100
+	csv metaroce throughput ib_write_bw 65536 1 2 loss=0 "$rep" back_per_data 0.2
+	csv rxe throughput ib_write_bw 65536 1 1 loss=0 "$rep" back_per_data 0.5
+	csv metaroce throughput ib_write_bw 65536 1 2 loss=0 "$rep" retx_per_data "0.00$rep"
+	csv metaroce throughput ib_write_bw 65536 1 2 loss=0 "$rep" rto_per_data 0
+	csv metaroce throughput ib_write_bw 65536 1 2 loss=0 "$rep" busy_pct_A 60
+	csv metaroce throughput ib_write_bw 65536 1 2 loss=0 "$rep" busy_pct_B 80
+done
+csv tcp throughput iperf3 - 1 1 loss=0 1 MiBps 22
+csv tcp throughput iperf3 - 1 1 loss=0 1 cpu_ms_per_MiB 30
+venv=${METAROCE_VENV:-/opt/metaroce-venv}
+if "$venv/bin/python" -c 'import matplotlib' 2> /dev/null; then
+	"$venv/bin/python" "$bench/report.py" --dir "$BOUT" > "$tmp/report.log" 2>&1
+	expect "report.py runs" "$?" 0
+	[ -s "$BOUT/report.md" ] || sed 's/^/#   /' "$tmp/report.log" | tail -20
+	sec=$(sed -n '/^## Cost per byte/,/^## Latency/p' "$BOUT/report.md" 2> /dev/null)
+	expect "the cost section follows the throughput table" \
+		"$(grep -E '^## (Throughput|Cost|Latency)' "$BOUT/report.md" 2> /dev/null | sed 's/^## //; s/[ ,:].*//' | paste -sd' ')" \
+		"Throughput Cost Latency"
+	expect "its row: CPU cells, MetaRoCE/rxe, frames back, retransmissions, timeouts, busy" \
+		"$(grep -F '| ib_write_bw 64 KiB, 1 QP |' <<< "$sec")" \
+		"| ib_write_bw 64 KiB, 1 QP | 55.0 [50.0–60.0] (n=2) | 100 [100–100] (n=2) | 30.0 (n=1) | 0.55× | 0.200 | 0.500 | 0.150% (max 0.200%) | 0.000% (max 0.000%) | MetaRoCE 60/80 |"
+else
+	echo "# skip: report.py (no matplotlib in $venv)"
+fi
+expect_summary "cost check"
