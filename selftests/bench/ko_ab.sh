@@ -9,22 +9,27 @@
 #   selftests/rig/run.sh 'AB_A=/tmp/old/metaroce.ko AB_B=$METAROCE_REPO/metaroce.ko bash selftests/bench/ko_ab.sh'
 #
 # AB_REPS (default 2); AB_POINTS, ';'-separated perftest client arguments
-# (default: 1 MiB send and write, 64 KiB write, 8 QPs for 12 s).
+# (default: 1 MiB send and write, 64 KiB write, 8 QPs for 12 s);
+# AB_A_OPTS, AB_B_OPTS: module parameters each side loads with (the knobs,
+# Documentation/user-guide.md 8), so that one build with a knob two ways
+# measures a lever that is a knob:
+#   selftests/rig/run.sh 'AB_A=$METAROCE_REPO/metaroce.ko AB_B=$METAROCE_REPO/metaroce.ko AB_B_OPTS="min_rto_us=100" bash selftests/bench/ko_ab.sh'
 . /run/metaroce/env
 . "$METAROCE_REPO/selftests/bench/lib.sh"
 csv_init
 : "${AB_A:?AB_A=path of build A}" "${AB_B:?AB_B=path of build B}"
 points=${AB_POINTS:-ib_send_bw -s 1048576 -n 10;ib_write_bw -s 1048576 -n 10;ib_write_bw -s 65536 -n 40;ib_write_bw -s 65536 -q 8 -D 12 -f 4 -Q 1}
-load() { # KO: on both hosts
+load() { # KO [OPTS]: on both hosts
 	local cmd="rdma link delete mr0 2> /dev/null; rmmod metaroce 2> /dev/null;
-		cp $1 /lib/modules/\$(uname -r)/extra/metaroce.ko && depmod -a && modprobe metaroce"
+		cp $1 /lib/modules/\$(uname -r)/extra/metaroce.ko && depmod -a && modprobe metaroce ${2:-}"
 	bash -c "$cmd" && peer "$cmd"
 }
 IFS=';' read -r -a tests <<< "$points"
 for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 	for side in A B; do
-		ko=AB_$side
-		load "${!ko}" || { echo "ko_ab: cannot load ${!ko}"; exit 1; }
+		ko=AB_$side opts=AB_${side}_OPTS
+		load "${!ko}" "${!opts:-}" || { echo "ko_ab: cannot load ${!ko} ${!opts:-}"; exit 1; }
+		echo "ab: $side rep $rep = ${!ko}${!opts:+ (${!opts})}"
 		mr_up 2 || { echo "ko_ab: $side: $TP_REASON"; continue; }
 		for t in "${tests[@]}"; do
 			read -r -a args <<< "$t"
