@@ -24,6 +24,7 @@ set_plane() { # PLANE TX_PACKETS TX_BYTES
 	mkdir -p "$PLANE_SYSFS/fake$1/statistics"
 	echo "$2" > "$PLANE_SYSFS/fake$1/statistics/tx_packets"
 	echo "$3" > "$PLANE_SYSFS/fake$1/statistics/tx_bytes"
+	echo 0 > "$PLANE_SYSFS/fake$1/statistics/rx_bytes"
 }
 set_plane 0 100 150000
 set_plane 1 200 300000
@@ -36,51 +37,72 @@ echo 12 > "$COST_HW_COUNTERS/retransmissions"
 echo 3 > "$COST_HW_COUNTERS/rto_timeouts"
 expect "host_cost with mr0's counters" "$(host_cost)" "40 300 450000 12 3"
 
-# cost_end: host A sent 10,000 frames of 10 MiB, host B 2,000 frames; 100
-# busy ticks on A and 50 on B (USER_HZ), 5 retransmissions, 1 timeout.
+# cost_window.py: nothing until the planes move data, then a window
+# START seconds later. The transfer starts 0.3 s in; busy ticks and sent
+# bytes change in the middle of the window (1.5 s after the transfer
+# began, the window being 0.5 to 2.5 s).
+(
+	sleep 0.3
+	set_plane 0 100 $((150000 + 1048576))
+	sleep 1.5
+	echo "cpu  110 1 20 1000 7 5 4 3 0 0" > "$COST_PROC_STAT"
+	set_plane 0 1100 $((150000 + 3 * 1048576))
+) &
+win=$(python3 "$bench/cost_window.py" 0.5 2 10 fake0 fake1)
+wait
+expect "cost_window.py: the window's seconds, busy ticks, packets and bytes before and after" \
+	"$(awk '{ printf "%s %s %s %s %s %s %s", ($1 >= 1.9 && $1 < 2.5) ? "2s" : $1, $2, $3, $4, $5, $6, $7 }' <<< "$win")" \
+	"2s 40 140 300 1300 1498576 3595728"
+expect "cost_window.py: none without a transfer" "$(python3 "$bench/cost_window.py" 0.1 0.1 0.3 fake0 fake1)" none
+
+# cost_end: over the whole point host A sent 10,000 frames, host B 2,000,
+# A had 5 retransmissions and 1 timeout; in a 2 s window host A was busy
+# 1 s and sent 10 MiB, host B was busy 0.5 s and sent 0.5 MiB.
 hz=$(getconf CLK_TCK)
-samples() { # T TEST: cost_end's samples but busy_pct, "metric=value ..."
+samples() { # T TEST: cost_end's samples, "metric=value ..."
 	: > "$CSV.new"
 	(
 		CSV=$CSV.new
 		host_cost() { echo "$A_NOW"; }
 		peer() { echo "$B_NOW"; }
+		cost_window() { echo "2.000 0 $hz 0 1 0 $((10 * 1048576))"; }
+		peer_spawn() { echo 9; }
+		peer_poll() { echo "2.000 0 $((hz / 2)) 0 1 0 524288"; }
 		A_NOW="1000 500 0 7 2" B_NOW="2000 300 0 0 0"
-		cost_begin
+		cost_begin 0.5 2 30
 		A_NOW="1100 10500 10485760 12 3" B_NOW="2050 2300 409600 0 0"
+		sleep 0.2
 		cost_end "$1" throughput "$2" 65536 1 2 loss=0 1
 	)
-	awk -F, '$9 !~ /^busy_pct/ { printf "%s=%s ", $9, $10 }' "$CSV.new"
+	awk -F, '{ printf "%s=%s ", $9, $10 }' "$CSV.new"
 }
-ms=$(awk -v hz="$hz" 'BEGIN { printf "%.2f", 150 * 1000 / hz / 10 }')
-expect "MetaRoCE write: CPU per MiB of A's frames, B's frames per A's, A's retransmissions and timeouts" \
+# Both hosts busy 50% + 25% of their windows; the sender sent 5 MiB/s (host
+# A) or 0.25 MiB/s (host B, a read).
+ms=$(awk 'BEGIN { printf "%.2f", 0.75 * 1000 / 5 }')
+expect "MetaRoCE write: busy shares, CPU per MiB in the window; A's frames per B's, retransmissions, timeouts over the point" \
 	"$(samples metaroce ib_write_bw)" \
-	"cpu_ms_per_MiB=$ms back_per_data=0.2000 retx_per_data=0.000500 rto_per_data=0.000100 "
-expect "rxe: no MetaRoCE counters" "$(samples rxe ib_write_bw)" "cpu_ms_per_MiB=$ms back_per_data=0.2000 "
-expect "TCP: no frame ratio (segmentation offload)" "$(samples tcp iperf3)" "cpu_ms_per_MiB=$ms "
-ms_read=$(awk -v hz="$hz" 'BEGIN { printf "%.2f", 150 * 1000 / hz / 0.390625 }')
+	"busy_pct_A=50.0 busy_pct_B=25.0 cpu_ms_per_MiB=$ms back_per_data=0.2000 retx_per_data=0.000500 rto_per_data=0.000100 "
+expect "rxe: no MetaRoCE counters" "$(samples rxe ib_write_bw)" "busy_pct_A=50.0 busy_pct_B=25.0 cpu_ms_per_MiB=$ms back_per_data=0.2000 "
+expect "TCP: no frame ratio (segmentation offload)" "$(samples tcp iperf3)" "busy_pct_A=50.0 busy_pct_B=25.0 cpu_ms_per_MiB=$ms "
+ms_read=$(awk 'BEGIN { printf "%.2f", 0.75 * 1000 / 0.25 }')
 expect "a read's data sender is host B" "$(samples metaroce ib_read_bw)" \
-	"cpu_ms_per_MiB=$ms_read back_per_data=5.0000 retx_per_data=0.000000 rto_per_data=0.000000 "
-busy=$(
-	CSV=$tmp/busy.csv
-	host_cost() { echo "$A_NOW"; }
-	peer() { echo "$B_NOW"; }
-	A_NOW="0 0 0 0 0" B_NOW="0 0 0 0 0"
-	cost_begin
-	COST_T0=$(awk -v t="$COST_T0" 'BEGIN { printf "%.3f", t - 10 }')
-	A_NOW="$((5 * hz)) 1 1 0 0" B_NOW="$((10 * hz)) 1 1 0 0"
-	cost_end rxe throughput ib_write_bw 65536 1 1 loss=0 1
-	awk -F, '$9 ~ /^busy_pct/ { printf "%s=%.0f ", $9, $10 }' "$CSV"
-)
-expect "busy shares of the point's time (10 s: A 5 s, B 10 s)" "$busy" "busy_pct_A=50 busy_pct_B=100 "
-expect "a reading missing on one host: no samples" "$(
-	CSV=$tmp/none.csv
+	"busy_pct_A=50.0 busy_pct_B=25.0 cpu_ms_per_MiB=$ms_read back_per_data=5.0000 retx_per_data=0.000000 rto_per_data=0.000000 "
+expect "a sampler still running saw no transfer: no window, the counters still" "$(
+	CSV=$tmp/slow.csv
 	host_cost() { echo "1 1 1 1 1"; }
-	peer() { :; }
-	cost_begin
+	peer() { echo "1 1 1 1 1"; }
+	cost_window() { sleep 30; }
+	peer_spawn() { echo 9; }
+	peer_poll() { echo "peer: job 9 still running"; }
+	peer_wait() { :; }
+	cost_begin 0.5 2 30
+	host_cost() { echo "1 11 1 1 1"; }
+	peer() { [ "$1" = "pkill -f -- '[c]ost_window.py'" ] && echo pkilled > "$tmp/pkilled"; echo "1 3 1 1 1"; }
 	cost_end rxe throughput ib_write_bw 65536 1 1 loss=0 1
-	cat "$CSV" 2> /dev/null
-)" ""
+	cat "$tmp/pkilled" 2> /dev/null
+	awk -F, '{ printf "%s=%s ", $9, $10 }' "$CSV" 2> /dev/null
+)" "pkilled
+back_per_data=0.2000 "
 
 # The report's cost section from fixture rows: 2 reps of MetaRoCE and rxe,
 # one of TCP.

@@ -260,13 +260,25 @@ host_cost() {
 	[ -r "$hc/retransmissions" ] && retx=$(< "$hc/retransmissions") rto=$(< "$hc/rto_timeouts")
 	echo "$busy $txp $txb $retx $rto"
 }
-# cost_begin / cost_end T SCENARIO TEST SIZE QPS PLANES COND REP: what a
-# point cost, from both hosts' host_cost before and after it (issue #11:
-# CPU per byte, ACK frames, timer retransmissions), as samples:
+# cost_window START SECS WAIT: cost_window.py on this host's planes (exec:
+# a kill of the background job reaches it).
+cost_window() {
+	local p devs=()
+	for ((p = 0; p < METAROCE_PLANES; p++)); do devs+=("$(plane_dev "$p")"); done
+	exec /usr/bin/python3 "$BENCH_DIR/cost_window.py" "$1" "$2" "$3" "${devs[@]}"
+}
+# cost_begin START SECS WAIT / cost_end T SCENARIO TEST SIZE QPS PLANES
+# COND REP: what a point cost both hosts (issue #11: CPU per byte, ACK
+# frames, timer retransmissions), as samples. While data moves, in a
+# window of SECS seconds from START seconds after the data began (each
+# host's cost_window, started before the client so that its start-up is
+# not counted; none when the point moved no data within WAIT seconds):
 #   cpu_ms_per_MiB  both guests' busy CPU time per MiB the data sender put
-#                   on its planes (frames with headers: the same yardstick
-#                   for every transport)
-#   busy_pct_A, busy_pct_B  each guest's busy share of the point's time
+#                   on its planes (frames with headers: one yardstick for
+#                   every transport); the sum of each host's busy share of
+#                   its window over the sender's MiB/s in its window
+#   busy_pct_A, busy_pct_B  each guest's busy share of its window
+# Over the whole point, from both hosts' host_cost before and after it:
 #   back_per_data   frames the data receiver sent per frame the data sender
 #                   sent (a one-way transfer: its ACKs; RDMA only, as
 #                   TCP's segmentation offload sends many segments as one
@@ -275,29 +287,60 @@ host_cost() {
 #                   packets and retransmission timeouts per frame it sent
 # The data sender is host A, except for ib_read_bw (B answers the reads).
 cost_begin() {
-	COST_T0=$(date +%s.%N)
 	COST_A=$(host_cost)
 	COST_B=$(peer ". $BENCH_DIR/lib.sh; host_cost" 2> /dev/null)
+	COST_WIN_A=$BOUT/.cost_window_a
+	cost_window "$1" "$2" "$3" > "$COST_WIN_A" 2>&1 &
+	COST_WIN_PID=$!
+	COST_WIN_JOB=$(peer_spawn ". $BENCH_DIR/lib.sh; cost_window $1 $2 $3" 2> /dev/null)
+}
+# cost_abort: a point that failed leaves no samples and no sampler.
+cost_abort() {
+	kill "$COST_WIN_PID" 2> /dev/null
+	wait "$COST_WIN_PID" 2> /dev/null
+	[ -n "$COST_WIN_JOB" ] || return 0
+	peer "pkill -f -- '[c]ost_window.py'" > /dev/null 2>&1
+	peer_wait "$COST_WIN_JOB" 10 > /dev/null 2>&1
+	return 0
 }
 cost_end() {
-	local a b t1 line fixed k v
-	t1=$(date +%s.%N)
+	local a b wa wb line fixed k v
 	a=$(host_cost)
 	b=$(peer ". $BENCH_DIR/lib.sh; host_cost" 2> /dev/null)
-	line=$(awk -v a0="$COST_A" -v a1="$a" -v b0="$COST_B" -v b1="$b" -v t0="$COST_T0" -v t1="$t1" \
+	# A window ends before the transfer does; a sampler still running
+	# saw no transfer (a slow point: loss, a rate limit) and is stopped.
+	wa="" wb=""
+	if kill -0 "$COST_WIN_PID" 2> /dev/null; then
+		kill "$COST_WIN_PID" 2> /dev/null
+	else
+		wa=$(tail -1 "$COST_WIN_A" 2> /dev/null)
+	fi
+	wait "$COST_WIN_PID" 2> /dev/null
+	if [ -n "$COST_WIN_JOB" ]; then
+		wb=$(peer_poll "$COST_WIN_JOB" 2 2> /dev/null | tail -1)
+		if [ "$wb" = "peer: job $COST_WIN_JOB still running" ]; then
+			cost_abort
+			wb=""
+		fi
+	fi
+	line=$(awk -v a0="$COST_A" -v a1="$a" -v b0="$COST_B" -v b1="$b" -v wa="$wa" -v wb="$wb" \
 		-v hz="$(getconf CLK_TCK)" -v t="$1" -v test="$3" '
 	BEGIN {
+		if (split(wa, WA) == 7 && split(wb, WB) == 7 && WA[1] > 0 && WB[1] > 0) {
+			ba = (WA[3] - WA[2]) / hz / WA[1]; bb = (WB[3] - WB[2]) / hz / WB[1]
+			printf "busy_pct_A %.1f busy_pct_B %.1f ", 100 * ba, 100 * bb
+			# MiB/s the sender sent in its window
+			rate = (test == "ib_read_bw") ? (WB[7] - WB[6]) / WB[1] : (WA[7] - WA[6]) / WA[1]
+			if (rate > 0) printf "cpu_ms_per_MiB %.2f ", (ba + bb) * 1000 / (rate / 1048576)
+		}
 		if (split(a0, A0) != 5 || split(a1, A1) != 5 || split(b0, B0) != 5 || split(b1, B1) != 5) exit
-		secs = t1 - t0
-		printf "busy_pct_A %.1f busy_pct_B %.1f", 100 * (A1[1] - A0[1]) / hz / secs, 100 * (B1[1] - B0[1]) / hz / secs
 		# s: the data sender, r: the data receiver
 		for (i = 1; i <= 5; i++) {
 			s[i] = A1[i] - A0[i]; r[i] = B1[i] - B0[i]
 			if (test == "ib_read_bw") { x = s[i]; s[i] = r[i]; r[i] = x }
 		}
-		if (s[3] > 0) printf " cpu_ms_per_MiB %.2f", (s[1] + r[1]) * 1000 / hz / (s[3] / 1048576)
-		if (t != "tcp" && s[2] > 0) printf " back_per_data %.4f", r[2] / s[2]
-		if (t == "metaroce" && s[2] > 0) printf " retx_per_data %.6f rto_per_data %.6f", s[4] / s[2], s[5] / s[2]
+		if (t != "tcp" && s[2] > 0) printf "back_per_data %.4f ", r[2] / s[2]
+		if (t == "metaroce" && s[2] > 0) printf "retx_per_data %.6f rto_per_data %.6f ", s[4] / s[2], s[5] / s[2]
 		print ""
 	}')
 	fixed=("${@:1:8}")

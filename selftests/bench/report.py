@@ -504,16 +504,18 @@ def cost_section(d, ts, tests, w):
     if not d.vals(scenario="throughput", metric="cpu_ms_per_MiB"):
         return
     w("\n## Cost per byte, acknowledgements and timers (the lossless throughput points)\n\n")
-    w("From both guests' counters before and after each point (the whole perftest run: set-up, its "
-      "margins and the measured 2 s). *CPU ms per MiB*: both guests' busy CPU time (user, system, irq, "
-      "softirq in /proc/stat) per MiB of frames the data sender put on its planes (headers and "
-      "retransmissions included: one yardstick for every transport); target MetaRoCE ≤ 0.7× rxe. "
-      "*Back per data*: frames the data receiver sent per frame the data sender sent, i.e. its "
-      "acknowledgements (and probe answers) per data frame; target ≤ 0.25 at 64 KiB (TCP's "
-      "segmentation offload makes its frame count no comparison). *Busy*: each guest's busy share "
-      "of the point's time (1 vCPU each). MetaRoCE's *retransmissions* and *timeouts* per data "
-      "frame are the sender's `retransmissions` and `rto_timeouts` counters: lossless, every "
-      "retransmission is a timer's or a reorder's, target ≤ 0.1%.\n\n")
+    w("*CPU ms per MiB*: both guests' busy CPU time (user, system, irq, softirq in /proc/stat) per MiB of "
+      "frames the data sender put on its planes (headers and retransmissions included: one yardstick for "
+      "every transport), in a window while data moves (perftest: 0.5 to 3 s after the planes start "
+      "carrying it, inside its 4 s run; iperf3: 0.3 to 1.7 s of its 2 s), so that set-up and tear-down "
+      "are not counted (`cost_window.py`); target MetaRoCE ≤ 0.7× rxe. *Busy*: each guest's busy share of "
+      "its window (1 vCPU each; the rest is idle, waiting for the other guest or for QEMU). Over the whole "
+      "point, from the counters before and after it: *back per data*, the frames the data receiver sent per "
+      "frame the data sender sent, i.e. its acknowledgements (and probe answers) per data frame; target "
+      "≤ 0.25 at 64 KiB (TCP's segmentation offload makes its frame count no comparison); MetaRoCE's "
+      "*retransmissions* and *timeouts* per data frame, the sender's `retransmissions` and `rto_timeouts`: "
+      "lossless, a retransmission is a timeout's (it resends the path's packets in flight) or a reorder's; "
+      "target ≤ 0.1%.\n\n")
     rows = []
     for test, size, qps in tests:
         label = f"{test} {int(size) // 1024} KiB, {qps} QP"

@@ -80,23 +80,28 @@ declare -A avail reason planes_of
 # and what it cost both hosts (cost_end: CPU, frames, timers).
 bw_point() {
 	local t=$1 sc=$2 test=$3 size=$4 qps=$5 pl=$6 cond=$7 rep=$8 v
-	cost_begin
 	if [ "$t" = tcp ]; then
+		# iperf3 -t 2: its CPU window from 0.3 to 1.7 s of the transfer.
+		cost_begin 0.3 1.4 60
 		v=$(ip_run 0 $((dur - 2)) "$qps")
 		if [ -n "$v" ]; then
 			csv tcp "$sc" iperf3 - "$qps" "$pl" "$cond" "$rep" MiBps "$v"
 			cost_end tcp "$sc" iperf3 - "$qps" "$pl" "$cond" "$rep"
 		else
+			cost_abort
 			csv tcp "$sc" iperf3 - "$qps" "$pl" "$cond" "$rep" error "" "iperf3 failed"
 		fi
 		note "tcp $sc iperf3 P=$qps planes=$pl $cond rep$rep: ${v:-error} MiB/s"
 		[ -n "$v" ]
 		return
 	fi
+	# perftest -D 4 -f 1 moves data for 4 s: the CPU window is 0.5 to 3 s.
+	cost_begin 0.5 $((dur - 2)).5 "$tmo"
 	if pt_run "$test" "$tmo" -s "$size" -q "$qps" $bw_args && v=$(pt_bw "$size"); then
 		csv "$t" "$sc" "$test" "$size" "$qps" "$pl" "$cond" "$rep" MiBps "$v"
 		cost_end "$t" "$sc" "$test" "$size" "$qps" "$pl" "$cond" "$rep"
 	else
+		cost_abort
 		v=""
 		csv "$t" "$sc" "$test" "$size" "$qps" "$pl" "$cond" "$rep" error "" "$(pt_err)"
 	fi
