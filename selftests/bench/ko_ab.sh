@@ -24,6 +24,13 @@ load() { # KO [OPTS]: on both hosts
 		cp $1 /lib/modules/\$(uname -r)/extra/metaroce.ko && depmod -a && modprobe metaroce ${2:-}"
 	bash -c "$cmd" && peer "$cmd"
 }
+# ab_result TOOL SIZE: the point's result from perftest's line for SIZE.
+ab_result() {
+	case $1 in
+	*_lat) awk -v s="$2" '$1 == s && NF >= 9 { print $2 " iterations, median " $5 " us, p99 " $8 " us"; exit }' "$PT_OUT" ;;
+	*) awk -v s="$2" '$1 == s && NF >= 5 { print $2 " iterations, " $4 " MB/s"; exit }' "$PT_OUT" ;;
+	esac
+}
 IFS=';' read -r -a tests <<< "$points"
 for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 	for side in A B; do
@@ -34,10 +41,10 @@ for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 		for t in "${tests[@]}"; do
 			read -r -a args <<< "$t"
 			pt_run "${args[0]}" 240 "${args[@]:1}"
-			echo "ab: $side rep $rep $t: $(awk -v s="${args[2]}" '$1 == s && NF >= 5 { print $2 " iterations, " $4 " MB/s"; exit }' "$PT_OUT")" \
+			echo "ab: $side rep $rep $t: $(ab_result "${args[0]}" "${args[2]}")" \
 				"| host A so far: retransmissions $(mr0_stat retransmissions) rto_timeouts $(mr0_stat rto_timeouts)" \
 				"doorbells $(mr0_stat doorbells) posts_without_doorbell $(mr0_stat posts_without_doorbell)" \
-				"tx_inflight_waits $(mr0_stat tx_inflight_waits)"
+				"tx_inflight_waits $(mr0_stat tx_inflight_waits) rto_spurious $(mr0_stat rto_spurious) sack_losses $(mr0_stat sack_losses)"
 		done
 		mr_down
 	done
