@@ -110,8 +110,8 @@ bw_point() {
 }
 
 # ---------------------------------------------------------------- scenarios
-throughput_latency_loss() { # T: lossless throughput + latency, loss sweep, reordering
-	local t=$1 spec test size qps rep l lat loss
+lossless() { # T: the lossless throughput points (and their cost)
+	local t=$1 spec test size qps rep
 	for spec in "${bw_tests[@]}"; do
 		read -r test size qps <<< "$spec"
 		[ "$t" = tcp ] && [ "$test" != ib_write_bw -o "$size" != 65536 ] && continue
@@ -119,6 +119,10 @@ throughput_latency_loss() { # T: lossless throughput + latency, loss sweep, reor
 			bw_point "$t" throughput "$test" "$size" "$qps" "${planes_of[$t]}" loss=0 "$rep"
 		done
 	done
+}
+throughput_latency_loss() { # T: lossless throughput + latency, loss sweep, reordering
+	local t=$1 spec test size rep l lat loss
+	lossless "$t"
 	if [ "$t" = tcp ]; then
 		csv tcp latency - - - - - - skipped "" "TCP is the throughput ceiling only"
 	else
@@ -545,6 +549,9 @@ for t in $transports; do
 		csv "$t" availability - - - "$TP_PLANES" - - available 1
 		if want throughput; then
 			throughput_latency_loss "$t"
+		elif want lossless; then
+			# The throughput scenario's lossless points alone.
+			lossless "$t"
 		elif [ "$t" != tcp ] && { want scaling || want congestion || want scale; }; then
 			# The rate-limited runs take their rates from the CPU ceiling
 			# below: measure it when the throughput scenario does not.
