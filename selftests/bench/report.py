@@ -648,6 +648,12 @@ def main():
         rows.append(cells_row(d, label, getter, ts, [ratio(med(mr), med(rx))]))
     w(table(["test"] + [LABEL[t] for t in ts] + ["MetaRoCE/rxe"], rows))
     w("\nTCP rows: one iperf3 stream for 1 QP, `-P 8` for 8 QPs; TCP has no send/read/1 MiB equivalent.\n")
+    reruns = [r for r in d.rows if r["metric"] == "MiBps" and "duration clock" in r["note"]]
+    if reruns:
+        w(f"\nperftest's duration clock failed (iterations counted, 0.00 MB/s printed) and the point was run "
+          f"again in {len(reruns)} sample(s): "
+          + "; ".join(f"{LABEL.get(r['transport'], r['transport'])} {r['scenario']} {r['test']} {r['size']} B "
+                      f"{r['qps']} QP {r['cond']} rep {r['rep']} ({r['note']})" for r in reruns) + ".\n")
     cost_section(d, ts, tests, w)
 
     # Latency
