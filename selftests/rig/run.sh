@@ -87,6 +87,12 @@ qemu_opts() {
 # address for a wild access (a report at 0.002 s, before any module).
 append_opt=()
 [ "${METAROCE_KERNEL:-test}" = kasan ] && append_opt=(--append no5lvl)
+# The guest's kernel warnings and worse on its console (A.console,
+# B.console): a guest that panics or dies leaves no dmesg file, and the
+# console then holds the only report (--verbose: vng's console shows the
+# kernel's lines; loglevel=5: KERN_WARNING and above, oopses included,
+# about 20 lines of boot messages besides).
+append_opt+=(--verbose --append loglevel=5)
 boot() {
 	local role=$1 hb=$2 mine=$3 theirs=$4 what=$5
 	timeout "$timeout_s" vng -r "$kdir" "${accel_opt[@]}" "${append_opt[@]}" --cpus 1 --memory 1G \
@@ -119,8 +125,16 @@ kill $bpid 2>/dev/null || true
 wait $bpid 2>/dev/null || true
 
 rc=0
-arc=$(cat "$out/A.rc" 2>/dev/null || echo missing)
-[ "$arc" = 0 ] || { echo "rig: host A's run exited with $arc"; rc=1; }
+if [ -f "$out/A.rc" ]; then
+	arc=$(cat "$out/A.rc")
+	[ "$arc" = 0 ] || { echo "rig: host A's run exited with $arc"; rc=1; }
+else
+	# guest.sh writes A.rc last: its VM ended first (a kernel panic, a
+	# triple fault, a timeout), and only the consoles can say why.
+	echo "rig: host A's VM ended before its run did (no A.rc); its console's last kernel lines:"
+	grep -E '^\[ *[0-9]+\.[0-9]+\]' "$out/A.console" 2>/dev/null | tail -25 | sed 's/^/rig:   /'
+	rc=1
+fi
 "$rig/dmesg-check.sh" "$out/A.dmesg" "$out/B.dmesg" || rc=1
 echo "rig: finished in $(( $(date +%s) - start )) s, logs in $out"
 # The TAP summary is the last line, where CI looks for it.
