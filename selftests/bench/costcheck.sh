@@ -20,11 +20,12 @@ export COST_PROC_STAT=$tmp/stat COST_HW_COUNTERS=$tmp/hw
 # shellcheck source=/dev/null
 . "$bench/lib.sh"
 csv_init
+put() { echo "$2" > "$1.tmp" && mv "$1.tmp" "$1"; } # FILE VALUE, as one write for a reader
 set_plane() { # PLANE TX_PACKETS TX_BYTES
 	mkdir -p "$PLANE_SYSFS/fake$1/statistics"
-	echo "$2" > "$PLANE_SYSFS/fake$1/statistics/tx_packets"
-	echo "$3" > "$PLANE_SYSFS/fake$1/statistics/tx_bytes"
-	echo 0 > "$PLANE_SYSFS/fake$1/statistics/rx_bytes"
+	put "$PLANE_SYSFS/fake$1/statistics/tx_packets" "$2"
+	put "$PLANE_SYSFS/fake$1/statistics/tx_bytes" "$3"
+	put "$PLANE_SYSFS/fake$1/statistics/rx_bytes" 0
 }
 set_plane 0 100 150000
 set_plane 1 200 300000
@@ -46,7 +47,7 @@ python3 "$bench/cost_window.py" 0.5 2 20 fake0 fake1 > "$tmp/win" &
 sleep 2
 set_plane 0 100 $((150000 + 1048576))
 sleep 1.5
-echo "cpu  110 1 20 1000 7 5 4 3 0 0" > "$COST_PROC_STAT"
+put "$COST_PROC_STAT" "cpu  110 1 20 1000 7 5 4 3 0 0"
 set_plane 0 1100 $((150000 + 3 * 1048576))
 wait
 win=$(cat "$tmp/win")
