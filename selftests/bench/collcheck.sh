@@ -63,16 +63,11 @@ coll_record metaroce 4 2 loss=0 8,4096,65536 0 120 "$out"
 coll_record rxe 4 1 loss=1 8,4096,65536 0 120 "$out"
 csv rxe collectives - - 4 1 - - path ucx
 csv metaroce collectives - - 4 2 - - path ucx
-venv=${METAROCE_VENV:-/opt/metaroce-venv}
-if "$venv/bin/python" -c 'import matplotlib' 2> /dev/null; then
-	"$venv/bin/python" "$bench/report.py" --dir "$BOUT" > "$tmp/report.log" 2>&1
-	expect "report.py runs" "$?" 0
+if report_check; then
 	expect "the report's collectives section" "$(grep -c '^## Collectives' "$BOUT/report.md")" 1
 	expect "a row per operation and size, MetaRoCE and rxe side by side" \
 		"$(grep -cE "^\| all-(reduce|to-all) \|" "$BOUT/report.md")" 6
 	expect "the lossy run's missing points say why" "$(grep -c 'did not finish in 120 s' "$BOUT/report.md")" 1
 	expect "collectives.png" "$([ -s "$BOUT/collectives.png" ] && echo yes)" yes
-else
-	echo "# skip: report.py (no matplotlib in $venv)"
 fi
 expect_summary "collectives check"

@@ -123,11 +123,7 @@ done
 csv tcp throughput iperf3 - 1 1 loss=0 1 MiBps 22
 csv metaroce throughput ib_write_bw 65536 8 2 loss=0 1 MiBps 15 "after a failed perftest duration clock: perftest printed 0.00 MB/s for 800 iterations; "
 csv tcp throughput iperf3 - 1 1 loss=0 1 cpu_ms_per_MiB 30
-venv=${METAROCE_VENV:-/opt/metaroce-venv}
-if "$venv/bin/python" -c 'import matplotlib' 2> /dev/null; then
-	"$venv/bin/python" "$bench/report.py" --dir "$BOUT" > "$tmp/report.log" 2>&1
-	expect "report.py runs" "$?" 0
-	[ -s "$BOUT/report.md" ] || sed 's/^/#   /' "$tmp/report.log" | tail -20
+if report_check; then
 	sec=$(sed -n '/^## Cost per byte/,/^## Latency/p' "$BOUT/report.md" 2> /dev/null)
 	expect "the cost section follows the throughput table" \
 		"$(grep -E '^## (Throughput|Cost|Latency)' "$BOUT/report.md" 2> /dev/null | sed 's/^## //; s/[ ,:].*//' | paste -sd' ')" \
@@ -137,7 +133,5 @@ if "$venv/bin/python" -c 'import matplotlib' 2> /dev/null; then
 		"| ib_write_bw 64 KiB, 1 QP | 55.0 [50.0–60.0] (n=2) | 100 [100–100] (n=2) | 30.0 (n=1) | 0.55× | 0.200 | 0.500 | 0.150% (max 0.200%) | 0.000% (max 0.000%) | MetaRoCE 60/80 |"
 	expect "a sample taken again after perftest's duration clock failed is listed" \
 		"$(grep -c "run again in 1 sample(s): MetaRoCE throughput ib_write_bw 65536 B 8 QP loss=0 rep 1 (after a failed perftest duration clock: perftest printed 0.00 MB/s for 800 iterations; )" "$BOUT/report.md")" 1
-else
-	echo "# skip: report.py (no matplotlib in $venv)"
 fi
 expect_summary "cost check"

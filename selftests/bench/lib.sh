@@ -25,6 +25,22 @@ csv() {
 note() { echo "bench: $*"; echo "$(date +%T) $*" >> "$BOUT/log.txt"; }
 raw_name() { local n="$*"; echo "$RAW/$(date +%H%M%S)-${n//[^A-Za-z0-9_.%-]/_}"; }
 
+# report_check: for the host checks (collcheck, sharecheck, costcheck):
+# report.py over $BOUT with the venv's Python, its output in
+# $BOUT/report.log, and an "ok" line for it; status 2, and a skip line,
+# without matplotlib (selftests/rig/deps.sh installs it), 1 if it failed.
+report_check() {
+	local venv=${METAROCE_VENV:-/opt/metaroce-venv}
+	if ! "$venv/bin/python" -c 'import matplotlib' 2> /dev/null; then
+		echo "# skip: report.py (no matplotlib in $venv)"
+		return 2
+	fi
+	"$venv/bin/python" "$BENCH_DIR/report.py" --dir "$BOUT" > "$BOUT/report.log" 2>&1
+	local rc=$?
+	expect "report.py runs" "$rc" 0
+	[ "$rc" = 0 ] || { sed 's/^/#   /' "$BOUT/report.log" | tail -20; return 1; }
+}
+
 # ---------------------------------------------------------------- both hosts
 # on_both 'CMD': CMD (a bash string that may use these helpers and the rig's
 # PLANE* variables) on host A and on host B.

@@ -54,11 +54,7 @@ csv tcp scaling iperf3 - 1 1 rate=800kbit 1 MiBps 0.09
 csv tcp scaling iperf3 - 1 2 rate=800kbit 1 MiBps 0.18
 csv tcp scaling iperf3 - 1 4 rate=800kbit 1 error "" "iperf3 failed"
 
-venv=${METAROCE_VENV:-/opt/metaroce-venv}
-if "$venv/bin/python" -c 'import matplotlib' 2> /dev/null; then
-	"$venv/bin/python" "$bench/report.py" --dir "$BOUT" > "$tmp/report.log" 2>&1
-	expect "report.py runs" "$?" 0
-	[ -s "$BOUT/report.md" ] || sed 's/^/#   /' "$tmp/report.log" | tail -20
+if report_check; then
 	sec=$(sed -n '/^## Plane share/,/^## /p' "$BOUT/report.md" 2> /dev/null)
 	expect "the Plane share section follows Plane scaling" \
 		"$(grep -E '^## Plane (scaling|share)' "$BOUT/report.md" 2> /dev/null | sed 's/:.*//' | paste -sd' ')" \
@@ -72,7 +68,5 @@ if "$venv/bin/python" -c 'import matplotlib' 2> /dev/null; then
 		"$(grep -F '| TCP (iperf3) | 2 |' <<< "$sec")" "| TCP (iperf3) | 2 | 49.0% / 51.0% (n=1) | 1.0 pp | 2.0% | — (reference) |"
 	expect "TCP's failed point says why" "$(grep -cF '| TCP (iperf3) | 4 | — (failed (1×): iperf3 failed)' <<< "$sec")" 1
 	expect "rxe: one plane" "$(grep -cF '| rxe | 1 plane (no spread) |' <<< "$sec")" 1
-else
-	echo "# skip: report.py (no matplotlib in $venv)"
 fi
 expect_summary "plane share check"
