@@ -12,6 +12,9 @@
 # KVM once per machine and kernel), METAROCE_RIG_TIMEOUT (s, default 4800; 10800 with METAROCE_KERNEL=kasan
 # or METAROCE_SUITE=full), METAROCE_SUITE (full: the extended tests too, run_tests.sh),
 # METAROCE_OUT (where logs go; default a new dir under /tmp/metaroce-rig).
+# Logs: A.console and B.console (each VM's output, with its kernel's
+# warnings and worse), A.dmesg and B.dmesg (written when a VM's run ends),
+# tap.txt (selftests).
 set -euo pipefail
 rig=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$rig/../.." && pwd)
