@@ -259,22 +259,19 @@ mr_down() {
 }
 
 # ---------------------------------------------------------------- cost
-# host_cost (on the host it runs on): "BUSY TX_PACKETS TX_BYTES RETX RTO":
-# CPU time busy (user, nice, system, irq and softirq of /proc/stat's cpu
-# line, in USER_HZ ticks), the packets and bytes sent on the planes'
-# netdevs, and mr0's retransmissions and rto_timeouts (0 without mr0).
-COST_PROC_STAT=${COST_PROC_STAT:-/proc/stat}
+# host_cost (on the host it runs on): "TX_PACKETS RETX RTO": the packets
+# sent on the planes' netdevs, and mr0's retransmissions and rto_timeouts
+# (0 without mr0).
 COST_HW_COUNTERS=${COST_HW_COUNTERS:-/sys/class/infiniband/mr0/ports/1/hw_counters}
 host_cost() {
-	local busy p d txp=0 txb=0 retx=0 rto=0 hc=$COST_HW_COUNTERS
-	busy=$(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8; exit }' "$COST_PROC_STAT")
+	local p d txp=0 retx=0 rto=0 hc=$COST_HW_COUNTERS
 	for ((p = 0; p < METAROCE_PLANES; p++)); do
 		d=$PLANE_SYSFS/$(plane_dev "$p")/statistics
 		[ -d "$d" ] || continue
-		txp=$((txp + $(< "$d/tx_packets"))) txb=$((txb + $(< "$d/tx_bytes")))
+		txp=$((txp + $(< "$d/tx_packets")))
 	done
 	[ -r "$hc/retransmissions" ] && retx=$(< "$hc/retransmissions") rto=$(< "$hc/rto_timeouts")
-	echo "$busy $txp $txb $retx $rto"
+	echo "$txp $retx $rto"
 }
 # cost_window START SECS WAIT: cost_window.py on this host's planes (exec:
 # a kill of the background job reaches it).
@@ -349,14 +346,14 @@ cost_end() {
 			rate = (test == "ib_read_bw") ? (WB[7] - WB[6]) / WB[1] : (WA[7] - WA[6]) / WA[1]
 			if (rate > 0) printf "cpu_ms_per_MiB %.2f ", (ba + bb) * 1000 / (rate / 1048576)
 		}
-		if (split(a0, A0) != 5 || split(a1, A1) != 5 || split(b0, B0) != 5 || split(b1, B1) != 5) exit
+		if (split(a0, A0) != 3 || split(a1, A1) != 3 || split(b0, B0) != 3 || split(b1, B1) != 3) exit
 		# s: the data sender, r: the data receiver
-		for (i = 1; i <= 5; i++) {
+		for (i = 1; i <= 3; i++) {
 			s[i] = A1[i] - A0[i]; r[i] = B1[i] - B0[i]
 			if (test == "ib_read_bw") { x = s[i]; s[i] = r[i]; r[i] = x }
 		}
-		if (t != "tcp" && s[2] > 0) printf "back_per_data %.4f ", r[2] / s[2]
-		if (t == "metaroce" && s[2] > 0) printf "retx_per_data %.6f rto_per_data %.6f ", s[4] / s[2], s[5] / s[2]
+		if (t != "tcp" && s[1] > 0) printf "back_per_data %.4f ", r[1] / s[1]
+		if (t == "metaroce" && s[1] > 0) printf "retx_per_data %.6f rto_per_data %.6f ", s[2] / s[1], s[3] / s[1]
 		print ""
 	}')
 	fixed=("${@:1:8}")
