@@ -14,6 +14,9 @@
 # Documentation/user-guide.md 8), so that one build with a knob two ways
 # measures a lever that is a knob:
 #   selftests/rig/run.sh 'AB_A=$METAROCE_REPO/metaroce.ko AB_B=$METAROCE_REPO/metaroce.ko AB_B_OPTS="min_rto_us=100" bash selftests/bench/ko_ab.sh'
+# AB_SNAP=SECONDS: that long into each point, host A's (the client's, the
+# sender's of WRITE and SEND) QPs' paths as "window/SRTT/min RTT" (packets,
+# us; rust/driver/qp_details.rs), AB_SNAPS times (default 3) a second apart.
 . /run/metaroce/env
 . "$METAROCE_REPO/selftests/bench/lib.sh"
 csv_init
@@ -32,6 +35,18 @@ ab_result() {
 	esac
 }
 IFS=';' read -r -a tests <<< "$points"
+# snap_paths: one line per QP of host A with paths: "qpn N: W/S/M ...".
+snap_paths() {
+	rdma -j -dd resource show qp link mr0/1 2> /dev/null | /usr/bin/python3 -c '
+import json, sys
+for qp in json.load(sys.stdin):
+    # iproute2 prints driver attributes with a drv_ prefix.
+    d = {k.removeprefix("drv_"): v for k, v in qp.items()}
+    slots = sorted(int(k[1:-len("_cwnd")]) for k in d if k.startswith("p") and k.endswith("_cwnd"))
+    if slots:
+        print("qpn %s:" % d.get("lqpn"), " ".join("%s/%s/%s" % tuple(
+            d["p%d_%s" % (k, f)] for f in ("cwnd", "srtt_us", "min_rtt_us")) for k in slots))'
+}
 for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 	for side in A B; do
 		ko=AB_$side opts=AB_${side}_OPTS
@@ -40,7 +55,18 @@ for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 		mr_up 2 || { echo "ko_ab: $side: $TP_REASON"; continue; }
 		for t in "${tests[@]}"; do
 			read -r -a args <<< "$t"
+			snaps=
+			if [ -n "${AB_SNAP:-}" ]; then
+				snaps=$(mktemp)
+				(sleep "$AB_SNAP"; for ((i = 0; i < ${AB_SNAPS:-3}; i++)); do
+					snap_paths | sed "s/^/ab: snap $i: /"; sleep 1; done) > "$snaps" &
+			fi
 			pt_run "${args[0]}" 240 "${args[@]:1}"
+			if [ -n "$snaps" ]; then
+				wait
+				cat "$snaps"
+				rm -f "$snaps"
+			fi
 			echo "ab: $side rep $rep $t: $(ab_result "${args[0]}" "${args[2]}")" \
 				"| host A so far: retransmissions $(mr0_stat retransmissions) rto_timeouts $(mr0_stat rto_timeouts)" \
 				"doorbells $(mr0_stat doorbells) posts_without_doorbell $(mr0_stat posts_without_doorbell)" \
