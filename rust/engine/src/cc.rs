@@ -36,8 +36,11 @@ pub struct PathCc {
     pub acked_in_epoch: u32,
     /// CE-marked packets acknowledged in the current epoch.
     pub ce_in_epoch: u32,
-    /// ACKs in the current epoch that reported queueing delay above target.
+    /// ACKs in the current epoch that found queueing delay above target.
     pub delayed_in_epoch: u32,
+    /// ACKs in the current epoch (with an RTT sample) that found it within
+    /// target; the epoch cuts for delay only if they are fewer.
+    pub undelayed_in_epoch: u32,
     /// Losses detected in the current epoch.
     pub losses_in_epoch: u32,
     /// Time the current epoch (about one RTT) ends.
@@ -64,9 +67,25 @@ pub struct AckSignal {
     pub ce: bool,
     /// Smoothed RTT of the path (ns).
     pub srtt: u64,
-    /// The path's smoothed RTT exceeds its minimum by more than the
-    /// queueing-delay target: a queue is building where nothing marks ECN.
-    pub delayed: bool,
+    /// The path's queueing delay, as the ACK's RTT sample left it.
+    pub delay: QueueDelay,
+}
+
+/// The queueing delay on a path when an ACK brings an RTT sample: its
+/// smoothed RTT less the QP's base RTT, against the target (protocol.md
+/// 6.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QueueDelay {
+    /// The ACK brought no sample (or the delay signal is off).
+    #[default]
+    Unmeasured,
+    /// Within the target.
+    WithinTarget,
+    /// Above the target: a queue where nothing marks ECN, or a moment's
+    /// pause of a host (a descheduled vCPU delays every packet and ACK
+    /// then in flight); whether most of the epoch's ACKs found it so tells
+    /// them apart.
+    AboveTarget,
 }
 
 /// A pluggable congestion-control algorithm acting on one path at a time.
@@ -83,8 +102,9 @@ pub trait CongestionControl {
 
 /// v1 default: slow start, then additive increase of one packet per RTT;
 /// multiplicative decrease by `alpha/2` (DCTCP-style ECN fraction) at most
-/// once per RTT on CE, by 1/4 once per RTT while the queueing delay is
-/// above target, by 1/2 on `loss_md_threshold` losses in one RTT.
+/// once per RTT on CE, by 1/4 once per RTT when most ACKs of the RTT found
+/// queueing delay above target (a standing queue, not a host's moment of
+/// jitter), by 1/2 on `loss_md_threshold` losses in one RTT.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Aimd;
 
@@ -113,10 +133,17 @@ impl CongestionControl for Aimd {
     fn on_ack(&mut self, cc: &mut PathCc, p: &CcParams, sig: &AckSignal) {
         let n = sig.newly_acked;
         cc.acked_in_epoch = cc.acked_in_epoch.saturating_add(n);
-        if sig.delayed {
-            cc.delayed_in_epoch = cc.delayed_in_epoch.saturating_add(1);
+        let delayed = sig.delay == QueueDelay::AboveTarget;
+        match sig.delay {
+            QueueDelay::AboveTarget => {
+                cc.delayed_in_epoch = cc.delayed_in_epoch.saturating_add(1);
+            }
+            QueueDelay::WithinTarget => {
+                cc.undelayed_in_epoch = cc.undelayed_in_epoch.saturating_add(1);
+            }
+            QueueDelay::Unmeasured => {}
         }
-        if sig.ce || sig.delayed {
+        if sig.ce || delayed {
             if sig.ce {
                 cc.ce_in_epoch = cc.ce_in_epoch.saturating_add(n.max(1));
             }
@@ -148,6 +175,7 @@ impl CongestionControl for Aimd {
                 cc.ssthresh = cc.cwnd;
                 cc.last_decrease = sig.now;
             } else if cc.delayed_in_epoch > 0
+                && cc.delayed_in_epoch > cc.undelayed_in_epoch
                 && sig.now.saturating_sub(cc.last_decrease) >= sig.srtt
             {
                 cc.cwnd = cc.cwnd.saturating_sub(cc.cwnd / 4);
@@ -157,6 +185,7 @@ impl CongestionControl for Aimd {
             cc.acked_in_epoch = 0;
             cc.ce_in_epoch = 0;
             cc.delayed_in_epoch = 0;
+            cc.undelayed_in_epoch = 0;
             cc.losses_in_epoch = 0;
             cc.epoch_end = sig.now.saturating_add(sig.srtt);
         }
@@ -202,7 +231,7 @@ mod tests {
             newly_acked: 1,
             ce,
             srtt: 10,
-            delayed: false,
+            delay: QueueDelay::Unmeasured,
         }
     }
 
@@ -241,7 +270,7 @@ mod tests {
         let grown = cc.window();
         assert_eq!(grown, 24);
         let delayed = |now| AckSignal {
-            delayed: true,
+            delay: QueueDelay::AboveTarget,
             ..ack(now, false)
         };
         // A delayed ACK ends slow start; at the end of its epoch (here the
@@ -262,5 +291,42 @@ mod tests {
             a.on_ack(&mut cc, &P, &ack(t, false));
         }
         assert!(cc.window() > w && cc.window() <= w + 1);
+    }
+
+    #[test]
+    fn delay_cuts_when_most_acks_of_an_epoch_find_it() {
+        let mut a = Aimd;
+        let mut cc = PathCc::default();
+        a.init_path(&mut cc, &P, 0);
+        let sig = |now, delay| AckSignal {
+            delay,
+            ..ack(now, false)
+        };
+        // Slow start ends on the first delayed ACK (which closes the
+        // new path's empty epoch: no cut within an SRTT of the start); the
+        // next epoch ends with the ACK at 12 (an epoch is one SRTT, 10).
+        a.on_ack(&mut cc, &P, &sig(1, QueueDelay::AboveTarget));
+        let w = cc.cwnd;
+        assert_eq!(cc.ssthresh, w);
+        a.on_ack(&mut cc, &P, &sig(12, QueueDelay::AboveTarget));
+        let cut = w - w / 4;
+        assert_eq!(cc.cwnd, cut, "an epoch of delayed ACKs only: cut");
+        // The next epoch (to 22): a pause of one host lifts SRTT above
+        // target for one ACK of three. No cut; the delayed ACK does not
+        // grow the window, the others do.
+        a.on_ack(&mut cc, &P, &sig(15, QueueDelay::WithinTarget));
+        a.on_ack(&mut cc, &P, &sig(17, QueueDelay::AboveTarget));
+        let grown = cc.cwnd;
+        assert!(grown > cut);
+        a.on_ack(&mut cc, &P, &sig(23, QueueDelay::WithinTarget));
+        assert!(cc.cwnd > grown, "most ACKs within target: no cut");
+        // A standing queue: most ACKs of the next epoch are delayed (one
+        // without a sample counts for neither side).
+        a.on_ack(&mut cc, &P, &sig(26, QueueDelay::WithinTarget));
+        a.on_ack(&mut cc, &P, &sig(28, QueueDelay::Unmeasured));
+        a.on_ack(&mut cc, &P, &sig(30, QueueDelay::AboveTarget));
+        let before = cc.cwnd;
+        a.on_ack(&mut cc, &P, &sig(34, QueueDelay::AboveTarget));
+        assert_eq!(cc.cwnd, before - before / 4);
     }
 }

@@ -81,9 +81,9 @@ pub struct SenderConfig {
     pub max_rto_ns: u64,
     /// Unanswered probes after which a path is replaced by a fresh one.
     pub path_fail_probes: u32,
-    /// Queueing delay (smoothed RTT above the path's minimum) that counts
-    /// as congestion, at least twice the minimum RTT; 0 turns the delay
-    /// signal off. A backstop for bottlenecks that mark no ECN (software
+    /// Queueing delay (smoothed RTT above the QP's base, its least
+    /// smoothed RTT: protocol.md 6.3) that counts as congestion, at least
+    /// twice the base; 0 turns the delay signal off. A backstop for bottlenecks that mark no ECN (software
     /// switches, hosts, VMs): without it only loss and RTOs stop growth.
     pub delay_target_ns: u64,
     /// Seed mixed into UDP source ports (ECMP entropy) of new paths.

@@ -77,6 +77,12 @@ pub struct RttEstimator {
     pub rttvar: u64,
     /// Smallest sample seen.
     pub min_rtt: u64,
+    /// Smallest `srtt` since the first [`RttEstimator::SETTLED`] samples
+    /// (0 before): the RTT with no queue of the path's own, as the average
+    /// shows it rather than the luckiest sample (protocol.md 6.3).
+    pub min_srtt: u64,
+    /// Samples taken, up to [`RttEstimator::SETTLED`].
+    pub samples: u8,
     /// At least one sample was taken.
     pub sampled: bool,
 }
@@ -87,8 +93,14 @@ impl RttEstimator {
         srtt: 0,
         rttvar: 0,
         min_rtt: 0,
+        min_srtt: 0,
+        samples: 0,
         sampled: false,
     };
+
+    /// Samples after which `srtt` is an average rather than the first
+    /// sample (its gain is 1/8) and counts towards `min_srtt`.
+    pub const SETTLED: u8 = 8;
 
     /// Feed one RTT sample.
     pub fn sample(&mut self, rtt: u64) {
@@ -97,12 +109,28 @@ impl RttEstimator {
             self.rttvar = rtt / 2;
             self.min_rtt = rtt;
             self.sampled = true;
+            self.samples = 1;
             return;
         }
         let err = self.srtt.abs_diff(rtt);
         self.rttvar = self.rttvar - self.rttvar / 4 + err / 4;
         self.srtt = self.srtt - self.srtt / 8 + rtt / 8;
         self.min_rtt = self.min_rtt.min(rtt);
+        if self.samples < Self::SETTLED {
+            self.samples += 1;
+        } else if self.min_srtt == 0 || self.srtt < self.min_srtt {
+            self.min_srtt = self.srtt;
+        }
+    }
+
+    /// The least RTT a queue of the path's own is measured from: the
+    /// least `srtt` once settled, else the least sample.
+    pub fn base(&self) -> u64 {
+        if self.min_srtt != 0 {
+            self.min_srtt
+        } else {
+            self.min_rtt
+        }
     }
 
     /// Retransmission timeout: `srtt + 4 * rttvar` within `[min, max]`.
@@ -214,6 +242,7 @@ impl TxPath {
             acked_in_epoch: 0,
             ce_in_epoch: 0,
             delayed_in_epoch: 0,
+            undelayed_in_epoch: 0,
             losses_in_epoch: 0,
             epoch_end: 0,
             last_decrease: 0,

@@ -6,7 +6,7 @@
 use core::ops::{Deref, DerefMut};
 
 use super::bitmap::{MsgBits, PktBitmap, INLINE_PKTS, MAX_MSG_PKTS};
-use super::cc::{AckSignal, Aimd, CcParams, CongestionControl};
+use super::cc::{AckSignal, Aimd, CcParams, CongestionControl, QueueDelay};
 use super::completion::{CompletionStatus, TxCompletion};
 use super::config::{
     ConfigError, SenderConfig, MAX_PATHS, MSG_WINDOW_MAX, MSG_WINDOW_V1, PATH_GENERATIONS,
@@ -1038,15 +1038,17 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     }
 
     /// Feed an ACK's RTT sample (`now - ts_echo`) to the path and the QP.
-    fn sample_rtt(&mut self, slot: usize, ack: &Ack, now: u64) {
+    /// Takes the ACK's RTT sample, if its echo is a time past: the sample.
+    fn sample_rtt(&mut self, slot: usize, ack: &Ack, now: u64) -> Option<u64> {
         if ack.ts_echo > now {
-            return;
+            return None;
         }
         let r = now - ack.ts_echo;
         if let Some(p) = open_mut(&mut self.paths, slot) {
             p.rtt.sample(r);
         }
         self.qp_rtt.sample(r);
+        Some(r)
     }
 
     /// Process an ACK.
@@ -1133,7 +1135,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             }
         }
         self.advance_floor(slot);
-        self.sample_rtt(slot, ack, now);
+        let rtt_sample = self.sample_rtt(slot, ack, now);
         let rto_now;
         let delayed_seen;
         {
@@ -1167,22 +1169,36 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             // latch that as its base, never see the queue, and grow while
             // the others are cut for it (protocol.md 6.3).
             let base = if self.qp_rtt.sampled {
-                p.rtt.min_rtt.min(self.qp_rtt.min_rtt)
+                p.rtt.base().min(self.qp_rtt.base())
             } else {
-                p.rtt.min_rtt
+                p.rtt.base()
             };
             // Twice the base RTT at least: jitter of the hosts themselves
-            // (scheduling, a VM's vCPU) must not read as a queue.
+            // (scheduling, a VM's vCPU) must not read as a queue. SRTT
+            // against the least SRTT, both averages: a scheduled host's
+            // samples scatter from its least (a lucky one) to several
+            // times the average, and against the least sample every RTT
+            // read as a queue. An epoch cuts only if most of its ACKs
+            // found SRTT above target (cc.rs): a moment's pause of either
+            // host lifts the average for a few ACKs only.
             let target = self.cfg.delay_target_ns.max(base.saturating_mul(2));
-            let delayed = self.cfg.delay_target_ns != 0
-                && p.rtt.sampled
-                && p.rtt.srtt.saturating_sub(base) > target;
+            let delay = match rtt_sample {
+                Some(_) if self.cfg.delay_target_ns != 0 => {
+                    if p.rtt.srtt.saturating_sub(base) > target {
+                        QueueDelay::AboveTarget
+                    } else {
+                        QueueDelay::WithinTarget
+                    }
+                }
+                _ => QueueDelay::Unmeasured,
+            };
+            let delayed = delay == QueueDelay::AboveTarget;
             let sig = AckSignal {
                 now,
                 newly_acked: newly,
                 ce: ack.ce,
                 srtt,
-                delayed,
+                delay,
             };
             delayed_seen = delayed;
             // A cut on an ACK answers the epoch's signals: CE marks if

@@ -111,6 +111,7 @@ fn run() -> [u64; 2] {
 fn a_late_plane_gets_an_even_share() {
     let [p0, p1] = run();
     let total = p0 + p1;
+    println!("plane 0 sent {p0}, plane 1 {p1}");
     assert!(total > 50_000, "only {total} packets");
     // Within 10% of half each.
     let (lo, hi) = (total * 45 / 100, total * 55 / 100);

@@ -5,6 +5,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use metaroce_engine::completion::CompletionStatus;
 use metaroce_engine::config::{ReceiverConfig, SenderConfig};
+use metaroce_engine::events::{CutCause, SenderEvent};
 use metaroce_engine::rcn::Shares;
 use metaroce_engine::receiver::{Receiver, RxVerdict};
 use metaroce_engine::sender::{Message, Sender, TxKind};
@@ -183,6 +184,9 @@ pub struct Outcome {
     pub errors: Vec<String>,
     /// Completions with error status.
     pub qp_errors: u64,
+    /// Window cuts over all senders' paths, by cause: ECN, queueing
+    /// delay, SACK losses, timeouts (`SenderEvent::WindowDecrease`).
+    pub cuts: [u64; 4],
     /// Data packets the senders sent (retransmissions included).
     pub data_frames: u64,
     /// ACKs the receivers sent.
@@ -539,6 +543,7 @@ pub fn run(sc: &Scenario) -> Outcome {
                     h.timer_at = None;
                 }
                 h.tx.on_timer(now);
+                count_cuts(&mut h.tx, &mut out.cuts);
                 touched = Some(s);
             }
             Ev::PortFree { s, plane } => {
@@ -806,6 +811,7 @@ pub fn run(sc: &Scenario) -> Outcome {
                         .errors
                         .push(format!("parse error on control packet: {e:?}")),
                 }
+                count_cuts(&mut h.tx, &mut out.cuts);
                 while let Some(c) = h.tx.pop_completion() {
                     if c.status != CompletionStatus::Success {
                         out.qp_errors += 1;
@@ -973,4 +979,18 @@ fn rx_data(
     let ack = h.rx.ack_now(header.path_id)?;
     let n = ack.encode(scratch).ok()?;
     Some(scratch[..n].to_vec())
+}
+
+/// Takes the sender's events, counting its window cuts by cause.
+fn count_cuts(tx: &mut Sender, cuts: &mut [u64; 4]) {
+    while let Some(ev) = tx.pop_event() {
+        if let SenderEvent::WindowDecrease { cause, .. } = ev {
+            cuts[match cause {
+                CutCause::Ecn => 0,
+                CutCause::Delay => 1,
+                CutCause::Loss => 2,
+                CutCause::Timeout => 3,
+            }] += 1;
+        }
+    }
 }

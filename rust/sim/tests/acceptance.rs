@@ -245,3 +245,43 @@ fn coalesced_acks_cost_at_most_a_quarter_frame_per_data_frame() {
     assert!(ratio <= 0.25, "ACKs per data packet {ratio}");
     assert_eq!(o.timeouts, 0);
 }
+
+#[test]
+fn a_scheduled_host_does_not_read_as_a_queue() {
+    let outcome = |period, target| {
+        let sc = rig_scheduled(13, period, target);
+        let o = run(&sc);
+        check_clean(&sc.name, &o);
+        let u = down_utilisation(&o, &sc);
+        println!(
+            "{}, delay target {} ms: util {:.1}%, steady queue {} B, losses {}, RTOs {}, \
+             cuts ECN/delay/loss/RTO {:?}",
+            sc.name,
+            target / 1_000_000,
+            u * 100.0,
+            o.max_down_queue_steady,
+            o.sack_losses,
+            o.timeouts,
+            o.cuts
+        );
+        (u, o)
+    };
+    let target = SenderConfig::DEFAULT.delay_target_ns;
+    let (u_run, o_run) = outcome(None, target);
+    let (u_on, o_on) = outcome(Some(12_000_000), target);
+    let (u_off, o_off) = outcome(Some(12_000_000), 0);
+    // Always running, the receiver is the bottleneck and the signal keeps
+    // its queue short (8 ms at 200 Mbit/s is 200 kB) with the link busy.
+    assert!(u_run >= 0.95, "utilisation {u_run}");
+    assert!(o_run.cuts[1] > 0, "the receiver's queue must be read");
+    assert!(o_run.max_down_queue_steady <= 200_000);
+    // Run 1 ms in 12, the receiver's wait is no queue: the windows must
+    // grow past it (with SRTT judged against the least sample, and any
+    // delayed ACK cutting, 6% of the link was used), while the signal
+    // still bounds the queue the windows build once they outgrow the
+    // link (off: 3 MB).
+    assert!(u_on >= 0.5, "utilisation {u_on}");
+    assert!(u_off >= 0.9, "utilisation {u_off}");
+    assert!(o_on.max_down_queue_steady * 10 < o_off.max_down_queue_steady);
+    assert_eq!(o_on.sack_losses + o_off.sack_losses, 0);
+}
