@@ -82,11 +82,13 @@ for k in paths:
 for k in active:
     assert after[f"p{k}_sent"] > before.get(f"p{k}_sent", 0), f"path {k} sent nothing in 2 s"
     assert after[f"p{k}_srtt_us"] > 0, f"path {k} has no RTT sample"
+# With samples taken, the QP has a base its queueing delay is measured from.
+assert after["base_rtt_us"] > 0, f"base RTT {after.get('base_rtt_us')}"
 # The QP's totals count its paths' packets, and those of paths closed since.
 assert after["sent"] >= sum(after[f"p{k}_sent"] for k in paths), f"QP sent {after['sent']}"
 assert after["retx"] <= after["sent"] and after["retx"] >= sum(after[f"p{k}_retx"] for k in paths)
 assert after["sent"] > before["sent"], "the QP sent nothing in 2 s"
-print("paths", len(paths), "sent", [after[f"p{k}_sent"] for k in paths], "QP sent", after["sent"], "retx", after["retx"])
+print("paths", len(paths), "sent", [after[f"p{k}_sent"] for k in paths], "QP sent", after["sent"], "retx", after["retx"], "base RTT", after["base_rtt_us"], "us")
 PY
 	rdma -j resource show qp link mr0/1 lqpn "$qpn" | grep -q '"drv_\|p0_sent' &&
 		fail "driver details shown without -dd"

@@ -17,7 +17,9 @@
 //! MTU), `agreed_payload` (the size agreed with the peer, 0 for none,
 //! protocol.md 1.8), `sent` and `retx` (data packets the QP sent since it
 //! connected, retransmissions included, and of them retransmissions: its
-//! paths' counts, the closed ones' too), then for each path in use,
+//! paths' counts, the closed ones' too), `base_rtt_us` (the RTT the
+//! sender's queueing delay is measured from, protocol.md 6.3; 0 before the
+//! first sample), then for each path in use,
 //! by slot `K`: `pK_plane`, `pK_sport`, `pK_state`, `pK_cwnd` (packets),
 //! `pK_srtt_us`, `pK_min_rtt_us`, `pK_inflight`, and since the path opened
 //! `pK_sent` (data packets, retransmissions included), `pK_retx` (of them
@@ -49,6 +51,7 @@ pub(crate) fn write(sender: &Sender, receiver: &Receiver, out: &mut Details<'_>)
     out.u32(format_args!("agreed_payload"), receiver.payload())?;
     out.u64(format_args!("sent"), sender.stats().data_packets)?;
     out.u64(format_args!("retx"), sender.stats().retransmits)?;
+    out.u64(format_args!("base_rtt_us"), sender.base_rtt() / 1000)?;
     for p in sender.used_paths() {
         if out.group(|g| write_path(g, p)).is_err() {
             // No room for this path: it and the rest are left out.

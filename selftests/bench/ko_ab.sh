@@ -15,8 +15,9 @@
 # measures a lever that is a knob:
 #   selftests/rig/run.sh 'AB_A=$METAROCE_REPO/metaroce.ko AB_B=$METAROCE_REPO/metaroce.ko AB_B_OPTS="min_rto_us=100" bash selftests/bench/ko_ab.sh'
 # AB_SNAP=SECONDS: that long into each point, host A's (the client's, the
-# sender's of WRITE and SEND) QPs' paths as "window/SRTT/min RTT" (packets,
-# us; rust/driver/qp_details.rs), AB_SNAPS times (default 3) a second apart.
+# sender's of WRITE and SEND) QPs' base RTT and paths as "window/SRTT/min
+# RTT" (packets, us; rust/driver/qp_details.rs), AB_SNAPS times (default
+# 3) a second apart.
 . /run/metaroce/env
 . "$METAROCE_REPO/selftests/bench/lib.sh"
 csv_init
@@ -44,7 +45,7 @@ for qp in json.load(sys.stdin):
     d = {k.removeprefix("drv_"): v for k, v in qp.items()}
     slots = sorted(int(k[1:-len("_cwnd")]) for k in d if k.startswith("p") and k.endswith("_cwnd"))
     if slots:
-        print("qpn %s:" % d.get("lqpn"), " ".join("%s/%s/%s" % tuple(
+        print("qpn %s: base %s us, paths" % (d.get("lqpn"), d.get("base_rtt_us")), " ".join("%s/%s/%s" % tuple(
             d["p%d_%s" % (k, f)] for f in ("cwnd", "srtt_us", "min_rtt_us")) for k in slots))'
 }
 for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do

@@ -707,6 +707,16 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.tail.wrapping_sub(self.head)
     }
 
+    /// The QP's base RTT (ns, 0 before its first sample): the least RTT
+    /// its queueing delay is measured from (protocol.md 6.3).
+    pub fn base_rtt(&self) -> u64 {
+        if self.qp_rtt.sampled {
+            self.qp_rtt.base()
+        } else {
+            0
+        }
+    }
+
     /// Receiver rate hint currently honoured (kbit/s, 0 = none).
     pub fn rate_hint_kbps(&self) -> u32 {
         self.rate_hint_kbps
