@@ -72,8 +72,17 @@ DEB_OUT ?= $(CURDIR)/build/deb
 
 all: modules
 
+# kbuild does not see that the objects were built against another kernel
+# tree (its command lines use paths relative to the tree), and the stale
+# module is refused at load ("section size must match the kernel's built
+# struct module size"): .kdir names the tree they were built against, and
+# another one cleans them, bindings included, first.
 modules:
+	@if [ "$$(cat .kdir 2>/dev/null)" != "$(realpath $(KDIR))" ]; then \
+		$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean >/dev/null 2>&1 || true; \
+		rm -f rust/sys/bindings_generated.rs .kdir; fi
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules
+	@echo "$(realpath $(KDIR))" > .kdir
 
 # The module after scripts/check-kernel.sh: what DKMS runs (dkms.conf).
 modules-checked:
@@ -110,7 +119,7 @@ deb:
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean
-	rm -f rust/sys/bindings_generated.rs
+	rm -f rust/sys/bindings_generated.rs .kdir
 
 deps:
 	selftests/rig/deps.sh

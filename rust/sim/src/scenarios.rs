@@ -202,17 +202,7 @@ pub fn rig_scheduled(seed: u64, period_ns: Option<u64>, delay_target_ns: u64) ->
         ),
         None => "rig, 200 Mbit/s receiver always running".to_string(),
     };
-    let mut sc = base(&name, seed);
-    sc.planes = 2;
-    sc.links_per_plane = 1;
-    sc.host_gbps = 1.0;
-    sc.core = LinkSpec {
-        gbps: 1.0,
-        prop_ns: 125_000,
-        ecn_bytes: u64::MAX,
-        buffer_bytes: u64::MAX,
-        loss: 0.0,
-    };
+    let mut sc = rig(&name, seed, 2, 250_000);
     sc.down = LinkSpec {
         gbps: 0.1,
         prop_ns: 125_000,
@@ -222,20 +212,12 @@ pub fn rig_scheduled(seed: u64, period_ns: Option<u64>, delay_target_ns: u64) ->
     };
     sc.msgs_per_sender = 600;
     sc.msg_bytes = 64 << 10;
-    sc.sender_cfg = SenderConfig {
-        mtu: 1024,
-        delay_target_ns,
-        ..SenderConfig::DEFAULT
-    };
-    sc.ack_delay_ns = 1_000_000;
+    sc.sender_cfg.delay_target_ns = delay_target_ns;
     sc.rx_pause = period_ns.map(|period_ns| RxPause {
         first_ns: 0,
         period_ns,
         dur_ns: period_ns - 1_000_000,
     });
-    sc.warmup_ns = 100_000_000;
-    sc.time_limit_ns = 60_000_000_000;
-    sc.bin_ns = 10_000_000;
     sc
 }
 
@@ -422,17 +404,7 @@ pub fn rig_incast(seed: u64, rcn: bool, rtt_ns: u64) -> Scenario {
         rtt_ns / 1000,
         if rcn { "on" } else { "off" }
     );
-    let mut sc = base(&name, seed);
-    sc.planes = 1;
-    sc.links_per_plane = 1;
-    sc.host_gbps = 1.0;
-    sc.core = LinkSpec {
-        gbps: 1.0,
-        prop_ns: rtt_ns / 2,
-        ecn_bytes: u64::MAX,
-        buffer_bytes: u64::MAX,
-        loss: 0.0,
-    };
+    let mut sc = rig(&name, seed, 1, rtt_ns);
     sc.down = LinkSpec {
         gbps: 0.01,
         prop_ns: rtt_ns / 2,
@@ -443,15 +415,35 @@ pub fn rig_incast(seed: u64, rcn: bool, rtt_ns: u64) -> Scenario {
     sc.senders = 4;
     sc.msgs_per_sender = 24;
     sc.msg_bytes = 64 << 10;
+    sc.rcn = rcn.then_some(Rcn {
+        capacity_mbps: 10,
+        tick_ns: 1_000_000,
+    });
+    sc
+}
+
+/// The two-VM rig's hosts at the simulator: `planes` planes of one link
+/// each, 1 Gbit/s out of each host and across (no ECN, no drop), `rtt_ns`
+/// of base RTT split over both ways, and the driver's defaults (1 KiB MTU
+/// at a 1500-byte plane, a 10 ms RTO floor, ACKs held up to its 1 ms
+/// tick). The caller sets the downlink, the bottleneck.
+fn rig(name: &str, seed: u64, planes: usize, rtt_ns: u64) -> Scenario {
+    let mut sc = base(name, seed);
+    sc.planes = planes;
+    sc.links_per_plane = 1;
+    sc.host_gbps = 1.0;
+    sc.core = LinkSpec {
+        gbps: 1.0,
+        prop_ns: rtt_ns / 2,
+        ecn_bytes: u64::MAX,
+        buffer_bytes: u64::MAX,
+        loss: 0.0,
+    };
     sc.sender_cfg = SenderConfig {
         mtu: 1024,
         ..SenderConfig::DEFAULT
     };
     sc.ack_delay_ns = 1_000_000;
-    sc.rcn = rcn.then_some(Rcn {
-        capacity_mbps: 10,
-        tick_ns: 1_000_000,
-    });
     sc.warmup_ns = 100_000_000;
     sc.time_limit_ns = 60_000_000_000;
     sc.bin_ns = 10_000_000;
