@@ -710,11 +710,8 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     /// The QP's base RTT (ns, 0 before its first sample): the least RTT
     /// its queueing delay is measured from (protocol.md 6.3).
     pub fn base_rtt(&self) -> u64 {
-        if self.qp_rtt.sampled {
-            self.qp_rtt.base()
-        } else {
-            0
-        }
+        // Unsampled, both of `base`'s minima are still 0.
+        self.qp_rtt.base()
     }
 
     /// Receiver rate hint currently honoured (kbit/s, 0 = none).
