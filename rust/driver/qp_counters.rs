@@ -123,13 +123,14 @@ impl CounterTable {
 pub(crate) struct QpCounters {
     /// The counter object the QP is bound to, 0 if none.
     bound: AtomicU32,
-    /// The engine's SACK-detected losses, replaced paths and timeouts
-    /// (all, spurious) already counted: it keeps totals, the counters take
-    /// the increments.
+    /// The engine's SACK-detected losses, replaced paths, timeouts (all,
+    /// spurious) and packets timeouts declared lost already counted: it
+    /// keeps totals, the counters take the increments.
     sack_losses_seen: AtomicU64,
     path_failures_seen: AtomicU64,
     timeouts_seen: AtomicU64,
     spurious_seen: AtomicU64,
+    timeout_losses_seen: AtomicU64,
 }
 
 impl QpCounters {
@@ -141,6 +142,7 @@ impl QpCounters {
             path_failures_seen: AtomicU64::new(0),
             timeouts_seen: AtomicU64::new(0),
             spurious_seen: AtomicU64::new(0),
+            timeout_losses_seen: AtomicU64::new(0),
         }
     }
 
@@ -210,6 +212,11 @@ impl QpCounters {
                 stats.spurious_timeouts,
                 &self.spurious_seen,
                 Counter::RtoSpurious,
+            ),
+            (
+                stats.timeout_losses,
+                &self.timeout_losses_seen,
+                Counter::RtoLosses,
             ),
         ];
         for (total, seen, c) in pairs {

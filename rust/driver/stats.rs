@@ -78,6 +78,10 @@ pub(crate) enum Counter {
     /// Of those, timeouts a late ACK showed spurious and undid (protocol.md
     /// 4.3; from the engine).
     RtoSpurious,
+    /// Packets the timeouts declared lost (in flight on the path when its
+    /// timer expired): at most the retransmissions timers caused (from the
+    /// engine).
+    RtoLosses,
     /// Doorbells rung by processes: `post_send` system calls without work
     /// requests (design.md, "Doorbell suppression").
     Doorbells,
@@ -111,7 +115,7 @@ pub(crate) enum PlaneCounter {
 pub(crate) const QP_COUNTERS: usize = 8;
 
 /// Device-wide counters (before the per-plane ones).
-const DEVICE_COUNT: usize = 26;
+const DEVICE_COUNT: usize = 27;
 
 /// Counters of each plane.
 const PER_PLANE: usize = 5;
@@ -162,6 +166,7 @@ pub(crate) static NAMES: [StatDesc; COUNT] = counter_names!(
         "rx_probes_limited",
         "rto_timeouts",
         "rto_spurious",
+        "rto_losses",
         "doorbells",
         "posts_without_doorbell",
         "tx_inflight_waits",

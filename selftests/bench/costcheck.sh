@@ -33,11 +33,13 @@ set_plane 1 200 300000
 # busy = 10+1+20+5+4.
 echo "cpu  10 1 20 1000 7 5 4 3 0 0" > "$COST_PROC_STAT"
 echo "cpu0 10 1 20 1000 7 5 4 3 0 0" >> "$COST_PROC_STAT"
-expect "host_cost without mr0: the planes' packets, no counters" "$(host_cost)" "300 0 0"
+expect "host_cost without mr0: the planes' packets, no counters" "$(host_cost)" "300 0 0 0"
 mkdir -p "$COST_HW_COUNTERS"
 echo 12 > "$COST_HW_COUNTERS/retransmissions"
 echo 3 > "$COST_HW_COUNTERS/rto_timeouts"
-expect "host_cost with mr0's counters" "$(host_cost)" "300 12 3"
+expect "host_cost with mr0's counters, a module without rto_losses" "$(host_cost)" "300 12 3 0"
+echo 9 > "$COST_HW_COUNTERS/rto_losses"
+expect "host_cost with mr0's counters" "$(host_cost)" "300 12 3 9"
 
 # cost_window.py: nothing until the planes move data, then a window
 # START seconds later. The transfer starts 2 s after the sampler (its
@@ -58,7 +60,7 @@ expect "cost_window.py: the window's seconds, busy ticks, packets and bytes befo
 expect "cost_window.py: none without a transfer" "$(python3 "$bench/cost_window.py" 0.1 0.1 0.3 fake0 fake1)" none
 
 # cost_end: over the whole point host A sent 10,000 frames, host B 2,000,
-# A had 5 retransmissions and 1 timeout; in a 2 s window host A was busy
+# A had 5 retransmissions and 1 timeout that declared 3 packets lost; in a 2 s window host A was busy
 # 1 s and sent 10 MiB, host B was busy 0.5 s and sent 0.5 MiB.
 hz=$(getconf CLK_TCK)
 samples() { # T TEST: cost_end's samples, "metric=value ..."
@@ -70,9 +72,9 @@ samples() { # T TEST: cost_end's samples, "metric=value ..."
 		cost_window() { echo "2.000 0 $hz 0 1 0 $((10 * 1048576))"; }
 		peer_spawn() { echo 9; }
 		peer_poll() { echo "2.000 0 $((hz / 2)) 0 1 0 524288"; }
-		A_NOW="500 7 2" B_NOW="300 0 0"
+		A_NOW="500 7 2 4" B_NOW="300 0 0 0"
 		cost_begin 0.5 2 30
-		A_NOW="10500 12 3" B_NOW="2300 0 0"
+		A_NOW="10500 12 3 7" B_NOW="2300 0 0 0"
 		sleep 0.2
 		cost_end "$1" throughput "$2" 65536 1 2 loss=0 1
 	)
@@ -81,25 +83,25 @@ samples() { # T TEST: cost_end's samples, "metric=value ..."
 # Both hosts busy 50% + 25% of their windows; the sender sent 5 MiB/s (host
 # A) or 0.25 MiB/s (host B, a read).
 ms=$(awk 'BEGIN { printf "%.2f", 0.75 * 1000 / 5 }')
-expect "MetaRoCE write: busy shares, CPU per MiB in the window; A's frames per B's, retransmissions, timeouts over the point" \
+expect "MetaRoCE write: busy shares, CPU per MiB in the window; A's frames per B's, retransmissions, timeouts, timer-declared losses over the point" \
 	"$(samples metaroce ib_write_bw)" \
-	"busy_pct_A=50.0 busy_pct_B=25.0 cpu_ms_per_MiB=$ms back_per_data=0.2000 retx_per_data=0.000500 rto_per_data=0.000100 "
+	"busy_pct_A=50.0 busy_pct_B=25.0 cpu_ms_per_MiB=$ms back_per_data=0.2000 retx_per_data=0.000500 rto_per_data=0.000100 rto_loss_per_data=0.000300 "
 expect "rxe: no MetaRoCE counters" "$(samples rxe ib_write_bw)" "busy_pct_A=50.0 busy_pct_B=25.0 cpu_ms_per_MiB=$ms back_per_data=0.2000 "
 expect "TCP: no frame ratio (segmentation offload)" "$(samples tcp iperf3)" "busy_pct_A=50.0 busy_pct_B=25.0 cpu_ms_per_MiB=$ms "
 ms_read=$(awk 'BEGIN { printf "%.2f", 0.75 * 1000 / 0.25 }')
 expect "a read's data sender is host B" "$(samples metaroce ib_read_bw)" \
-	"busy_pct_A=50.0 busy_pct_B=25.0 cpu_ms_per_MiB=$ms_read back_per_data=5.0000 retx_per_data=0.000000 rto_per_data=0.000000 "
+	"busy_pct_A=50.0 busy_pct_B=25.0 cpu_ms_per_MiB=$ms_read back_per_data=5.0000 retx_per_data=0.000000 rto_per_data=0.000000 rto_loss_per_data=0.000000 "
 expect "a sampler still running saw no transfer: no window, the counters still" "$(
 	CSV=$tmp/slow.csv
-	host_cost() { echo "1 1 1"; }
-	peer() { echo "1 1 1"; }
+	host_cost() { echo "1 1 1 1"; }
+	peer() { echo "1 1 1 1"; }
 	cost_window() { sleep 30; }
 	peer_spawn() { echo 9; }
 	peer_poll() { echo "peer: job 9 still running"; }
 	peer_wait() { :; }
 	cost_begin 0.5 2 30
-	host_cost() { echo "11 1 1"; }
-	peer() { [ "$1" = "pkill -f -- '[c]ost_window.py'" ] && echo pkilled > "$tmp/pkilled"; echo "3 1 1"; }
+	host_cost() { echo "11 1 1 1"; }
+	peer() { [ "$1" = "pkill -f -- '[c]ost_window.py'" ] && echo pkilled > "$tmp/pkilled"; echo "3 1 1 1"; }
 	cost_end rxe throughput ib_write_bw 65536 1 1 loss=0 1
 	cat "$tmp/pkilled" 2> /dev/null
 	awk -F, '{ printf "%s=%s ", $9, $10 }' "$CSV" 2> /dev/null
@@ -118,6 +120,7 @@ for rep in 1 2; do
 	csv rxe throughput ib_write_bw 65536 1 1 loss=0 "$rep" back_per_data 0.5
 	csv metaroce throughput ib_write_bw 65536 1 2 loss=0 "$rep" retx_per_data "0.00$rep"
 	csv metaroce throughput ib_write_bw 65536 1 2 loss=0 "$rep" rto_per_data 0
+	csv metaroce throughput ib_write_bw 65536 1 2 loss=0 "$rep" rto_loss_per_data "0.000$rep"
 	csv metaroce throughput ib_write_bw 65536 1 2 loss=0 "$rep" busy_pct_A 60
 	csv metaroce throughput ib_write_bw 65536 1 2 loss=0 "$rep" busy_pct_B 80
 done
@@ -129,9 +132,9 @@ if report_check; then
 	expect "the cost section follows the throughput table" \
 		"$(grep -E '^## (Throughput|Cost|Latency)' "$BOUT/report.md" 2> /dev/null | sed 's/^## //; s/[ ,:].*//' | paste -sd' ')" \
 		"Throughput Cost Latency"
-	expect "its row: CPU cells, MetaRoCE/rxe, frames back, retransmissions, timeouts, busy" \
+	expect "its row: CPU cells, MetaRoCE/rxe, frames back, retransmissions, timeouts, timer-declared losses, busy" \
 		"$(grep -F '| ib_write_bw 64 KiB, 1 QP |' <<< "$sec")" \
-		"| ib_write_bw 64 KiB, 1 QP | 55.0 [50.0–60.0] (n=2) | 100 [100–100] (n=2) | 30.0 (n=1) | 0.55× | 0.200 | 0.500 | 0.150% (max 0.200%) | 0.000% (max 0.000%) | MetaRoCE 60/80 |"
+		"| ib_write_bw 64 KiB, 1 QP | 55.0 [50.0–60.0] (n=2) | 100 [100–100] (n=2) | 30.0 (n=1) | 0.55× | 0.200 | 0.500 | 0.150% (max 0.200%) | 0.000% (max 0.000%) | 0.015% (max 0.020%) | MetaRoCE 60/80 |"
 	expect "a sample taken again after perftest's duration clock failed is listed" \
 		"$(grep -c "run again in 1 sample(s): MetaRoCE throughput ib_write_bw 65536 B 8 QP loss=0 rep 1 (after a failed perftest duration clock: perftest printed 0.00 MB/s for 800 iterations; )" "$BOUT/report.md")" 1
 fi

@@ -71,7 +71,7 @@ for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 			echo "ab: $side rep $rep $t: $(ab_result "${args[0]}" "${args[2]}")" \
 				"| host A so far: retransmissions $(mr0_stat retransmissions) rto_timeouts $(mr0_stat rto_timeouts)" \
 				"doorbells $(mr0_stat doorbells) posts_without_doorbell $(mr0_stat posts_without_doorbell)" \
-				"tx_inflight_waits $(mr0_stat tx_inflight_waits) rto_spurious $(mr0_stat rto_spurious) sack_losses $(mr0_stat sack_losses)"
+				"tx_inflight_waits $(mr0_stat tx_inflight_waits) rto_spurious $(mr0_stat rto_spurious) rto_losses $(mr0_stat rto_losses) sack_losses $(mr0_stat sack_losses)"
 		done
 		mr_down
 	done

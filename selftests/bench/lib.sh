@@ -259,19 +259,20 @@ mr_down() {
 }
 
 # ---------------------------------------------------------------- cost
-# host_cost (on the host it runs on): "TX_PACKETS RETX RTO": the packets
-# sent on the planes' netdevs, and mr0's retransmissions and rto_timeouts
-# (0 without mr0).
+# host_cost (on the host it runs on): "TX_PACKETS RETX RTO RTO_LOST": the
+# packets sent on the planes' netdevs, and mr0's retransmissions,
+# rto_timeouts and rto_losses (0 without mr0 or without the counter).
 COST_HW_COUNTERS=${COST_HW_COUNTERS:-/sys/class/infiniband/mr0/ports/1/hw_counters}
 host_cost() {
-	local p d txp=0 retx=0 rto=0 hc=$COST_HW_COUNTERS
+	local p d txp=0 retx=0 rto=0 rto_lost=0 hc=$COST_HW_COUNTERS
 	for ((p = 0; p < METAROCE_PLANES; p++)); do
 		d=$PLANE_SYSFS/$(plane_dev "$p")/statistics
 		[ -d "$d" ] || continue
 		txp=$((txp + $(< "$d/tx_packets")))
 	done
 	[ -r "$hc/retransmissions" ] && retx=$(< "$hc/retransmissions") rto=$(< "$hc/rto_timeouts")
-	echo "$txp $retx $rto"
+	[ -r "$hc/rto_losses" ] && rto_lost=$(< "$hc/rto_losses")
+	echo "$txp $retx $rto $rto_lost"
 }
 # cost_window START SECS WAIT: cost_window.py on this host's planes (exec:
 # a kill of the background job reaches it).
@@ -296,8 +297,10 @@ cost_window() {
 #                   sent (a one-way transfer: its ACKs; RDMA only, as
 #                   TCP's segmentation offload sends many segments as one
 #                   frame of the netdev's count)
-#   retx_per_data, rto_per_data  MetaRoCE: the sender's retransmitted
-#                   packets and retransmission timeouts per frame it sent
+#   retx_per_data, rto_per_data, rto_loss_per_data  MetaRoCE: the
+#                   sender's retransmitted packets, retransmission timeouts
+#                   and packets the timeouts declared lost (the timer-driven
+#                   retransmissions' upper bound) per frame it sent
 # The data sender is host A, except for ib_read_bw (B answers the reads).
 cost_begin() {
 	COST_A=$(host_cost)
@@ -346,14 +349,14 @@ cost_end() {
 			rate = (test == "ib_read_bw") ? (WB[7] - WB[6]) / WB[1] : (WA[7] - WA[6]) / WA[1]
 			if (rate > 0) printf "cpu_ms_per_MiB %.2f ", (ba + bb) * 1000 / (rate / 1048576)
 		}
-		if (split(a0, A0) != 3 || split(a1, A1) != 3 || split(b0, B0) != 3 || split(b1, B1) != 3) exit
+		if (split(a0, A0) != 4 || split(a1, A1) != 4 || split(b0, B0) != 4 || split(b1, B1) != 4) exit
 		# s: the data sender, r: the data receiver
-		for (i = 1; i <= 3; i++) {
+		for (i = 1; i <= 4; i++) {
 			s[i] = A1[i] - A0[i]; r[i] = B1[i] - B0[i]
 			if (test == "ib_read_bw") { x = s[i]; s[i] = r[i]; r[i] = x }
 		}
 		if (t != "tcp" && s[1] > 0) printf "back_per_data %.4f ", r[1] / s[1]
-		if (t == "metaroce" && s[1] > 0) printf "retx_per_data %.6f rto_per_data %.6f ", s[2] / s[1], s[3] / s[1]
+		if (t == "metaroce" && s[1] > 0) printf "retx_per_data %.6f rto_per_data %.6f rto_loss_per_data %.6f ", s[2] / s[1], s[3] / s[1], s[4] / s[1]
 		print ""
 	}')
 	fixed=("${@:1:8}")

@@ -17,7 +17,7 @@ modprobe metaroce && peer modprobe metaroce || exit 1
 mr_up 2 || { echo "qp_probe: MetaRoCE not available: $TP_REASON"; exit 1; }
 counters() { # A|B
 	local n line=$1
-	for n in tx_packets rx_packets retransmissions sack_losses rto_timeouts rto_spurious tx_errors; do
+	for n in tx_packets rx_packets retransmissions sack_losses rto_timeouts rto_spurious rto_losses tx_errors; do
 		line+=" $n $(mr0_stat $n $([ "$1" = B ] && echo peer))"
 	done
 	echo "$line"

@@ -110,6 +110,12 @@ pub struct SenderStats {
     pub sack_losses: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// Packets declared lost by a retransmission timeout: in flight on the
+    /// path when its timer expired. An upper bound on the retransmissions
+    /// timers cause (a late ACK that undoes the timeout cancels those not
+    /// yet resent); the rest of `retransmits` are SACK holes, plane
+    /// failures and verdict probes.
+    pub timeout_losses: u64,
     /// Retransmission timeouts undone: an ACK answering a packet sent
     /// before the timeout showed it was delivered (protocol.md 4.3).
     pub spurious_timeouts: u64,
@@ -150,6 +156,7 @@ impl SenderStats {
         retransmit_bytes: 0,
         sack_losses: 0,
         timeouts: 0,
+        timeout_losses: 0,
         spurious_timeouts: 0,
         probes_excused: 0,
         late_acks: 0,
@@ -933,6 +940,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             m.last_loss_slot = slot;
             m.last_loss_cause = cause;
             self.lost_total += 1;
+            if cause == LossCause::Timeout {
+                self.stats.timeout_losses += 1;
+            }
         }
     }
 
@@ -3034,6 +3044,11 @@ mod tests {
         }
         let p = tx.path(0).unwrap();
         assert_eq!(tx.stats().spurious_timeouts, 1);
+        assert_eq!(
+            tx.stats().timeout_losses,
+            4,
+            "the timeout declared all four lost"
+        );
         assert_eq!(p.state, PathState::Active);
         assert_eq!(
             (p.cc.cwnd, p.cc.ssthresh, p.backoff),
@@ -3067,6 +3082,7 @@ mod tests {
         tx.on_probe_reply(&rx.on_probe(&pr), 2_010);
         pump(&mut tx, &mut rx, 2_020);
         assert_eq!(tx.stats().retransmits, 4);
+        assert_eq!(tx.stats().timeout_losses, 4);
         assert_eq!(tx.stats().spurious_timeouts, 0);
         assert!(tx.path(0).unwrap().cc.window() < before.window());
         assert_eq!(
