@@ -60,7 +60,7 @@ run_case srq
 pkts=$(peer "tc -s qdisc show dev \$PLANE0_DEV" | sed -n 's/.*Sent [0-9]* bytes \([0-9]*\) pkt.*/\1/p' | head -1)
 log "netem on host B's plane 0 sent ${pkts:-0} packets"
 [ "${pkts:-0}" -ge 480 ] || fail "netem on host B's plane 0 sent ${pkts:-0} packets, expected >= 480 (the SENDs)"
-log "B: retransmissions $(mr0_stat retransmissions peer), sack_losses $(mr0_stat sack_losses peer)"
+log "B: retransmissions $(mr0_stat retransmissions peer), sack_losses $(mr0_stat sack_losses peer), sack_reorders $(mr0_stat sack_reorders peer)"
 # shellcheck disable=SC2016
 peer 'for d in $PLANE0_DEV $PLANE1_DEV; do tc qdisc del dev $d root || exit 1; done' ||
 	fail "cannot remove netem on host B"

@@ -124,13 +124,15 @@ pub(crate) struct QpCounters {
     /// The counter object the QP is bound to, 0 if none.
     bound: AtomicU32,
     /// The engine's SACK-detected losses, replaced paths, timeouts (all,
-    /// spurious) and packets timeouts declared lost already counted: it
-    /// keeps totals, the counters take the increments.
+    /// spurious), packets timeouts declared lost and SACK losses shown to
+    /// be reordering already counted: it keeps totals, the counters take
+    /// the increments.
     sack_losses_seen: AtomicU64,
     path_failures_seen: AtomicU64,
     timeouts_seen: AtomicU64,
     spurious_seen: AtomicU64,
     timeout_losses_seen: AtomicU64,
+    reorders_seen: AtomicU64,
 }
 
 impl QpCounters {
@@ -143,6 +145,7 @@ impl QpCounters {
             timeouts_seen: AtomicU64::new(0),
             spurious_seen: AtomicU64::new(0),
             timeout_losses_seen: AtomicU64::new(0),
+            reorders_seen: AtomicU64::new(0),
         }
     }
 
@@ -218,6 +221,7 @@ impl QpCounters {
                 &self.timeout_losses_seen,
                 Counter::RtoLosses,
             ),
+            (stats.reorders, &self.reorders_seen, Counter::SackReorders),
         ];
         for (total, seen, c) in pairs {
             let before = seen.swap(total, Ordering::Relaxed);

@@ -82,6 +82,10 @@ pub(crate) enum Counter {
     /// timer expired): at most the retransmissions timers caused (from the
     /// engine).
     RtoLosses,
+    /// SACK loss declarations that reordering on their path proved wrong
+    /// (the packet arrived after all); each raised that path's loss
+    /// threshold (protocol.md 4.2; from the engine).
+    SackReorders,
     /// Doorbells rung by processes: `post_send` system calls without work
     /// requests (design.md, "Doorbell suppression").
     Doorbells,
@@ -115,7 +119,7 @@ pub(crate) enum PlaneCounter {
 pub(crate) const QP_COUNTERS: usize = 8;
 
 /// Device-wide counters (before the per-plane ones).
-const DEVICE_COUNT: usize = 27;
+const DEVICE_COUNT: usize = 28;
 
 /// Counters of each plane.
 const PER_PLANE: usize = 5;
@@ -167,6 +171,7 @@ pub(crate) static NAMES: [StatDesc; COUNT] = counter_names!(
         "rto_timeouts",
         "rto_spurious",
         "rto_losses",
+        "sack_reorders",
         "doorbells",
         "posts_without_doorbell",
         "tx_inflight_waits",

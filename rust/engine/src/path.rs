@@ -18,6 +18,11 @@ pub type PathRing = [InflightEntry; PATH_RING];
 /// A ring with every entry free.
 pub const EMPTY_RING: PathRing = [InflightEntry::EMPTY; PATH_RING];
 
+/// Largest reorder tolerance a path learns (protocol.md 4.2): beyond it a
+/// reordering network costs spurious retransmissions rather than slower
+/// loss detection.
+pub const REORDER_TOLERANCE_MAX: u32 = 16;
+
 /// Health of a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PathState {
@@ -222,6 +227,16 @@ pub struct TxPath {
     pub sack_lost: u64,
     /// Retransmission timeouts of this path.
     pub rtos: u64,
+    /// Acknowledged PSNs above a hole that make it lost on this path:
+    /// `reorder_threshold` until the path shows it reorders, then doubled
+    /// at each loss the SACK rule declared wrongly, up to
+    /// [`REORDER_TOLERANCE_MAX`] (protocol.md 4.2).
+    pub reorder_tolerance: u32,
+    /// After the SACK rule declared a loss: the `ts_echo` of the ACK that
+    /// did (the send time of the packet that overtook the hole). A later
+    /// ACK echoing an earlier send time, or acknowledging a packet declared
+    /// lost, shows the hole was reordering.
+    pub reorder_watch: Option<u64>,
 }
 
 impl TxPath {
@@ -261,6 +276,8 @@ impl TxPath {
         retransmitted: 0,
         sack_lost: 0,
         rtos: 0,
+        reorder_tolerance: 0,
+        reorder_watch: None,
     };
 
     /// Slot part of the id.
@@ -287,6 +304,25 @@ impl TxPath {
         self.next_psn.wrapping_sub(self.una)
     }
 
+    /// Acknowledged PSNs above a hole that make it lost now: the path's
+    /// tolerance (at least `base`, the configured `reorder_threshold`),
+    /// but never more than half the window (at least `base`), so that a
+    /// small window still finds its losses by SACK, not by timeout.
+    pub fn loss_threshold(&self, base: u32) -> u32 {
+        let learned = self.reorder_tolerance.max(base);
+        learned.min((self.cc.window() / 2).max(base))
+    }
+
+    /// The losses the SACK rule last declared on this path were
+    /// reordering: its tolerance doubles (from `base`).
+    pub fn on_reordered(&mut self, base: u32) {
+        self.reorder_tolerance = self
+            .reorder_tolerance
+            .max(base)
+            .saturating_mul(2)
+            .min(REORDER_TOLERANCE_MAX.max(base));
+    }
+
     /// Reinitialise as generation `generation` of `slot`.
     pub fn reset(&mut self, slot: usize, generation: u16, plane: u8, seed: u32) {
         let generation = generation % PATH_GENERATIONS;
@@ -311,7 +347,31 @@ pub fn entropy_port(seed: u32, path_id: u16) -> u16 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::cc::CWND_ONE;
     use super::*;
+
+    /// The learned tolerance never exceeds half the path's window, nor
+    /// [`REORDER_TOLERANCE_MAX`]: a small window still finds a real loss
+    /// by SACK.
+    #[test]
+    fn the_loss_threshold_stays_within_half_the_window() {
+        let mut p = TxPath::UNUSED;
+        p.cc.cwnd = 8 * CWND_ONE;
+        for _ in 0..10 {
+            p.on_reordered(1);
+        }
+        assert_eq!(p.reorder_tolerance, REORDER_TOLERANCE_MAX);
+        assert_eq!(p.loss_threshold(1), 4);
+        p.cc.cwnd = 2 * CWND_ONE;
+        assert_eq!(p.loss_threshold(1), 1);
+        p.cc.cwnd = 256 * CWND_ONE;
+        assert_eq!(p.loss_threshold(1), REORDER_TOLERANCE_MAX);
+        assert_eq!(
+            p.loss_threshold(32),
+            32,
+            "a configured threshold above the cap stands"
+        );
+    }
 
     #[test]
     fn rtt_estimator() {

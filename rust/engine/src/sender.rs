@@ -125,6 +125,9 @@ pub struct SenderStats {
     /// Acknowledgements for packets already declared lost (the original
     /// arrived after all: a sign of spurious loss declaration).
     pub late_acks: u64,
+    /// SACK loss declarations shown wrong by reordering on their path
+    /// (each doubled the path's loss threshold, protocol.md 4.2).
+    pub reorders: u64,
     /// Probes sent.
     pub probes: u64,
     /// Paths replaced after unanswered probes.
@@ -160,6 +163,7 @@ impl SenderStats {
         spurious_timeouts: 0,
         probes_excused: 0,
         late_acks: 0,
+        reorders: 0,
         probes: 0,
         paths_replaced: 0,
         paths_opened: 0,
@@ -1094,6 +1098,12 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             p.last_ack = Some(now);
         }
         self.on_late_ack(slot, ack, now);
+        let watch = open(&self.paths, slot).and_then(|p| p.reorder_watch);
+        if watch.is_some_and(|t| ack.ts_echo < t) {
+            // A packet sent before the one that proved the last SACK loss
+            // arrived after it.
+            self.sack_loss_was_reordering(slot);
+        }
         // Cumulative part. An ACK of packets that carried an older floor
         // (before losses moved `una`) has nothing new there, but its SACK
         // bits from `una` on are still news: dropping them left packets
@@ -1120,19 +1130,20 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 }
             }
         }
-        // Loss detection: a PSN with >= reorder_threshold acknowledged PSNs
-        // above it on the same (order-preserving) path is lost.
+        // Loss detection: a PSN with at least the path's loss threshold of
+        // acknowledged PSNs above it on the same (order-preserving) path is
+        // lost; `reorder_threshold` unless the path showed it reorders.
         let mut lost = 0u32;
+        let threshold = open(&self.paths, slot).map_or(self.cfg.reorder_threshold, |p| {
+            p.loss_threshold(self.cfg.reorder_threshold)
+        });
         if let Some(hi) = highest {
             let mut above = 0u32;
             let mut psn = hi;
             loop {
                 match Some(self.entry(slot, psn)) {
                     Some(e) if e.state == EntryState::Acked => above += 1,
-                    Some(e)
-                        if e.state == EntryState::InFlight
-                            && above >= self.cfg.reorder_threshold =>
-                    {
+                    Some(e) if e.state == EntryState::InFlight && above >= threshold => {
                         self.mark_lost(e.msn, u32::from(e.pkt), slot, LossCause::Sack);
                         if let Some(en) = self.entry_mut(slot, psn) {
                             en.state = EntryState::Lost;
@@ -1149,6 +1160,11 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                     break;
                 }
                 psn = psn.wrapping_sub(1);
+            }
+        }
+        if lost > 0 {
+            if let Some(p) = open_mut(&mut self.paths, slot) {
+                p.reorder_watch = Some(ack.ts_echo);
             }
         }
         self.advance_floor(slot);
@@ -1334,10 +1350,26 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             EntryState::Lost | EntryState::Drained => {
                 e.state = EntryState::Acked;
                 self.stats.late_acks += 1;
+                if prev.state == EntryState::Lost {
+                    self.sack_loss_was_reordering(slot);
+                }
                 self.mark_acked(prev.msn, u32::from(prev.pkt));
                 0
             }
             _ => 0,
+        }
+    }
+
+    /// The losses the SACK rule last declared on path `slot` were
+    /// reordering (shown once per declaration): the path's loss threshold
+    /// doubles (protocol.md 4.2).
+    fn sack_loss_was_reordering(&mut self, slot: usize) {
+        let base = self.cfg.reorder_threshold;
+        if let Some(p) = open_mut(&mut self.paths, slot) {
+            if p.reorder_watch.take().is_some() {
+                p.on_reordered(base);
+                self.stats.reorders += 1;
+            }
         }
     }
 
@@ -2408,6 +2440,58 @@ mod tests {
             assert_eq!(p.plane as u16, (h.path_id & 63) % 2);
         }
         assert_eq!(slots, [2, 2, 2, 2]);
+    }
+
+    /// Posts an 8-packet message on a one-path sender, sending packet `i`
+    /// at `now + i`, and delivers them in `order`; returns the completion
+    /// once nothing is left to send.
+    fn deliver_in_order(
+        tx: &mut Sender,
+        rx: &mut Receiver,
+        order: [usize; 8],
+        now: u64,
+    ) -> Option<TxCompletion> {
+        tx.post(&write(8 * MTU)).unwrap();
+        let pkts: [DataHeader; 8] =
+            core::array::from_fn(|i| data(&tx.next_packet(now + i as u64).unwrap()));
+        for i in order {
+            deliver(rx, tx, &pkts[i], now + 8);
+        }
+        pump(tx, rx, now + 20);
+        tx.pop_completion()
+    }
+
+    /// A path that reorders learns to wait: the first packet overtaken on
+    /// it is declared lost, and when it arrives after all (completing the
+    /// message first: nothing is resent) the
+    /// path's loss threshold doubles, so the same reordering costs nothing
+    /// more; deeper reordering doubles it again. A path that never
+    /// reordered keeps `reorder_threshold`.
+    #[test]
+    fn a_path_that_reorders_raises_its_loss_threshold() {
+        let mut tx = Sender::new(cfg(1, 1), 0).unwrap();
+        let mut rx = receiver();
+        let ok = Some(CompletionStatus::Success);
+        let mut run = |tx: &mut Sender, order, now| {
+            let c = deliver_in_order(tx, &mut rx, order, now).map(|c| c.status);
+            let st = tx.stats();
+            (c, st.sack_losses, st.retransmits, st.reorders)
+        };
+        assert_eq!(run(&mut tx, [0, 1, 2, 3, 4, 5, 6, 7], 0), (ok, 0, 0, 0));
+        assert_eq!(tx.path(0).unwrap().loss_threshold(1), 1);
+        // Packet 0 overtaken by packet 1: lost by the rule, and shown
+        // reordered when it arrives (its ACK echoes an earlier send
+        // time than the ACK that declared it lost).
+        let by_one = [1, 0, 2, 3, 4, 5, 6, 7];
+        assert_eq!(run(&mut tx, by_one, 100), (ok, 1, 0, 1));
+        assert_eq!(tx.path(0).unwrap().loss_threshold(1), 2);
+        // The same again: no loss declared.
+        assert_eq!(run(&mut tx, by_one, 200), (ok, 1, 0, 1));
+        // Two overtaken by two: both lost, the threshold doubles once.
+        let by_two = [2, 3, 0, 1, 4, 5, 6, 7];
+        assert_eq!(run(&mut tx, by_two, 300), (ok, 3, 0, 2));
+        assert_eq!(tx.path(0).unwrap().loss_threshold(1), 4);
+        assert_eq!(run(&mut tx, by_two, 400), (ok, 3, 0, 2));
     }
 
     #[test]

@@ -82,6 +82,22 @@ pub fn reorder(seed: u64) -> Scenario {
     sc
 }
 
+/// Reordering within paths: every data packet is delayed by a random
+/// `0..jitter_ns` on its way to the receiver (netem's jitter), so a path's
+/// packets overtake each other, which ECMP never does but a misbehaving
+/// network (or the rig's `jitter=` points) may.
+pub fn path_jitter(jitter_ns: u64, seed: u64) -> Scenario {
+    let mut sc = base(
+        &format!("within-path jitter 0..{} us", jitter_ns / 1000),
+        seed,
+    );
+    sc.chaos = Some(Chaos {
+        jitter_ns,
+        dup: 0.0,
+    });
+    sc
+}
+
 /// 8 planes; optionally plane 3 fails at 1.5 ms.
 pub fn planes8(fail: bool, seed: u64) -> Scenario {
     let mut sc = base(

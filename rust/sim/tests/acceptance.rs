@@ -63,6 +63,37 @@ fn heavy_reordering_causes_no_retransmission() {
     }
 }
 
+/// Reordering within a path (netem-like jitter on every data packet, up
+/// to three fabric RTTs) first reads as loss, one later packet on the
+/// path being proof; each path then learns its tolerance from the losses
+/// that arrived after all (protocol.md 4.2). With the fixed threshold of
+/// 1 this fabric kept 35% (5 us) and 13% (20 us) of its goodput, resending
+/// up to every second packet.
+#[test]
+fn within_path_reordering_is_learned() {
+    let clean = run(&path_jitter(0, 5));
+    check_clean("no jitter", &clean);
+    for jitter in [5_000, 20_000] {
+        for seed in [5, 6] {
+            let o = run(&path_jitter(jitter, seed));
+            check_clean("jitter", &o);
+            let ratio = o.goodput_gbps / clean.goodput_gbps;
+            let data = o.payload_bytes.div_ceil(4096);
+            println!(
+                "jitter 0..{} us seed {seed}: {:.1} of {:.1} Gbit/s = {:.1}%, {} resent of ~{data}",
+                jitter / 1000,
+                o.goodput_gbps,
+                clean.goodput_gbps,
+                ratio * 100.0,
+                o.retx_packets
+            );
+            assert!(ratio >= 0.90, "goodput ratio {ratio}");
+            assert!(o.retx_packets * 10 <= data, "{} resent", o.retx_packets);
+            assert_eq!(o.timeouts, 0);
+        }
+    }
+}
+
 #[test]
 fn plane_failure_recovers_without_qp_error() {
     let ok = run(&planes8(false, 3));
