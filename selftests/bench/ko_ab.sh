@@ -18,6 +18,9 @@
 # sender's of WRITE and SEND) QPs' base RTT and paths as "window/SRTT/min
 # RTT" (packets, us; rust/driver/qp_details.rs), AB_SNAPS times (default
 # 3) a second apart.
+# AB_ON_BOTH: bench/lib.sh commands run on both hosts before the points,
+# e.g. "tc_jitter 0 2ms 2ms" (the benchmark's reordering point); every
+# plane's qdisc is cleared at the end.
 . /run/metaroce/env
 . "$METAROCE_REPO/selftests/bench/lib.sh"
 csv_init
@@ -36,6 +39,11 @@ ab_result() {
 	esac
 }
 IFS=';' read -r -a tests <<< "$points"
+if [ -n "${AB_ON_BOTH:-}" ]; then
+	trap 'on_both tc_clear' EXIT
+	on_both "$AB_ON_BOTH" || { echo "ko_ab: $AB_ON_BOTH failed"; exit 1; }
+	echo "ab: on both hosts: $AB_ON_BOTH"
+fi
 # snap_paths: one line per QP of host A with paths: "qpn N: W/S/M ...".
 snap_paths() {
 	rdma -j -dd resource show qp link mr0/1 2> /dev/null | /usr/bin/python3 -c '
@@ -71,7 +79,8 @@ for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 			echo "ab: $side rep $rep $t: $(ab_result "${args[0]}" "${args[2]}")" \
 				"| host A so far: retransmissions $(mr0_stat retransmissions) rto_timeouts $(mr0_stat rto_timeouts)" \
 				"doorbells $(mr0_stat doorbells) posts_without_doorbell $(mr0_stat posts_without_doorbell)" \
-				"tx_inflight_waits $(mr0_stat tx_inflight_waits) rto_spurious $(mr0_stat rto_spurious) rto_losses $(mr0_stat rto_losses) sack_losses $(mr0_stat sack_losses)"
+				"tx_inflight_waits $(mr0_stat tx_inflight_waits) rto_spurious $(mr0_stat rto_spurious) rto_losses $(mr0_stat rto_losses) sack_losses $(mr0_stat sack_losses)" \
+				"sack_reorders $(mr0_stat sack_reorders)"
 		done
 		mr_down
 	done
