@@ -37,6 +37,7 @@ pub fn base(name: &str, seed: u64) -> Scenario {
         msgs_per_sender: 192,
         msg_bytes: 1 << 20,
         random_msgs: false,
+        one_at_a_time: false,
         sender_cfg: SenderConfig {
             initial_paths: 8,
             max_paths: 64,
@@ -234,6 +235,24 @@ pub fn rig_scheduled(seed: u64, period_ns: Option<u64>, delay_target_ns: u64) ->
         period_ns,
         dur_ns: period_ns - 1_000_000,
     });
+    sc
+}
+
+/// The rig's latency test at the simulator: `rig_scheduled`'s hosts and
+/// 200 Mbit/s receiver, one QP writing `msg_bytes` messages one at a
+/// time (perftest's `ib_write_lat`, one way: each message posted when the
+/// last completed).
+pub fn rig_ping_pong(
+    seed: u64,
+    period_ns: Option<u64>,
+    msg_bytes: u32,
+    delay_target_ns: u64,
+) -> Scenario {
+    let mut sc = rig_scheduled(seed, period_ns, delay_target_ns);
+    sc.name = format!("{}, {} B one at a time", sc.name, msg_bytes);
+    sc.msg_bytes = msg_bytes;
+    sc.msgs_per_sender = 400;
+    sc.one_at_a_time = true;
     sc
 }
 

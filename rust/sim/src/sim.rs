@@ -104,6 +104,10 @@ pub struct Scenario {
     pub msg_bytes: u32,
     /// Random message sizes in `[0, msg_bytes]` and random opcodes.
     pub random_msgs: bool,
+    /// A sender posts a message only once the previous one completed
+    /// (its send completion): perftest's latency tests, one message in
+    /// flight, the next as soon as the last is done.
+    pub one_at_a_time: bool,
     /// Engine configuration of every sender.
     pub sender_cfg: SenderConfig,
     /// Receiver rate hints; `None`: ACKs carry none.
@@ -176,6 +180,9 @@ pub struct Outcome {
     pub link_drops: u64,
     /// Completion time of each message (sender-major order), ns.
     pub msg_done_ns: Vec<u64>,
+    /// Each message's time from its post to its send completion (ns), in
+    /// completion order, every sender's.
+    pub msg_latency_ns: Vec<u64>,
     /// Payload bytes placed per bin.
     pub bins: Vec<u64>,
     /// Bytes serialised on the downlinks (all planes).
@@ -337,6 +344,8 @@ struct Host {
     posted: usize,
     tx_done: usize,
     rx_done: usize,
+    /// When each message was posted (ns).
+    posted_at: Vec<u64>,
     /// Receive buffers keyed by MSN: (bytes, placement count per byte).
     bufs: HashMap<u32, (Vec<u8>, Vec<u8>)>,
 }
@@ -422,6 +431,7 @@ pub fn run(sc: &Scenario) -> Outcome {
                 posted: 0,
                 tx_done: 0,
                 rx_done: 0,
+                posted_at: Vec::new(),
                 bufs: HashMap::new(),
             }
         })
@@ -472,9 +482,10 @@ pub fn run(sc: &Scenario) -> Outcome {
     let mut completed = 0usize;
     let mut scratch = vec![0u8; 16384];
 
-    // Post as many messages as the engine window allows.
-    fn post_more(h: &mut Host) {
-        while h.posted < h.msgs.len() {
+    // Post as many messages as the engine window allows (one at a time:
+    // one once the last completed).
+    fn post_more(h: &mut Host, one_at_a_time: bool, now: u64) {
+        while h.posted < h.msgs.len() && !(one_at_a_time && h.posted > h.tx_done) {
             let m = &h.msgs[h.posted];
             let msg = Message {
                 opcode: m.opcode,
@@ -488,10 +499,11 @@ pub fn run(sc: &Scenario) -> Outcome {
                 break;
             }
             h.posted += 1;
+            h.posted_at.push(now);
         }
     }
     for h in hosts.iter_mut() {
-        post_more(h);
+        post_more(h, sc.one_at_a_time, 0);
     }
 
     while let Some(Item { t: now, ev, .. }) = heap.pop() {
@@ -816,9 +828,12 @@ pub fn run(sc: &Scenario) -> Outcome {
                     if c.status != CompletionStatus::Success {
                         out.qp_errors += 1;
                     }
+                    if let Some(&t) = h.posted_at.get(h.tx_done) {
+                        out.msg_latency_ns.push(now - t);
+                    }
                     h.tx_done += 1;
                 }
-                post_more(h);
+                post_more(h, sc.one_at_a_time, now);
                 touched = Some(s);
             }
         }
