@@ -82,9 +82,10 @@ pub(crate) enum Counter {
     /// timer expired): at most the retransmissions timers caused (from the
     /// engine).
     RtoLosses,
-    /// SACK loss declarations that reordering on their path proved wrong
-    /// (the packet arrived after all); each raised that path's loss
-    /// threshold (protocol.md 4.2; from the engine).
+    /// SACK loss declarations that reordering on their path showed wrong
+    /// (a packet sent before the one that overtook the hole arrived after
+    /// it); each doubled that path's loss threshold (protocol.md 4.2; from
+    /// the engine).
     SackReorders,
     /// Doorbells rung by processes: `post_send` system calls without work
     /// requests (design.md, "Doorbell suppression").

@@ -232,11 +232,27 @@ pub struct TxPath {
     /// at each loss the SACK rule declared wrongly, up to
     /// [`REORDER_TOLERANCE_MAX`] (protocol.md 4.2).
     pub reorder_tolerance: u32,
-    /// After the SACK rule declared a loss: the `ts_echo` of the ACK that
-    /// did (the send time of the packet that overtook the hole). A later
-    /// ACK echoing an earlier send time, or acknowledging a packet declared
-    /// lost, shows the hole was reordering.
-    pub reorder_watch: Option<u64>,
+    /// After the SACK rule declared losses: what the ACK that did showed
+    /// (see [`ReorderWatch`]).
+    pub reorder_watch: Option<ReorderWatch>,
+    /// `timestamp` of the path's last data packet: a path's timestamps
+    /// strictly increase (a burst sent at one clock reading takes 1 ns
+    /// more a packet), so an echo tells which of two packets went first.
+    pub last_ts: u64,
+}
+
+/// The ACK that made the SACK rule declare losses on a path: `psn`, the
+/// highest PSN it acknowledged, and `ts`, its `ts_echo`. A later ACK that
+/// acknowledges `psn` too (so the receiver built it after that packet
+/// arrived, not an ACK the network delayed) and echoes an earlier `ts`
+/// answers a packet sent before the one that overtook the hole and
+/// received after it: the path reorders (protocol.md 4.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReorderWatch {
+    /// `ts_echo` of the declaring ACK.
+    pub ts: u64,
+    /// Highest PSN the declaring ACK acknowledged.
+    pub psn: u32,
 }
 
 impl TxPath {
@@ -278,6 +294,7 @@ impl TxPath {
         rtos: 0,
         reorder_tolerance: 0,
         reorder_watch: None,
+        last_ts: 0,
     };
 
     /// Slot part of the id.
@@ -297,6 +314,18 @@ impl TxPath {
             plane: self.plane,
             src_port: self.src_port,
         }
+    }
+
+    /// The `timestamp` of a data packet the path sends at `now`: `now`,
+    /// or 1 ns after the path's last packet if that is later.
+    pub fn stamp(&mut self, now: u64) -> u64 {
+        let ts = if self.sent == 0 {
+            now
+        } else {
+            now.max(self.last_ts.saturating_add(1))
+        };
+        self.last_ts = ts;
+        ts
     }
 
     /// PSNs between the floor and the next PSN.

@@ -14,8 +14,8 @@ use super::config::{
 use super::events::{CutCause, Events, FailCause, LossCause, RecoverCause, SenderEvent};
 use super::heap::{kmalloc_size, Empty, Global, Heap};
 use super::path::{
-    EntryState, InflightEntry, PathRing, PathState, RtoUndo, RttEstimator, TxPath, EMPTY_RING,
-    PATH_RING,
+    EntryState, InflightEntry, PathRing, PathState, ReorderWatch, RtoUndo, RttEstimator, TxPath,
+    EMPTY_RING, PATH_RING,
 };
 use super::seq::{seq_diff, seq_in_window};
 use super::window::MsgWindow;
@@ -351,6 +351,11 @@ fn peer_window(advertised: u16) -> u16 {
 fn sack_has(ack: &Ack, psn: u32) -> bool {
     let i = psn.wrapping_sub(ack.cum_psn).wrapping_sub(1) as usize;
     i < SACK_BITS && ack.sack.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 != 0)
+}
+
+/// `ack` acknowledges `psn`: below its `cum_psn`, or its SACK bit set.
+fn ack_covers(ack: &Ack, psn: u32) -> bool {
+    seq_diff(ack.cum_psn, psn) > 0 || sack_has(ack, psn)
 }
 
 /// Number of packets of a message of `len` bytes.
@@ -1099,7 +1104,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         self.on_late_ack(slot, ack, now);
         let watch = open(&self.paths, slot).and_then(|p| p.reorder_watch);
-        if watch.is_some_and(|t| ack.ts_echo < t) {
+        if watch.is_some_and(|w| ack_covers(ack, w.psn) && ack.ts_echo < w.ts) {
             // A packet sent before the one that proved the last SACK loss
             // arrived after it.
             self.sack_loss_was_reordering(slot);
@@ -1162,10 +1167,11 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 psn = psn.wrapping_sub(1);
             }
         }
-        if lost > 0 {
-            if let Some(p) = open_mut(&mut self.paths, slot) {
-                p.reorder_watch = Some(ack.ts_echo);
-            }
+        if let (true, Some(psn), Some(p)) = (lost > 0, highest, open_mut(&mut self.paths, slot)) {
+            p.reorder_watch = Some(ReorderWatch {
+                ts: ack.ts_echo,
+                psn,
+            });
         }
         self.advance_floor(slot);
         let rtt_sample = self.sample_rtt(slot, ack, now);
@@ -1350,9 +1356,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             EntryState::Lost | EntryState::Drained => {
                 e.state = EntryState::Acked;
                 self.stats.late_acks += 1;
-                if prev.state == EntryState::Lost {
-                    self.sack_loss_was_reordering(slot);
-                }
+
                 self.mark_acked(prev.msn, u32::from(prev.pkt));
                 0
             }
@@ -2049,6 +2053,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             .unwrap_or(self.cfg.max_rto_ns);
         let p = open_mut(&mut self.paths, slot)?;
         let psn = p.next_psn;
+        let timestamp = p.stamp(now);
         if let Some(e) =
             open_mut(&mut self.rings, slot).and_then(|r| r.get_mut(psn as usize % PATH_RING))
         {
@@ -2101,7 +2106,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                     } else {
                         0
                     },
-                    timestamp: now,
+                    timestamp,
                 },
                 retransmit: is_retx.then_some(loss_cause),
             },
@@ -2442,9 +2447,10 @@ mod tests {
         assert_eq!(slots, [2, 2, 2, 2]);
     }
 
-    /// Posts an 8-packet message on a one-path sender, sending packet `i`
-    /// at `now + i`, and delivers them in `order`; returns the completion
-    /// once nothing is left to send.
+    /// Posts an 8-packet message on a one-path sender, sends it all at
+    /// `now` (one clock reading, as the driver's pump does), and delivers
+    /// its packets in `order`; returns the completion once nothing is
+    /// left to send.
     fn deliver_in_order(
         tx: &mut Sender,
         rx: &mut Receiver,
@@ -2452,13 +2458,46 @@ mod tests {
         now: u64,
     ) -> Option<TxCompletion> {
         tx.post(&write(8 * MTU)).unwrap();
-        let pkts: [DataHeader; 8] =
-            core::array::from_fn(|i| data(&tx.next_packet(now + i as u64).unwrap()));
+        let pkts: [DataHeader; 8] = core::array::from_fn(|_| data(&tx.next_packet(now).unwrap()));
         for i in order {
             deliver(rx, tx, &pkts[i], now + 8);
         }
         pump(tx, rx, now + 20);
         tx.pop_completion()
+    }
+
+    /// A path's timestamps strictly increase, a burst sent at one clock
+    /// reading included: the echo orders its packets.
+    #[test]
+    fn a_burst_at_one_instant_is_stamped_in_send_order() {
+        let mut tx = Sender::new(cfg(1, 1), 0).unwrap();
+        tx.post(&write(4 * MTU)).unwrap();
+        let ts: [u64; 4] = core::array::from_fn(|_| data(&tx.next_packet(500).unwrap()).timestamp);
+        assert_eq!(ts, [500, 501, 502, 503]);
+        tx.post(&write(MTU)).unwrap();
+        assert_eq!(data(&tx.next_packet(900).unwrap()).timestamp, 900);
+    }
+
+    /// An ACK the network delayed is not reordering: it echoes an earlier
+    /// send time than the ACK that declared a loss, but the receiver built
+    /// it before the packet that overtook the hole had arrived.
+    #[test]
+    fn a_delayed_ack_does_not_raise_the_loss_threshold() {
+        let mut tx = Sender::new(cfg(1, 1), 0).unwrap();
+        let mut rx = receiver();
+        tx.post(&write(8 * MTU)).unwrap();
+        let pkts: [DataHeader; 8] = core::array::from_fn(|_| data(&tx.next_packet(0).unwrap()));
+        for h in &pkts[..2] {
+            deliver(&mut rx, &mut tx, h, 10);
+        }
+        rx.on_data(&pkts[2], false, 10);
+        let held = rx.ack_for(pkts[2].path_id).unwrap();
+        // Packet 3 is lost; packet 4 proves it.
+        deliver(&mut rx, &mut tx, &pkts[4], 20);
+        assert_eq!(tx.stats().sack_losses, 1);
+        tx.on_ack(&held, 30);
+        assert_eq!(tx.stats().reorders, 0);
+        assert_eq!(tx.path(0).unwrap().loss_threshold(1), 1);
     }
 
     /// A path that reorders learns to wait: the first packet overtaken on
