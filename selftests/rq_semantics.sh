@@ -55,11 +55,15 @@ peer 'for d in $PLANE0_DEV $PLANE1_DEV; do tc qdisc replace dev $d root netem de
 	fail "netem on host B"
 log "ok: netem delay 2ms 1ms on host B's planes"
 run_case srq
-# The 24 SENDs alone are 24 * (20..31) packets of 1 KiB: they must have
-# gone through netem, or the run proved nothing about reordering.
-pkts=$(peer "tc -s qdisc show dev \$PLANE0_DEV" | sed -n 's/.*Sent [0-9]* bytes \([0-9]*\) pkt.*/\1/p' | head -1)
-log "netem on host B's plane 0 sent ${pkts:-0} packets"
-[ "${pkts:-0}" -ge 480 ] || fail "netem on host B's plane 0 sent ${pkts:-0} packets, expected >= 480 (the SENDs)"
+# The 24 SENDs (rq_semantics.py's msg_len: 12 of 20,000..31,000 bytes on
+# each QP, 612,000 bytes of payload) must have gone through netem, or the
+# run proved nothing about reordering. Counted in bytes, which headers only
+# add to: the packets depend on the payload size the hosts agreed (1,412
+# bytes at a 1500-byte MTU, 444 packets) and on how many the sender resent.
+sent=$(peer "tc -s qdisc show dev \$PLANE0_DEV" | sed -n 's/.*Sent \([0-9]*\) bytes \([0-9]*\) pkt.*/\1 \2/p' | head -1)
+read -r bytes pkts <<< "${sent:-0 0}"
+log "netem on host B's plane 0 sent $bytes bytes in $pkts packets"
+[ "$bytes" -ge 612000 ] || fail "netem on host B's plane 0 sent $bytes bytes, expected >= 612000 (the SENDs' payload)"
 log "B: retransmissions $(mr0_stat retransmissions peer), sack_losses $(mr0_stat sack_losses peer), sack_reorders $(mr0_stat sack_reorders peer)"
 # shellcheck disable=SC2016
 peer 'for d in $PLANE0_DEV $PLANE1_DEV; do tc qdisc del dev $d root || exit 1; done' ||
