@@ -2447,6 +2447,12 @@ mod tests {
         assert_eq!(slots, [2, 2, 2, 2]);
     }
 
+    /// Posts an 8-packet message and sends it all at `now`.
+    fn send_eight(tx: &mut Sender, now: u64) -> [DataHeader; 8] {
+        tx.post(&write(8 * MTU)).unwrap();
+        core::array::from_fn(|_| data(&tx.next_packet(now).unwrap()))
+    }
+
     /// Posts an 8-packet message on a one-path sender, sends it all at
     /// `now` (one clock reading, as the driver's pump does), and delivers
     /// its packets in `order`; returns the completion once nothing is
@@ -2457,8 +2463,7 @@ mod tests {
         order: [usize; 8],
         now: u64,
     ) -> Option<TxCompletion> {
-        tx.post(&write(8 * MTU)).unwrap();
-        let pkts: [DataHeader; 8] = core::array::from_fn(|_| data(&tx.next_packet(now).unwrap()));
+        let pkts = send_eight(tx, now);
         for i in order {
             deliver(rx, tx, &pkts[i], now + 8);
         }
@@ -2485,8 +2490,7 @@ mod tests {
     fn a_delayed_ack_does_not_raise_the_loss_threshold() {
         let mut tx = Sender::new(cfg(1, 1), 0).unwrap();
         let mut rx = receiver();
-        tx.post(&write(8 * MTU)).unwrap();
-        let pkts: [DataHeader; 8] = core::array::from_fn(|_| data(&tx.next_packet(0).unwrap()));
+        let pkts = send_eight(&mut tx, 0);
         for h in &pkts[..2] {
             deliver(&mut rx, &mut tx, h, 10);
         }
@@ -2502,10 +2506,10 @@ mod tests {
 
     /// A path that reorders learns to wait: the first packet overtaken on
     /// it is declared lost, and when it arrives after all (completing the
-    /// message first: nothing is resent) the
-    /// path's loss threshold doubles, so the same reordering costs nothing
-    /// more; deeper reordering doubles it again. A path that never
-    /// reordered keeps `reorder_threshold`.
+    /// message first: nothing is resent) the path's loss threshold
+    /// doubles, so the same reordering costs nothing more; deeper
+    /// reordering doubles it again. A path that never reordered keeps
+    /// `reorder_threshold`.
     #[test]
     fn a_path_that_reorders_raises_its_loss_threshold() {
         let mut tx = Sender::new(cfg(1, 1), 0).unwrap();
