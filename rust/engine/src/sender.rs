@@ -1356,7 +1356,6 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             EntryState::Lost | EntryState::Drained => {
                 e.state = EntryState::Acked;
                 self.stats.late_acks += 1;
-
                 self.mark_acked(prev.msn, u32::from(prev.pkt));
                 0
             }
