@@ -98,6 +98,11 @@ pub trait CongestionControl {
     fn on_loss(&mut self, cc: &mut PathCc, p: &CcParams, lost: u32, now: u64, srtt: u64);
     /// The retransmission timer of this path expired.
     fn on_timeout(&mut self, cc: &mut PathCc, p: &CcParams, now: u64);
+    /// The QP's cap on packets in flight (the receiver's rate hint,
+    /// protocol.md 6.5) was lifted while this path had `in_flight`
+    /// packets out: under the cap the window grew on ACKs the network
+    /// never saw it fill.
+    fn on_cap_lifted(&mut self, cc: &mut PathCc, p: &CcParams, in_flight: u32);
 }
 
 /// v1 default: slow start, then additive increase of one packet per RTT;
@@ -212,6 +217,16 @@ impl CongestionControl for Aimd {
         cc.losses_in_epoch = 0;
         clamp(cc, p);
     }
+
+    /// Back to twice what the path had in flight (RFC 7661's bound on a
+    /// window nothing validated), growing from there as before: slow
+    /// start up to `ssthresh`, which stays. Sent at once, the windows the
+    /// cap hid are a burst the bottleneck takes whole (protocol.md 6.5).
+    fn on_cap_lifted(&mut self, cc: &mut PathCc, p: &CcParams, in_flight: u32) {
+        let used = in_flight.saturating_mul(2).saturating_mul(CWND_ONE);
+        cc.cwnd = cc.cwnd.min(used);
+        clamp(cc, p);
+    }
 }
 
 #[cfg(test)]
@@ -233,6 +248,33 @@ mod tests {
             srtt: 10,
             delay: QueueDelay::Unmeasured,
         }
+    }
+
+    #[test]
+    fn a_lifted_cap_leaves_twice_the_flight() {
+        let mut a = Aimd;
+        let mut cc = PathCc::default();
+        a.init_path(&mut cc, &P, 0);
+        for t in 0..200 {
+            a.on_ack(&mut cc, &P, &ack(t, false));
+        }
+        assert_eq!(cc.cwnd, P.pwnd_max * CWND_ONE, "grew under the cap");
+        let ssthresh = cc.ssthresh;
+        a.on_cap_lifted(&mut cc, &P, 3);
+        assert_eq!(cc.cwnd, 6 * CWND_ONE);
+        assert_eq!(cc.ssthresh, ssthresh, "slow start from there");
+        a.on_cap_lifted(&mut cc, &P, 0);
+        assert_eq!(
+            cc.cwnd,
+            P.pwnd_min * CWND_ONE,
+            "never below the least window"
+        );
+        a.on_cap_lifted(&mut cc, &P, 40);
+        assert_eq!(
+            cc.cwnd,
+            P.pwnd_min * CWND_ONE,
+            "a lift never grows a window"
+        );
     }
 
     #[test]

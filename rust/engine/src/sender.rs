@@ -1096,6 +1096,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             self.stats.stale_acks += 1;
             return;
         }
+        if ack.rate_hint_kbps == 0 && self.rate_hint_kbps != 0 {
+            self.on_hint_lifted();
+        }
         self.rate_hint_kbps = ack.rate_hint_kbps;
         self.peer_window = peer_window(ack.msg_window);
         self.on_cum_msn(ack.cum_msn);
@@ -1832,6 +1835,17 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             return Some(self.cfg.first_flight);
         }
         self.hint_cap()
+    }
+
+    /// The receiver stopped hinting a rate (its QP is alone there,
+    /// protocol.md 6.5): the cap is gone, and each path's window, grown
+    /// under it, goes back to what the path showed the network.
+    fn on_hint_lifted(&mut self) {
+        for slot in Slots(self.used) {
+            if let Some(p) = open_mut(&mut self.paths, slot) {
+                self.cc.on_cap_lifted(&mut p.cc, &self.ccp, p.inflight);
+            }
+        }
     }
 
     /// QP-level cap in packets from the receiver rate hint.

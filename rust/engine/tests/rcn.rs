@@ -157,11 +157,30 @@ fn no_capacity_means_no_hints_but_the_count_goes_on() {
     assert!(qps.iter().all(|r| r.rate_hint_kbps() == 0));
 }
 
+/// What [`run_lifting`] measured.
+struct Flight {
+    /// The most packets in flight once the first ACK arrived.
+    most: u32,
+    /// The rate (kbit/s) from the first ACK on.
+    rate: u64,
+    /// The most packets in flight under the hint.
+    under_hint: u32,
+    /// The most in flight in the RTT after the sender took the lift.
+    after_lift: u32,
+}
+
 /// Sends a long WRITE over a path of `rtt` ns with every packet delivered
 /// and acknowledged one RTT later, the receiver advertising `hint`
 /// (kbit/s); returns the most packets in flight once the first ACK
 /// arrived, and the rate (kbit/s) from then on.
 fn run(hint: u32, rtt: u64) -> (u32, u64) {
+    let f = run_lifting(hint, rtt, u64::MAX);
+    (f.most, f.rate)
+}
+
+/// [`run`], the receiver advertising no hint from `lift_at` (ns) on, as
+/// when the QP's fellow receivers stop.
+fn run_lifting(hint: u32, rtt: u64, lift_at: u64) -> Flight {
     let mut tx = sender();
     let mut rx = receiver(MTU);
     rx.set_rate_hint(hint);
@@ -172,8 +191,10 @@ fn run(hint: u32, rtt: u64) -> (u32, u64) {
     let mut to_rx: Vec<(u64, DataHeader)> = Vec::new();
     let mut to_tx = Vec::new();
     let mut now = 0u64;
-    let mut most = 0;
+    let (mut most, mut under_hint, mut after_lift) = (0, 0, 0);
     let mut acked_once = false;
+    // When the sender took the first ACK without a hint.
+    let mut lifted: Option<u64> = None;
     // Packets sent before the first ACK (uncapped: no RTT sample yet),
     // and when that ACK came.
     let (mut early, mut first_ack) = (0u64, 0u64);
@@ -187,8 +208,16 @@ fn run(hint: u32, rtt: u64) -> (u32, u64) {
         }
         if acked_once {
             most = most.max(tx.inflight());
+            match lifted {
+                None => under_hint = under_hint.max(tx.inflight()),
+                Some(t) if now < t + rtt => after_lift = after_lift.max(tx.inflight()),
+                Some(_) => {}
+            }
         }
         now += step;
+        if now >= lift_at {
+            rx.set_rate_hint(0);
+        }
         let (due, rest): (Vec<_>, Vec<_>) = to_rx.into_iter().partition(|(t, _)| *t <= now);
         to_rx = rest;
         for (_, h) in due {
@@ -205,12 +234,43 @@ fn run(hint: u32, rtt: u64) -> (u32, u64) {
                 acked_once = true;
                 first_ack = now;
             }
+            if lifted.is_none() && tx.rate_hint_kbps() == 0 && now > lift_at {
+                lifted = Some(now);
+            }
         }
         while tx.pop_completion().is_some() {}
     }
     assert_eq!(tx.outstanding(), 0, "the message completed");
     let bits = (u64::from(len) - early * u64::from(MTU)) * 8;
-    (most, bits * 1_000_000 / (now - first_ack).max(1))
+    Flight {
+        most,
+        rate: bits * 1_000_000 / (now - first_ack).max(1),
+        under_hint,
+        after_lift,
+    }
+}
+
+#[test]
+fn a_lifted_hint_leaves_no_burst_of_the_windows_it_hid() {
+    // rcn.sh's incast at its end: three of four QPs finished, and the
+    // last, alone, gets no hint. Under the hint its paths' windows grew
+    // on every ACK, never filled; sent at once they queued 130 KB at the
+    // 10 Mbit/s bottleneck. From the lift on each path may have twice its
+    // packets in flight then, and slow start from there.
+    let rtt = 100_000;
+    let f = run_lifting(2_000_000, rtt, 100 * rtt);
+    assert!(
+        f.under_hint > 0 && f.under_hint <= 8,
+        "capped: {}",
+        f.under_hint
+    );
+    assert!(
+        f.after_lift <= 3 * f.under_hint + 4,
+        "{} in flight in the RTT after the lift, {} under the hint",
+        f.after_lift,
+        f.under_hint
+    );
+    assert!(f.after_lift > f.under_hint, "the QP speeds up");
 }
 
 #[test]

@@ -38,6 +38,7 @@ pub fn base(name: &str, seed: u64) -> Scenario {
         msg_bytes: 1 << 20,
         random_msgs: false,
         one_at_a_time: false,
+        start_stagger_ns: 0,
         sender_cfg: SenderConfig {
             initial_paths: 8,
             max_paths: 64,

@@ -108,6 +108,10 @@ pub struct Scenario {
     /// (its send completion): perftest's latency tests, one message in
     /// flight, the next as soon as the last is done.
     pub one_at_a_time: bool,
+    /// Sender `s` posts its first message at `s * start_stagger_ns` (0:
+    /// all at once): flows that start apart end apart, so the last one
+    /// runs alone for a while, as perftest's clients started one by one do.
+    pub start_stagger_ns: u64,
     /// Engine configuration of every sender.
     pub sender_cfg: SenderConfig,
     /// Receiver rate hints; `None`: ACKs carry none.
@@ -291,6 +295,10 @@ enum Ev {
     },
     /// The receiving host counts its receiving QPs (`Scenario::rcn`).
     RcnTick,
+    /// Sender `s` posts its first messages (`Scenario::start_stagger_ns`).
+    Start {
+        s: usize,
+    },
     FailPlane(usize),
     RestorePlane(usize),
     ReportPlane(usize, bool),
@@ -502,8 +510,13 @@ pub fn run(sc: &Scenario) -> Outcome {
             h.posted_at.push(now);
         }
     }
-    for h in hosts.iter_mut() {
-        post_more(h, sc.one_at_a_time, 0);
+    for (s, h) in hosts.iter_mut().enumerate() {
+        let start = s as u64 * sc.start_stagger_ns;
+        if start == 0 {
+            post_more(h, sc.one_at_a_time, 0);
+        } else {
+            push(&mut heap, start, Ev::Start { s });
+        }
     }
 
     while let Some(Item { t: now, ev, .. }) = heap.pop() {
@@ -549,6 +562,10 @@ pub fn run(sc: &Scenario) -> Outcome {
                 }
             }
             Ev::FailLink(p, l) => core[p][l].up = false,
+            Ev::Start { s } => {
+                post_more(&mut hosts[s], sc.one_at_a_time, now);
+                touched = Some(s);
+            }
             Ev::Timer { s } => {
                 let h = &mut hosts[s];
                 if h.timer_at == Some(now) {

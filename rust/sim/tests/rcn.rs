@@ -181,3 +181,48 @@ fn the_rigs_incast_keeps_the_link_busy_at_a_slow_host_rtt() {
         o.max_down_queue_steady
     );
 }
+
+/// Runs `sc` twice: once to find when all but its last QP had finished,
+/// once more (the same seed: the same run) to take the downlink's queue
+/// maximum from then on. Returns that time and that maximum.
+fn queue_once_alone(mut sc: Scenario) -> (u64, u64) {
+    let o = run(&sc);
+    assert!(o.finished && o.errors.is_empty(), "{}", sc.name);
+    let mut ends: Vec<u64> = o
+        .msg_done_ns
+        .chunks(sc.msgs_per_sender.max(1))
+        .map(|done| done.iter().copied().max().unwrap_or(0))
+        .collect();
+    ends.sort_unstable();
+    let alone = ends[ends.len().saturating_sub(2)];
+    sc.warmup_ns = alone;
+    let again = run(&sc);
+    (alone, again.max_down_queue_steady)
+}
+
+#[test]
+fn the_last_qp_of_an_incast_alone_sends_no_burst() {
+    // rcn.sh's clients start one after another, so they end so: the last
+    // runs alone, and a QP alone gets no hint (protocol.md 6.5). Its
+    // paths' windows grew under the hint's cap on every ACK; lifted, the
+    // cap left them all to send at once (the rig's bench: 130 KB in the
+    // queue as 3 of 4 QPs finished; here 102 KB at 300 us). From twice
+    // its flight, the last QP queues no more than a QP alone from its
+    // start does (its slow start against ECN), on top of what the hints
+    // had queued (their headroom, under RED's minimum).
+    for rtt in [300_000, 1_000_000] {
+        let mut incast = rig_incast(4, true, rtt);
+        incast.start_stagger_ns = 300_000_000;
+        let (from, last) = queue_once_alone(incast);
+        let mut lone = rig_incast(4, true, rtt);
+        lone.senders = 1;
+        let lone = run(&lone);
+        println!(
+            "RTT {} us: the last QP alone from {} ms queued at most {last} B; a QP alone from its start, {} B",
+            rtt / 1000,
+            from / 1_000_000,
+            lone.max_down_queue
+        );
+        assert!(last <= lone.max_down_queue + RED_MIN, "RTT {rtt}: {last} B");
+    }
+}
