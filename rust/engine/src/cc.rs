@@ -250,14 +250,21 @@ mod tests {
         }
     }
 
+    /// A new path after `n` ACKs of one packet each, with no CE and no
+    /// delay measured: slow start only.
+    fn after_clean_acks(a: &mut Aimd, n: u64) -> PathCc {
+        let mut cc = PathCc::default();
+        a.init_path(&mut cc, &P, 0);
+        for t in 0..n {
+            a.on_ack(&mut cc, &P, &ack(t, false));
+        }
+        cc
+    }
+
     #[test]
     fn a_lifted_cap_leaves_twice_the_flight() {
         let mut a = Aimd;
-        let mut cc = PathCc::default();
-        a.init_path(&mut cc, &P, 0);
-        for t in 0..200 {
-            a.on_ack(&mut cc, &P, &ack(t, false));
-        }
+        let mut cc = after_clean_acks(&mut a, 200);
         assert_eq!(cc.cwnd, P.pwnd_max * CWND_ONE, "grew under the cap");
         let ssthresh = cc.ssthresh;
         a.on_cap_lifted(&mut cc, &P, 3);
@@ -304,11 +311,7 @@ mod tests {
     #[test]
     fn queueing_delay_ends_slow_start_and_cuts_once_per_rtt() {
         let mut a = Aimd;
-        let mut cc = PathCc::default();
-        a.init_path(&mut cc, &P, 0);
-        for t in 0..20 {
-            a.on_ack(&mut cc, &P, &ack(t, false));
-        }
+        let mut cc = after_clean_acks(&mut a, 20);
         let grown = cc.window();
         assert_eq!(grown, 24);
         let delayed = |now| AckSignal {
