@@ -35,6 +35,7 @@ pub mod engine {
     pub mod ratelimit;
     pub mod rcn;
     pub mod receiver;
+    pub mod rtt_peak;
     pub mod sack;
     pub mod sender;
     pub mod seq;

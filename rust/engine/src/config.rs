@@ -75,7 +75,8 @@ pub struct SenderConfig {
     pub reorder_threshold: u32,
     /// Retransmission timeout before any RTT sample (ns).
     pub initial_rto_ns: u64,
-    /// Lower bound of the RTO (ns); default [`MIN_RTO_NS`].
+    /// Lower bound of the RTO (ns); default [`MIN_RTO_NS`]. A QP raises
+    /// its own above the peak RTT it saw lately ([`super::rtt_peak`]).
     pub min_rto_ns: u64,
     /// Upper bound of the RTO including backoff (ns).
     pub max_rto_ns: u64,

@@ -65,7 +65,7 @@ pub enum Knob {
     /// the delay signal off (`delay_target_ns` / 1000).
     DelayTargetUs,
     /// Lower bound of the retransmission timeout, in microseconds
-    /// (`min_rto_ns` / 1000).
+    /// (`min_rto_ns` / 1000); a QP's recent peak RTT may raise it.
     MinRtoUs,
     /// 1: the device's ACKs carry receiver rate hints; 0: they carry none
     /// (`RcnConfig::enabled`).

@@ -43,6 +43,7 @@ pub mod path;
 pub mod ratelimit;
 pub mod rcn;
 pub mod receiver;
+pub mod rtt_peak;
 pub mod sack;
 pub mod sender;
 pub mod seq;

@@ -17,6 +17,7 @@ use super::path::{
     EntryState, InflightEntry, PathRing, PathState, ReorderWatch, RtoUndo, RttEstimator, TxPath,
     EMPTY_RING, PATH_RING,
 };
+use super::rtt_peak::RttPeak;
 use super::seq::{seq_diff, seq_in_window};
 use super::window::MsgWindow;
 use super::wire::{
@@ -401,6 +402,8 @@ pub struct Sender<C: CongestionControl = Aimd, H: Heap = Global> {
     lost_total: u32,
     rr: usize,
     qp_rtt: RttEstimator,
+    /// The QP's largest recent RTT sample, which no RTO undercuts (4.3).
+    rtt_peak: RttPeak,
     rate_hint_kbps: u32,
     window_limited: bool,
     congested: bool,
@@ -487,6 +490,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             lost_total: 0,
             rr: 0,
             qp_rtt: RttEstimator::NONE,
+            rtt_peak: RttPeak::NONE,
             rate_hint_kbps: 0,
             window_limited: false,
             congested: false,
@@ -550,6 +554,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.lost_total = 0;
         self.rr = 0;
         self.qp_rtt = RttEstimator::NONE;
+        self.rtt_peak = RttPeak::NONE;
         self.rate_hint_kbps = 0;
         self.window_limited = false;
         self.congested = false;
@@ -808,10 +813,19 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         r.is_some()
     }
 
-    fn rto_of(&self, p: &TxPath) -> u64 {
+    /// The least RTO of the QP's paths as of `now`: the configured floor,
+    /// or the recent peak RTT with its margin if higher, within `max_rto`.
+    fn rto_floor(&self, now: u64) -> u64 {
+        self.cfg
+            .min_rto_ns
+            .max(self.rtt_peak.rto_floor(now))
+            .min(self.cfg.max_rto_ns)
+    }
+
+    fn rto_of(&self, p: &TxPath, now: u64) -> u64 {
         let base = p.rtt.rto(
             self.cfg.initial_rto_ns,
-            self.cfg.min_rto_ns,
+            self.rto_floor(now),
             self.cfg.max_rto_ns,
         );
         base.checked_shl(p.backoff)
@@ -1074,6 +1088,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             p.rtt.sample(r);
         }
         self.qp_rtt.sample(r);
+        self.rtt_peak.sample(r, now);
         Some(r)
     }
 
@@ -1178,6 +1193,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         self.advance_floor(slot);
         let rtt_sample = self.sample_rtt(slot, ack, now);
+        let rto_floor = self.rto_floor(now);
         let rto_now;
         let delayed_seen;
         {
@@ -1198,11 +1214,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                     });
                 }
             }
-            rto_now = p.rtt.rto(
-                self.cfg.initial_rto_ns,
-                self.cfg.min_rto_ns,
-                self.cfg.max_rto_ns,
-            );
+            rto_now = p
+                .rtt
+                .rto(self.cfg.initial_rto_ns, rto_floor, self.cfg.max_rto_ns);
             let srtt = if p.rtt.sampled { p.rtt.srtt } else { rto_now };
             // Queueing is measured from the QP's base RTT, the least any of
             // its paths saw, not from the path's own: a path whose first
@@ -1314,7 +1328,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         };
         let rto = self.qp_rtt.rto(
             self.cfg.initial_rto_ns,
-            self.cfg.min_rto_ns,
+            self.rto_floor(now),
             self.cfg.max_rto_ns,
         );
         match self.verdict_deadline {
@@ -1451,6 +1465,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             let r = now - probe.timestamp;
             p.rtt.sample(r);
             self.qp_rtt.sample(r);
+            self.rtt_peak.sample(r, now);
         }
         p.state = PathState::Active;
         p.probe_due = false;
@@ -1933,7 +1948,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                         && p.probe_due
                         && plane.is_none_or(|pl| pl == p.plane) =>
                 {
-                    self.rto_of(p)
+                    self.rto_of(p, now)
                 }
                 _ => continue,
             };
@@ -2062,7 +2077,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             (m.opcode, m.len, m.remote_va, m.rkey, m.imm, m.rsn);
         let loss_cause = m.last_loss_cause;
         let rto = open(&self.paths, slot)
-            .map(|p| self.rto_of(p))
+            .map(|p| self.rto_of(p, now))
             .unwrap_or(self.cfg.max_rto_ns);
         let p = open_mut(&mut self.paths, slot)?;
         let psn = p.next_psn;
@@ -3160,6 +3175,86 @@ mod tests {
             tx.pop_completion().map(|c| c.status),
             Some(CompletionStatus::Success)
         );
+    }
+
+    /// One message of one packet at `now`, its ACK `rtt` later, the
+    /// timer run every millisecond in between (the driver's tick): the
+    /// time the ACK came.
+    fn ping_with_ticks(tx: &mut Sender, rx: &mut Receiver, now: u64, rtt: u64) -> u64 {
+        tx.post(&write(MTU)).unwrap();
+        let h = data(&tx.next_packet(now).unwrap());
+        let mut t = now;
+        while t + 1_000_000 < now + rtt {
+            t += 1_000_000;
+            tx.on_timer(t);
+            // A timeout resends the packet (or probes): what goes out is
+            // not what this test times.
+            while tx.next_packet(t).is_some() {}
+        }
+        rx.on_data(&h, false, now + rtt);
+        if let Some(a) = rx.ack_for(h.path_id) {
+            tx.on_ack(&a, now + rtt);
+        }
+        while tx.pop_completion().is_some() {}
+        now + rtt
+    }
+
+    #[test]
+    fn a_scheduling_gap_seen_once_does_not_time_out_again() {
+        const MS: u64 = 1_000_000;
+        let d = SenderConfig::DEFAULT;
+        let mut tx = Sender::new(
+            SenderConfig {
+                initial_paths: 1,
+                ..d
+            },
+            0,
+        )
+        .unwrap();
+        let mut rx = Receiver::new(ReceiverConfig {
+            peer_qpn: 0,
+            mtu: d.mtu,
+        })
+        .unwrap();
+        let mut now = MS;
+        let steady = |tx: &mut Sender, rx: &mut Receiver, mut now: u64| {
+            for _ in 0..100 {
+                now = ping_with_ticks(tx, rx, now, 2 * MS);
+            }
+            now
+        };
+        now = steady(&mut tx, &mut rx, now);
+        // A host that does not run for 15 ms: the ACK comes after the 10 ms
+        // floor, the timeout was spurious.
+        now = ping_with_ticks(&mut tx, &mut rx, now, 15 * MS);
+        assert_eq!(tx.stats().timeouts, 1);
+        assert_eq!(tx.stats().spurious_timeouts, 1);
+        // A hundred ACKs later SRTT and RTTVAR have forgotten it; the QP's
+        // peak has not, and the same gap again is not a timeout.
+        now = steady(&mut tx, &mut rx, now);
+        assert!(
+            tx.path(0)
+                .unwrap()
+                .rtt
+                .rto(d.initial_rto_ns, d.min_rto_ns, d.max_rto_ns)
+                < 15 * MS
+        );
+        now = ping_with_ticks(&mut tx, &mut rx, now, 15 * MS);
+        assert_eq!(tx.stats().timeouts, 1, "the same gap timed out twice");
+        // Two seconds without a gap: the floor is the configured one again,
+        // and a real tail loss is found within it.
+        for _ in 0..2 {
+            now = steady(&mut tx, &mut rx, now);
+            now += RttPeak::INTERVAL_NS / 2;
+            now = steady(&mut tx, &mut rx, now);
+            now += RttPeak::INTERVAL_NS / 2;
+        }
+        now = steady(&mut tx, &mut rx, now);
+        assert_eq!(tx.rto_floor(now), d.min_rto_ns);
+        tx.post(&write(MTU)).unwrap();
+        let _lost = tx.next_packet(now).unwrap();
+        tx.on_timer(now + d.min_rto_ns + MS);
+        assert_eq!(tx.stats().timeouts, 2);
     }
 
     #[test]
