@@ -28,6 +28,7 @@ use super::transport::{Transport, TxCtx};
 use crate::engine::knobs::Settings;
 use crate::engine::ratelimit::TokenBucket;
 use crate::ib::device::{device_by_netdev, Device, DeviceRef};
+use crate::ib::inflight::TxDrain;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh};
 use crate::ib::netdev::{NetDevice, Rtnl};
 use crate::ib::random::random_u32;
@@ -46,8 +47,14 @@ pub(crate) struct MetaRoceDevice;
 /// Per-device driver state, after the core's `ib_device` in one allocation.
 #[pin_data]
 pub(crate) struct DeviceState {
-    /// Drives the QPs' engine timers. First field: dropped (shut down)
-    /// before everything its callback uses.
+    /// Counts the packets of the device's QPs the network stack holds and
+    /// wakes a QP waiting for them to leave (`ib/inflight.rs`). First
+    /// field: its drop waits until the stack has released them all,
+    /// before anything its wake-ups use is gone.
+    #[pin]
+    pub(crate) tx_drain: TxDrain,
+    /// Drives the QPs' engine timers. Dropped (shut down) before
+    /// everything its callback uses.
     #[pin]
     pub(crate) ticker: Ticker<DeviceState>,
     /// Sends what the softirqs make ready (`tx_worker.rs`). Second field:
@@ -202,6 +209,7 @@ impl DeviceState {
         let first_mbps = Rtnl::with(|rtnl| rcn::plane_speed(first_plane, rtnl));
         let first = first_plane.ifindex();
         try_pin_init!(Self {
+            tx_drain <- TxDrain::new(),
             ticker <- Ticker::new(TICK_JIFFIES),
             tx_worker <- Worker::new(),
             tx_pending: QpMarks::new(),
@@ -229,6 +237,7 @@ impl DeviceState {
     /// A QP is connected: the tick and the transmit worker start working
     /// for this (pinned) state, if they have not already.
     pub(crate) fn start_data_path(&self) {
+        self.tx_drain.start(self);
         self.ticker.start(self);
         self.tx_worker.start(self);
     }

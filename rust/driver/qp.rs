@@ -215,6 +215,7 @@ impl QpState {
             sq_sig_all,
             DevName::new(dev.name()),
             dev.data().tick_due.clone(),
+            &dev.data().tx_drain,
         )?;
         if qp_type == QpType::Uc {
             transport.set_unreliable()?;
@@ -248,7 +249,13 @@ impl QpState {
 
     /// Takes the QP off the receive path and returns its number.
     pub(crate) fn release(dev: &MetaRoceIbDevice, qp: &Qp<QpState>) {
-        drop(dev.data().qps.lock().remove(qp.qp_num()));
+        let d = dev.data();
+        let removed = d.qps.lock().remove(qp.qp_num());
+        if let Some(t) = removed {
+            // Off the receive path first, so that nothing moves cum_msn
+            // after the last word.
+            t.say_last_word(&d.tx(&d.tunnel, 0));
+        }
         drop(dev.data().uds.lock().remove(qp.qp_num()));
         if qp.qp_type() != Some(QpType::Gsi) {
             dev.data().give_back_qpn(qp.qp_num());

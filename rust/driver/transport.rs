@@ -55,7 +55,7 @@ use crate::engine::receiver::Receiver;
 use crate::engine::sender::{Message, PostError, Sender};
 use crate::engine::window::MsgWindow;
 use crate::engine::wire::{self, Opcode, Packet};
-use crate::ib::inflight::{TxInFlight, TX_IN_FLIGHT_BYTES};
+use crate::ib::inflight::{TxDrain, TxInFlight, TX_IN_FLIGHT_BYTES};
 use crate::ib::ip::IpAddr;
 use crate::ib::lock::{new_spinlock_bh, SpinLockBh, SpinLockBhGuard};
 use crate::ib::netdev::NetDevice;
@@ -256,6 +256,9 @@ struct RecvSide {
     /// The peer's addresses on every plane (whom packets are taken from,
     /// protocol.md 3, and sent to), and the PLANES exchange.
     peer_planes: PeerPlanes,
+    /// The path whose ACK last moved `cum_msn`: said once more as the QP
+    /// is destroyed ([`Transport::say_last_word`], protocol.md 3.4).
+    last_word: Option<u16>,
 }
 
 /// Empty engines, copied into each QP's memory (~3.3 and ~0.9 KiB:
@@ -273,6 +276,7 @@ const EMPTY_RECV: RecvSide = RecvSide {
     receiver: Receiver::EMPTY,
     ack_routes: AckRoutes::NONE,
     peer_planes: PeerPlanes::NONE,
+    last_word: None,
 };
 
 /// Atomic requests of the peer placed and not yet executed that a QP
@@ -303,8 +307,9 @@ struct Inner {
     /// first).
     room_wanted: bool,
     /// The QP stopped sending at its cap of packets the network stack
-    /// holds (`TX_IN_FLIGHT_CAP`): the next ACK or the tick has the
-    /// transmit worker try again as they drain.
+    /// holds (`TX_IN_FLIGHT_CAP`): the stack releasing half of them wakes
+    /// the transmit worker for it (`TxInFlight::wait_below`); its next
+    /// ACK or the tick try again too.
     tx_blocked: bool,
     /// The send ring's header says the kernel takes posts without a
     /// doorbell (`doorbell.rs`): the kernel's own record of what it
@@ -704,11 +709,12 @@ impl Transport {
         sq_sig_all: bool,
         dev_name: DevName,
         tick_due: Arc<QpMarks>,
+        drain: &TxDrain,
     ) -> Result<Arc<Self>> {
         let mut send = KVBox::new(EMPTY_SEND, GFP_KERNEL)?;
         send.dev_name = dev_name;
         let recv = KVBox::new(EMPTY_RECV, GFP_KERNEL)?;
-        let in_flight = TxInFlight::new()?;
+        let in_flight = TxInFlight::new(qpn, drain)?;
         let mut srq_taken = KVVec::new();
         if srq.is_some() {
             srq_taken.reserve(MSG_WINDOW_V1, GFP_KERNEL)?;
@@ -987,6 +993,7 @@ impl Transport {
             i.failed = false;
             self.error.store(false, Ordering::Release);
             i.peer = None;
+            i.recv.last_word = None;
             self.sq.set_consumer(self.sq.producer());
             if let Some(rq) = &self.rq {
                 rq.set_consumer(rq.producer());
@@ -1062,6 +1069,45 @@ impl Transport {
         }
     }
 
+    /// Sends `ack` back where its path's last packet came from (the route
+    /// `AckRoutes` kept for the path's slot); nothing if that plane or the
+    /// peer's address there is gone.
+    fn send_ack_back(&self, i: &Inner, tx: &TxCtx<'_>, peer: &Peer, ack: &wire::Ack) {
+        let planes = tx.planes.lock();
+        let Some((ndev, to)) = i.recv.ack_routes.of(ack.path_id).and_then(|(k, src_port)| {
+            let to = TxTo {
+                src: planes.local_addr_of(k, &peer.local),
+                dst: i.recv.peer_planes.addr(k)?,
+                src_port,
+                ecn: Ecn::Ect0,
+            };
+            Some((planes.get(k)?, to))
+        }) else {
+            return;
+        };
+        let _ = self.send(tx, ndev, &to, wire::ACK_LEN + wire::ICRC_LEN, |buf| {
+            ack.encode(buf).map_err(|_| EINVAL)
+        });
+    }
+
+    /// The QP is being destroyed: the ACK that last moved `cum_msn` goes
+    /// once more (protocol.md 3.4). It alone completes the peer's message,
+    /// and an application that exits once its own work completed (a
+    /// pingpong server) destroys the QP right after it: were that one
+    /// copy lost, the peer would resend to a QP that no longer exists
+    /// until its retry budget ran out. Sent here rather than twice at
+    /// once, where the copy cost every message a second frame on both
+    /// hosts.
+    pub(crate) fn say_last_word(&self, tx: &TxCtx<'_>) {
+        let mut i = self.lock_tx(tx);
+        let (Some(peer), Some(path_id)) = (i.peer, i.recv.last_word.take()) else {
+            return;
+        };
+        if let Some(ack) = i.recv.receiver.ack_for(path_id) {
+            self.send_ack_back(&i, tx, &peer, &ack);
+        }
+    }
+
     /// The device tick's visit (the QP was marked): counts a QP that
     /// received data lately and gives it its rate hint from the device's
     /// last count (`shares`), flushes receives posted in error, sends the
@@ -1096,22 +1142,7 @@ impl Transport {
             // Every ACK the receiver engine held goes now: the next tick
             // would be later than protocol.md 3.4 lets a packet wait.
             while let Some(ack) = i.recv.receiver.flush(u64::MAX) {
-                let planes = tx.planes.lock();
-                if let Some((ndev, to)) =
-                    i.recv.ack_routes.of(ack.path_id).and_then(|(k, src_port)| {
-                        let to = TxTo {
-                            src: planes.local_addr_of(k, &peer.local),
-                            dst: i.recv.peer_planes.addr(k)?,
-                            src_port,
-                            ecn: Ecn::Ect0,
-                        };
-                        Some((planes.get(k)?, to))
-                    })
-                {
-                    let _ = self.send(tx, ndev, &to, wire::ACK_LEN + wire::ICRC_LEN, |buf| {
-                        ack.encode(buf).map_err(|_| EINVAL)
-                    });
-                }
+                self.send_ack_back(i, tx, &peer, &ack);
             }
         }
         // Our plane list goes out until the peer confirms it (only needed
@@ -1187,7 +1218,8 @@ impl Transport {
     pub(crate) fn run_deferred(&self, tx: &TxCtx<'_>) {
         let kick = self.kick_deferred.swap(false, Ordering::AcqRel);
         let timers = self.timers_deferred.swap(false, Ordering::AcqRel);
-        let send = self.tx_deferred.swap(false, Ordering::AcqRel);
+        // Woken as the stack released the packets it waited for.
+        let send = self.tx_deferred.swap(false, Ordering::AcqRel) | self.in_flight.take_woken();
         if !(kick || timers || send) {
             return;
         }

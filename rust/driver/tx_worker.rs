@@ -18,6 +18,7 @@
 //! once.
 
 use super::device::DeviceState;
+use crate::ib::inflight::TxWake;
 use crate::ib::worker::Job;
 
 /// Packets one QP sends per turn of the worker.
@@ -41,5 +42,15 @@ impl Job for DeviceState {
                 t.run_deferred(&self.tx(&self.tunnel, TURN_BUDGET));
             }
         }
+    }
+}
+
+impl TxWake for DeviceState {
+    /// A QP that stopped at its cap of packets in the network stack
+    /// (`TX_IN_FLIGHT_CAP`) has seen half of them leave: its next turn
+    /// sends, without waiting for an ACK or the tick.
+    fn wake(&self, qpn: u32) {
+        self.tx_pending.mark(qpn);
+        self.tx_worker.item().schedule();
     }
 }

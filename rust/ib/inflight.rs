@@ -23,7 +23,8 @@
 //! [`InFlightDrain`], which module unload waits on.
 
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::marker::PhantomPinned;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -35,10 +36,141 @@ use super::sys::bindings;
 /// waits for zero ([`InFlightDrain`]).
 static CHARGED: AtomicUsize = AtomicUsize::new(0);
 
+/// What brings a sender whose packets drained back to sending: the
+/// device, which marks the QP for its transmit worker.
+pub(crate) trait TxWake: Sync {
+    /// QP `qpn` waited at its cap and the stack has released half of
+    /// what it held. Called from an skb destructor: a softirq, or a task
+    /// with bottom halves off or on, never a hard interrupt; must not
+    /// sleep.
+    fn wake(&self, qpn: u32);
+}
+
+/// The device's side of transmit backpressure: counts the charged skbs of
+/// all its QPs and wakes their senders through its owner ([`TxWake`]).
+///
+/// # Invariants
+///
+/// Pinned inside its owner, which it calls once `owner` is set; dropped
+/// before every field of the owner that [`TxWake::wake`] uses, and its
+/// drop waits until `charged` is 0, so no destructor of a charged skb
+/// uses it, or its owner, after it is gone.
+#[pin_data(PinnedDrop)]
+pub(crate) struct TxDrain {
+    charged: AtomicUsize,
+    owner: AtomicPtr<()>,
+    wake: AtomicPtr<()>,
+    #[pin]
+    _pin: PhantomPinned,
+}
+
+// SAFETY: the owner pointer is only read to call `wake` on a `Sync` owner,
+// which outlives the drain (invariant); everything else is atomic.
+unsafe impl Send for TxDrain {}
+// SAFETY: as above.
+unsafe impl Sync for TxDrain {}
+
+impl TxDrain {
+    /// A drain that wakes nobody until [`TxDrain::start`].
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            charged: AtomicUsize::new(0),
+            owner: AtomicPtr::new(core::ptr::null_mut()),
+            wake: AtomicPtr::new(core::ptr::null_mut()),
+            _pin: PhantomPinned,
+        })
+    }
+
+    /// Names `owner`, the pinned value this drain is a field of (dropped
+    /// before the fields its `wake` uses), as the one to wake. Later
+    /// calls do nothing.
+    pub(crate) fn start<W: TxWake>(&self, owner: &W) {
+        if !self.owner.load(Ordering::Acquire).is_null() {
+            return;
+        }
+        let f: unsafe fn(*const (), u32) = wake_owner::<W>;
+        self.wake
+            .store(f as *const () as *mut (), Ordering::Release);
+        let _ = self.owner.compare_exchange(
+            core::ptr::null_mut(),
+            (owner as *const W).cast_mut().cast::<()>(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    /// Wakes QP `qpn` through the owner, if one is named.
+    fn wake(&self, qpn: u32) {
+        let owner = self.owner.load(Ordering::Acquire);
+        let f = self.wake.load(Ordering::Acquire);
+        if owner.is_null() || f.is_null() {
+            return;
+        }
+        // SAFETY: `f` was stored by `start` from `wake_owner::<W>` for the
+        // `W` that `owner` points to, before `owner` (release/acquire);
+        // the owner outlives the drain (invariant).
+        unsafe {
+            let f = core::mem::transmute::<*mut (), unsafe fn(*const (), u32)>(f);
+            f(owner, qpn);
+        }
+    }
+}
+
+/// [`TxWake::wake`] on an owner of type `W` behind a type-erased pointer.
+///
+/// # Safety
+///
+/// `owner` points to a live `W`.
+unsafe fn wake_owner<W: TxWake>(owner: *const (), qpn: u32) {
+    // SAFETY: the caller's guarantee.
+    unsafe { (*owner.cast::<W>()).wake(qpn) }
+}
+
+#[pinned_drop]
+impl PinnedDrop for TxDrain {
+    fn drop(self: Pin<&mut Self>) {
+        // The stack frees what a qdisc or a driver holds as it sends it
+        // or as the netdev goes down: the QPs are gone by now, so this
+        // waits for a queue to drain, not for new traffic.
+        let mut waited_ms = 0u32;
+        while self.charged.load(Ordering::Acquire) != 0 {
+            if waited_ms > 0 && waited_ms % 10_000 == 0 {
+                pr_warn!(
+                    "device removal waits for {} packets the network stack holds\n",
+                    self.charged.load(Ordering::Relaxed)
+                );
+            }
+            // SAFETY: process context (device removal), no lock held.
+            unsafe { bindings::msleep(10) };
+            waited_ms = waited_ms.wrapping_add(10);
+        }
+    }
+}
+
 /// The packets of one sender (a QP) that the network stack still holds.
+///
+/// # Invariants
+///
+/// `drain` points to the pinned [`TxDrain`] of the device the QP belongs
+/// to; it is only used while an skb charged here is unreleased, which the
+/// drain outlives.
 pub(crate) struct TxInFlight {
     skbs: AtomicU32,
+    /// The sender stopped at its cap and waits for a wake-up.
+    waiting: AtomicBool,
+    /// The count at which a waiting sender is woken.
+    wake_at: AtomicU32,
+    /// Woken since it last looked ([`TxInFlight::take_woken`]).
+    woken: AtomicBool,
+    qpn: u32,
+    drain: *const TxDrain,
 }
+
+// SAFETY: `drain` is only dereferenced for a `Sync` drain that outlives
+// its use (invariant); the rest is atomic or read-only.
+unsafe impl Send for TxInFlight {}
+// SAFETY: as above.
+unsafe impl Sync for TxInFlight {}
 
 /// Bytes a [`TxInFlight`] allocates: its `Arc` (a reference count and the
 /// count), for the per-QP memory accounting.
@@ -46,11 +178,18 @@ pub(crate) const TX_IN_FLIGHT_BYTES: usize =
     core::mem::size_of::<TxInFlight>() + core::mem::size_of::<u32>();
 
 impl TxInFlight {
-    /// A sender with nothing in flight (process context).
-    pub(crate) fn new() -> Result<Arc<Self>> {
+    /// Sender QP `qpn` of the device whose drain is `drain` (pinned in the
+    /// device: it can be made no other way), with nothing in flight
+    /// (process context).
+    pub(crate) fn new(qpn: u32, drain: &TxDrain) -> Result<Arc<Self>> {
         Ok(Arc::new(
             Self {
                 skbs: AtomicU32::new(0),
+                waiting: AtomicBool::new(false),
+                wake_at: AtomicU32::new(0),
+                woken: AtomicBool::new(false),
+                qpn,
+                drain: core::ptr::from_ref(drain),
             },
             GFP_KERNEL,
         )?)
@@ -60,6 +199,26 @@ impl TxInFlight {
     pub(crate) fn skbs(&self) -> u32 {
         self.skbs.load(Ordering::Relaxed)
     }
+
+    /// The sender stops at `cap`: the release that brings its count to
+    /// half of that wakes it. False if the count is there already (it
+    /// sends on instead).
+    pub(crate) fn wait_below(&self, cap: u32) -> bool {
+        self.wake_at.store(cap / 2, Ordering::Relaxed);
+        self.waiting.store(true, Ordering::SeqCst);
+        if self.skbs.load(Ordering::SeqCst) > cap / 2 {
+            return true;
+        }
+        // Released meanwhile: a release that saw `waiting` may wake it
+        // too, which costs one empty turn.
+        self.waiting.store(false, Ordering::SeqCst);
+        false
+    }
+
+    /// Whether a release woke the sender since the last call.
+    pub(crate) fn take_woken(&self) -> bool {
+        self.woken.swap(false, Ordering::AcqRel)
+    }
 }
 
 impl SkBuff {
@@ -67,6 +226,9 @@ impl SkBuff {
     /// no destructor yet (a transmit skb of ours, before it is sent).
     pub(super) fn charge(&mut self, owner: &Arc<TxInFlight>) {
         owner.skbs.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the QP charging is alive, so is its device's drain
+        // (`TxInFlight` invariant).
+        unsafe { (*owner.drain).charged.fetch_add(1, Ordering::Relaxed) };
         CHARGED.fetch_add(1, Ordering::Relaxed);
         let arg = Arc::into_raw(owner.clone());
         // SAFETY: the skb is valid and ours (type invariant) and has no
@@ -100,8 +262,21 @@ unsafe extern "C" fn release(skb: *mut bindings::sk_buff) {
                 .cast_const(),
         )
     };
-    owner.skbs.fetch_sub(1, Ordering::Release);
+    let left = owner.skbs.fetch_sub(1, Ordering::SeqCst).saturating_sub(1);
+    let drain = owner.drain;
+    // The sender waits below the cap: at half of it, its transmit worker
+    // takes it again, rather than its next ACK or the tick.
+    if left <= owner.wake_at.load(Ordering::Relaxed) && owner.waiting.swap(false, Ordering::SeqCst)
+    {
+        owner.woken.store(true, Ordering::Release);
+        // SAFETY: this skb is still counted in the drain, which waits for
+        // it (`TxInFlight` invariant).
+        unsafe { (*drain).wake(owner.qpn) };
+    }
     drop(owner);
+    // SAFETY: as above; the last use of the drain, which may be gone
+    // right after.
+    unsafe { (*drain).charged.fetch_sub(1, Ordering::Release) };
     CHARGED.fetch_sub(1, Ordering::Release);
 }
 

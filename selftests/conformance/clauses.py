@@ -220,8 +220,8 @@ CLAUSES = [
       "the DUT's scheduling, not ack_delay itself (ack_policy logs the delays it saw)"),
     C("3.4.f", "3.4", "`ts_echo` is the `timestamp` of the path's last packet to arrive",
       "ts_echo and the CE flag as specified", ("ce_and_ts_echo",)),
-    C("3.4.g", "3.4", "An ACK that advances `cum_msn` is sent twice",
-      "an ACK moving cum_msn comes twice", ("ack_twice",)),
+    C("3.4.g", "3.4", "A receiving QP that is destroyed first sends the ACK of the path that last advanced its",
+      "a QP destroyed sends the ACK that last moved cum_msn once more", ("ack_last_word",)),
     # ---- 4 sender ----
     C("4.1.a", "4.1", "so each message is sprayed over all usable paths",
       "a message's packets go over several paths, PSNs per path from 0", ("dut_write_spray",)),

@@ -8,8 +8,8 @@ conformance suite can be run, and shown to fail, without the rig.
 It is the receiver half of an RC QP after protocol.md 3: per-path SACK
 tracking with floors and generations (3.1), the message window, duplicate
 detection and direct placement of WRITE/WRITE_IMM/SEND/SEND_IMM (3.2),
-completions in MSN order (3.3), an ACK per packet (k = 1, allowed by 3.4)
-sent twice when it moves cum_msn, NAKs with the QP then in error, PROBE
+completions in MSN order (3.3), an ACK per packet (k = 1, allowed by 3.4),
+the last one that moved cum_msn sent again when the QP is destroyed, NAKs with the QP then in error, PROBE
 replies (strangers rate-limited, 1.6) and PLANES answers (1.8); and a
 plain sender after 4 (four paths sprayed round robin, SACK loss detection
 with retransmission on another path, RTO, probes and path replacement,
@@ -20,7 +20,8 @@ rule on purpose, for the demonstration that the suite names the clause:
 
   accept-rsn-on-write   places a WRITE whose rsn is not 0 (1.3, BadRsn)
   no-ce-echo            never sets CE in ACKs (1, 3.4)
-  ack-once              sends an ACK that moves cum_msn once (3.4)
+  no-last-word          destroys a QP without sending again the ACK that
+                        last moved its cum_msn (3.4)
   go-back-n             resends a lost packet and every later one of its
                         path (4.2)
   planes-no-backoff     repeats its PLANES every 1 ms, never doubling
@@ -40,7 +41,7 @@ import time
 import codec
 from codec import P
 
-BUGS = ("accept-rsn-on-write", "no-ce-echo", "ack-once", "go-back-n", "planes-no-backoff")
+BUGS = ("accept-rsn-on-write", "no-ce-echo", "no-last-word", "go-back-n", "planes-no-backoff")
 PATHS, PWND, RTO, PROBES_TO_FAIL, GIVE_UP = 4, 8, 0.03, 3, 1.0
 MSG_WINDOW = 64  # protocol.md 1.4: its ACKs say no msg_window, so 64
 MR_VA = 0x10000
@@ -54,6 +55,7 @@ class Qp:
         self.mem = bytearray(req.get("buf_len", 1 << 16))
         self.rkey = rnd.randrange(1, 1 << 32)
         self.error = False
+        self.last_word = None       # (ACK, port, address): the last that moved cum_msn
         self.failed = None          # (msn, syndrome, path_id, psn) of the failed message
         self.paths = {}             # slot -> [generation, cum_psn, set of SACKed PSNs]
         self.msgs = {}              # msn -> dict(opcode, msg_len, rsn, got, imm)
@@ -249,8 +251,9 @@ class Fake:
         ack = codec.Ack(qp.peer_qpn, d.path_id, st[1] & 0xFFFFFFFF,
                         sum(1 << (p - st[1] - 1) for p in st[2] if 0 <= p - st[1] - 1 < 256),
                         d.timestamp, qp.head, 0, ce and self.bug != "no-ce-echo").encode()
-        for _ in range(2 if moved and self.bug != "ack-once" else 1):
-            self.send(ack, sport, src)
+        self.send(ack, sport, src)
+        if moved:
+            qp.last_word = (ack, sport, src)
 
     def place(self, qp, d):
         """Places `d`; returns a NAK syndrome when it cannot (3.2)."""
@@ -490,6 +493,8 @@ class Fake:
                 return dict(ok=False, error="no such qp")
             if op == "destroy_qp":
                 del self.qps[qp.qpn]
+                if getattr(qp, "last_word", None) and self.bug != "no-last-word":
+                    self.send(*qp.last_word)
                 return dict(ok=True)
             if op == "post_recv":
                 qp.recvs.append((r["wr_id"], r["offset"], r["len"]))

@@ -202,7 +202,7 @@ def fake_checks():
     print(f"fake DUT: conforming, {passed} clauses pass ({time.monotonic() - begin:.1f} s)")
     for bug, clause, only, planes in (("accept-rsn-on-write", "1.3.k", "drops", 1),
                                       ("no-ce-echo", "1.e", "ce_and_ts_echo", 1),
-                                      ("ack-once", "3.4.g", "ack_twice", 1),
+                                      ("no-last-word", "3.4.g", "ack_last_word", 1),
                                       ("go-back-n", "4.2.b", "dut_sack_retransmit", 1),
                                       ("planes-no-backoff", "1.8.h", "planes_announce", 2)):
         failed, lines = fake_run(bug, only, planes)

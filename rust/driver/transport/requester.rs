@@ -405,6 +405,10 @@ impl Transport {
         let planes = tx.planes.lock();
         loop {
             if self.in_flight.skbs() >= TX_IN_FLIGHT_CAP {
+                if !self.in_flight.wait_below(TX_IN_FLIGHT_CAP) {
+                    // Half of them left the stack meanwhile.
+                    continue;
+                }
                 if !was_blocked {
                     tx.counters.inc(Counter::TxInflightWaits);
                 }

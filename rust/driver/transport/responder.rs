@@ -252,19 +252,17 @@ impl Transport {
             });
         }
         if let Some(ack) = i.recv.receiver.ack_now(path_id) {
-            // An ACK that moves cum_msn goes twice: it alone completes the
-            // peer's message, and when it is the peer's last one and this
-            // QP is destroyed right after (a pingpong server's exit), a
-            // lost copy would leave the peer resending to nobody.
-            let copies = if i.recv.receiver.cum_msn() != cum_msn {
-                2
-            } else {
-                1
-            };
-            for _ in 0..copies {
-                let _ = self.send(tx, ndev, &reply, wire::ACK_LEN + wire::ICRC_LEN, |buf| {
-                    ack.encode(buf).map_err(|_| EINVAL)
-                });
+            let _ = self.send(tx, ndev, &reply, wire::ACK_LEN + wire::ICRC_LEN, |buf| {
+                ack.encode(buf).map_err(|_| EINVAL)
+            });
+            if i.recv.receiver.cum_msn() != cum_msn {
+                // It alone completes the peer's message: said again if
+                // the QP is destroyed (`Transport::say_last_word`), back
+                // on this packet's route.
+                if let Some(k) = plane {
+                    i.recv.ack_routes.wait(path_id, k, reply.src_port);
+                    i.recv.last_word = Some(path_id);
+                }
             }
         } else if let Some(k) = plane {
             // Held (protocol.md 3.4): a later packet of the path or the

@@ -4,8 +4,9 @@
 //!
 //! * placement is checked by the verbs layer ([`Verbs::place`]); a refusal
 //!   fails the message (`Receiver::fail_message`) and its NAK goes out
-//!   before the packet's ACK (3.2); an ACK that moves `cum_msn` goes twice
-//!   (3.4);
+//!   before the packet's ACK (3.2); an ACK that moves `cum_msn` goes once,
+//!   like any other (3.4: the copy a destroyed QP sends again has no
+//!   counterpart here, where QPs outlive the run);
 //! * ACKs are coalesced as the receiver decides (`Receiver::ack_now`,
 //!   3.4); what waits is flushed by the timer, to where its path's last
 //!   packet came from;
@@ -351,7 +352,6 @@ impl<V: Verbs> Host<V> {
         payload: &[u8],
         ce: bool,
     ) {
-        let cum_msn = self.rx.cum_msn();
         match self.rx.on_data(h, ce, now) {
             RxVerdict::Place(p) => {
                 if let Err(s) = self.verbs.place(&p, h, payload) {
@@ -367,12 +367,8 @@ impl<V: Verbs> Host<V> {
         }
         self.ack_routes.insert(h.path_id, (plane, src, port));
         if let Some(ack) = self.rx.ack_now(h.path_id) {
-            // An ACK that moves cum_msn goes twice (3.4).
-            let copies = if self.rx.cum_msn() != cum_msn { 2 } else { 1 };
             if let Ok(n) = ack.encode(&mut self.scratch) {
-                for _ in 0..copies {
-                    self.queue(plane, port, src, n);
-                }
+                self.queue(plane, port, src, n);
             }
         }
         self.complete_receives();
