@@ -3149,19 +3149,7 @@ mod tests {
             60_000_000
         );
         // A packet whose ACK is held up 5 ms behind 7 us RTTs: no timeout.
-        let mut tx = Sender::new(
-            SenderConfig {
-                initial_paths: 1,
-                ..d
-            },
-            0,
-        )
-        .unwrap();
-        let mut rx = Receiver::new(ReceiverConfig {
-            peer_qpn: 0,
-            mtu: d.mtu,
-        })
-        .unwrap();
+        let (mut tx, mut rx) = one_path_with_defaults();
         tx.post(&write(2 * d.mtu)).unwrap();
         let first = data(&tx.next_packet(0).unwrap());
         rx.on_data(&first, false, 0);
@@ -3175,6 +3163,26 @@ mod tests {
             tx.pop_completion().map(|c| c.status),
             Some(CompletionStatus::Success)
         );
+    }
+
+    /// A sender with the default configuration on one path, and its peer's
+    /// receiver.
+    fn one_path_with_defaults() -> (Sender, Receiver) {
+        let d = SenderConfig::DEFAULT;
+        let tx = Sender::new(
+            SenderConfig {
+                initial_paths: 1,
+                ..d
+            },
+            0,
+        )
+        .unwrap();
+        let rx = Receiver::new(ReceiverConfig {
+            peer_qpn: 0,
+            mtu: d.mtu,
+        })
+        .unwrap();
+        (tx, rx)
     }
 
     /// One message of one packet at `now`, its ACK `rtt` later, the
@@ -3203,19 +3211,7 @@ mod tests {
     fn a_scheduling_gap_seen_once_does_not_time_out_again() {
         const MS: u64 = 1_000_000;
         let d = SenderConfig::DEFAULT;
-        let mut tx = Sender::new(
-            SenderConfig {
-                initial_paths: 1,
-                ..d
-            },
-            0,
-        )
-        .unwrap();
-        let mut rx = Receiver::new(ReceiverConfig {
-            peer_qpn: 0,
-            mtu: d.mtu,
-        })
-        .unwrap();
+        let (mut tx, mut rx) = one_path_with_defaults();
         let mut now = MS;
         let steady = |tx: &mut Sender, rx: &mut Receiver, mut now: u64| {
             for _ in 0..100 {
