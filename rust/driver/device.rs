@@ -57,7 +57,7 @@ pub(crate) struct DeviceState {
     /// everything its callback uses.
     #[pin]
     pub(crate) ticker: Ticker<DeviceState>,
-    /// Sends what the softirqs make ready (`tx_worker.rs`). Second field:
+    /// Sends what the softirqs make ready (`tx_worker.rs`). After the ticker:
     /// disabled after the ticker and before everything its turns use.
     #[pin]
     pub(crate) tx_worker: Worker<DeviceState>,

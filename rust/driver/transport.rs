@@ -30,7 +30,7 @@ use kernel::time::Ktime;
 
 use super::ack_routes::AckRoutes;
 use super::cq::CqState;
-use super::limits::{MAX_INLINE, MAX_RD_ATOMIC, MAX_SGE};
+use super::limits::{MAX_INLINE, MAX_RD_ATOMIC, MAX_SGE, TX_IN_FLIGHT_CAP};
 use super::mr::{MrTable, Requester};
 use super::peers::PeerDirectory;
 use super::plane::{PeerPlanes, PlaneTable};
@@ -714,7 +714,7 @@ impl Transport {
         let mut send = KVBox::new(EMPTY_SEND, GFP_KERNEL)?;
         send.dev_name = dev_name;
         let recv = KVBox::new(EMPTY_RECV, GFP_KERNEL)?;
-        let in_flight = TxInFlight::new(qpn, drain)?;
+        let in_flight = TxInFlight::new(qpn, TX_IN_FLIGHT_CAP, drain)?;
         let mut srq_taken = KVVec::new();
         if srq.is_some() {
             srq_taken.reserve(MSG_WINDOW_V1, GFP_KERNEL)?;
@@ -1099,7 +1099,9 @@ impl Transport {
     /// once, where the copy cost every message a second frame on both
     /// hosts.
     pub(crate) fn say_last_word(&self, tx: &TxCtx<'_>) {
-        let mut i = self.lock_tx(tx);
+        // Not `lock_tx`: letting it go would take and pump posts of a QP
+        // that is going away.
+        let mut i = self.lock();
         let (Some(peer), Some(path_id)) = (i.peer, i.recv.last_word.take()) else {
             return;
         };

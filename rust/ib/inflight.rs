@@ -41,7 +41,7 @@ static CHARGED: AtomicUsize = AtomicUsize::new(0);
 pub(crate) trait TxWake: Sync {
     /// QP `qpn` waited at its cap and the stack has released half of
     /// what it held. Called from an skb destructor: a softirq, or a task
-    /// with bottom halves off or on, never a hard interrupt; must not
+    /// with bottom halves off (as `InFlightDrain` assumes), never a hard interrupt; must not
     /// sleep.
     fn wake(&self, qpn: u32);
 }
@@ -158,8 +158,8 @@ pub(crate) struct TxInFlight {
     skbs: AtomicU32,
     /// The sender stopped at its cap and waits for a wake-up.
     waiting: AtomicBool,
-    /// The count at which a waiting sender is woken.
-    wake_at: AtomicU32,
+    /// The count at which a waiting sender is woken: half its cap.
+    wake_at: u32,
     /// Woken since it last looked ([`TxInFlight::take_woken`]).
     woken: AtomicBool,
     qpn: u32,
@@ -178,15 +178,18 @@ pub(crate) const TX_IN_FLIGHT_BYTES: usize =
     core::mem::size_of::<TxInFlight>() + core::mem::size_of::<u32>();
 
 impl TxInFlight {
-    /// Sender QP `qpn` of the device whose drain is `drain` (pinned in the
-    /// device: it can be made no other way), with nothing in flight
-    /// (process context).
-    pub(crate) fn new(qpn: u32, drain: &TxDrain) -> Result<Arc<Self>> {
+    /// Sender QP `qpn`, which stops at `cap` packets in the stack, of the
+    /// device whose drain is `drain`, with nothing in flight (process
+    /// context). The drain is pinned (it is made only in place, by
+    /// `PinInit`), so its memory outlives its drop, which waits for every
+    /// skb charged through it; the QP charges only while the device can
+    /// send for it, that is before the device drops its drain.
+    pub(crate) fn new(qpn: u32, cap: u32, drain: &TxDrain) -> Result<Arc<Self>> {
         Ok(Arc::new(
             Self {
                 skbs: AtomicU32::new(0),
                 waiting: AtomicBool::new(false),
-                wake_at: AtomicU32::new(0),
+                wake_at: cap / 2,
                 woken: AtomicBool::new(false),
                 qpn,
                 drain: core::ptr::from_ref(drain),
@@ -200,13 +203,12 @@ impl TxInFlight {
         self.skbs.load(Ordering::Relaxed)
     }
 
-    /// The sender stops at `cap`: the release that brings its count to
+    /// The sender stops at its cap: the release that brings its count to
     /// half of that wakes it. False if the count is there already (it
     /// sends on instead).
-    pub(crate) fn wait_below(&self, cap: u32) -> bool {
-        self.wake_at.store(cap / 2, Ordering::Relaxed);
+    pub(crate) fn wait_below(&self) -> bool {
         self.waiting.store(true, Ordering::SeqCst);
-        if self.skbs.load(Ordering::SeqCst) > cap / 2 {
+        if self.skbs.load(Ordering::SeqCst) > self.wake_at {
             return true;
         }
         // Released meanwhile: a release that saw `waiting` may wake it
@@ -226,8 +228,9 @@ impl SkBuff {
     /// no destructor yet (a transmit skb of ours, before it is sent).
     pub(super) fn charge(&mut self, owner: &Arc<TxInFlight>) {
         owner.skbs.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the QP charging is alive, so is its device's drain
-        // (`TxInFlight` invariant).
+        // SAFETY: a charge is made with a `TxCtx` borrowed from the
+        // device, whose QPs are all destroyed and out of its tables before
+        // it drops its drain: the drain is alive (`TxInFlight` invariant).
         unsafe { (*owner.drain).charged.fetch_add(1, Ordering::Relaxed) };
         CHARGED.fetch_add(1, Ordering::Relaxed);
         let arg = Arc::into_raw(owner.clone());
@@ -266,8 +269,7 @@ unsafe extern "C" fn release(skb: *mut bindings::sk_buff) {
     let drain = owner.drain;
     // The sender waits below the cap: at half of it, its transmit worker
     // takes it again, rather than its next ACK or the tick.
-    if left <= owner.wake_at.load(Ordering::Relaxed) && owner.waiting.swap(false, Ordering::SeqCst)
-    {
+    if left <= owner.wake_at && owner.waiting.swap(false, Ordering::SeqCst) {
         owner.woken.store(true, Ordering::Release);
         // SAFETY: this skb is still counted in the drain, which waits for
         // it (`TxInFlight` invariant).

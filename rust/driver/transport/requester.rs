@@ -394,8 +394,10 @@ impl Transport {
     /// one our PLANES named). Stops when the
     /// budget runs out, or when the network stack holds
     /// `TX_IN_FLIGHT_CAP` of the QP's packets (transmit backpressure,
-    /// design.md): then the next ACK or the tick brings the QP back, not
-    /// the transmit worker at once, which would only find it blocked.
+    /// design.md): then the stack releasing half of them wakes the
+    /// transmit worker for it (`TxInFlight::wait_below`), not the worker
+    /// at once, which would only find it blocked; its next ACK or the
+    /// tick try too.
     fn pump_on(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer) -> Pumped {
         let was_blocked = core::mem::replace(&mut i.tx_blocked, false);
         if !i.send.sender.has_ready() {
@@ -405,7 +407,7 @@ impl Transport {
         let planes = tx.planes.lock();
         loop {
             if self.in_flight.skbs() >= TX_IN_FLIGHT_CAP {
-                if !self.in_flight.wait_below(TX_IN_FLIGHT_CAP) {
+                if !self.in_flight.wait_below() {
                     // Half of them left the stack meanwhile.
                     continue;
                 }
