@@ -1077,13 +1077,14 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
     }
 
-    /// Feed an ACK's RTT sample (`now - ts_echo`) to the path and the QP.
-    /// Takes the ACK's RTT sample, if its echo is a time past: the sample.
-    fn sample_rtt(&mut self, slot: usize, ack: &Ack, now: u64) -> Option<u64> {
-        if ack.ts_echo > now {
+    /// Feeds the RTT sample `now - echo` (an ACK's `ts_echo`, a probe
+    /// reply's timestamp) to the path in `slot`, the QP's estimate and its
+    /// peak, if the echo is a time past: the sample.
+    fn sample_rtt(&mut self, slot: usize, echo: u64, now: u64) -> Option<u64> {
+        if echo > now {
             return None;
         }
-        let r = now - ack.ts_echo;
+        let r = now - echo;
         if let Some(p) = open_mut(&mut self.paths, slot) {
             p.rtt.sample(r);
         }
@@ -1192,7 +1193,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             });
         }
         self.advance_floor(slot);
-        let rtt_sample = self.sample_rtt(slot, ack, now);
+        let rtt_sample = self.sample_rtt(slot, ack.ts_echo, now);
         let rto_floor = self.rto_floor(now);
         let rto_now;
         let delayed_seen;
@@ -1455,18 +1456,16 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     /// Process a probe reply: the path works again.
     pub fn on_probe_reply(&mut self, probe: &Probe, now: u64) {
         let slot = (probe.path_id & super::config::PATH_SLOT_MASK) as usize;
-        let Some(p) = open_mut(&mut self.paths, slot) else {
+        let Some(p) = open(&self.paths, slot) else {
             return;
         };
         if p.id != probe.path_id || p.state != PathState::Probing || probe.seq != p.probe_seq {
             return;
         }
-        if probe.timestamp <= now {
-            let r = now - probe.timestamp;
-            p.rtt.sample(r);
-            self.qp_rtt.sample(r);
-            self.rtt_peak.sample(r, now);
-        }
+        self.sample_rtt(slot, probe.timestamp, now);
+        let Some(p) = open_mut(&mut self.paths, slot) else {
+            return;
+        };
         p.state = PathState::Active;
         p.probe_due = false;
         p.probe_deadline = None;
