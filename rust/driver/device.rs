@@ -57,8 +57,8 @@ pub(crate) struct DeviceState {
     /// everything its callback uses.
     #[pin]
     pub(crate) ticker: Ticker<DeviceState>,
-    /// Sends what the softirqs make ready (`tx_worker.rs`). After the ticker:
-    /// disabled after the ticker and before everything its turns use.
+    /// Sends what the softirqs make ready (`tx_worker.rs`). Disabled after
+    /// the ticker and before everything its turns use.
     #[pin]
     pub(crate) tx_worker: Worker<DeviceState>,
     /// The QPs with work for `tx_worker`.

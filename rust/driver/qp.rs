@@ -256,9 +256,9 @@ impl QpState {
             // after the last word.
             t.say_last_word(&d.tx(&d.tunnel, 0));
         }
-        drop(dev.data().uds.lock().remove(qp.qp_num()));
+        drop(d.uds.lock().remove(qp.qp_num()));
         if qp.qp_type() != Some(QpType::Gsi) {
-            dev.data().give_back_qpn(qp.qp_num());
+            d.give_back_qpn(qp.qp_num());
         }
     }
 

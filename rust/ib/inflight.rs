@@ -41,8 +41,8 @@ static CHARGED: AtomicUsize = AtomicUsize::new(0);
 pub(crate) trait TxWake: Sync {
     /// QP `qpn` waited at its cap and the stack has released half of
     /// what it held. Called from an skb destructor: a softirq, or a task
-    /// with bottom halves off (as `InFlightDrain` assumes), never a hard interrupt; must not
-    /// sleep.
+    /// with bottom halves off (as `InFlightDrain` assumes), never a hard
+    /// interrupt; must not sleep.
     fn wake(&self, qpn: u32);
 }
 
@@ -132,18 +132,27 @@ impl PinnedDrop for TxDrain {
         // The stack frees what a qdisc or a driver holds as it sends it
         // or as the netdev goes down: the QPs are gone by now, so this
         // waits for a queue to drain, not for new traffic.
-        let mut waited_ms = 0u32;
-        while self.charged.load(Ordering::Acquire) != 0 {
-            if waited_ms > 0 && waited_ms % 10_000 == 0 {
-                pr_warn!(
-                    "device removal waits for {} packets the network stack holds\n",
-                    self.charged.load(Ordering::Relaxed)
-                );
-            }
-            // SAFETY: process context (device removal), no lock held.
-            unsafe { bindings::msleep(10) };
-            waited_ms = waited_ms.wrapping_add(10);
+        wait_until_released(&self.charged, "device removal");
+    }
+}
+
+/// Sleeps until `charged` is 0, saying every 10 s that `who` waits for
+/// the packets the stack still holds. Process context, with no spinlock
+/// held (device removal holds the core's mutexes, which is fine).
+fn wait_until_released(charged: &AtomicUsize, who: &str) {
+    let mut waited_ms = 0u32;
+    while charged.load(Ordering::Acquire) != 0 {
+        if waited_ms > 0 && waited_ms % 10_000 == 0 {
+            pr_warn!(
+                "{} waits for {} packets the network stack holds\n",
+                who,
+                charged.load(Ordering::Relaxed)
+            );
         }
+        // SAFETY: process context, no spinlock held (the caller's
+        // promise).
+        unsafe { bindings::msleep(10) };
+        waited_ms = waited_ms.wrapping_add(10);
     }
 }
 
@@ -291,18 +300,7 @@ pub(crate) struct InFlightDrain;
 
 impl Drop for InFlightDrain {
     fn drop(&mut self) {
-        let mut waited_ms = 0u32;
-        while CHARGED.load(Ordering::Acquire) != 0 {
-            if waited_ms > 0 && waited_ms % 10_000 == 0 {
-                pr_warn!(
-                    "unload waits for {} packets the network stack holds\n",
-                    CHARGED.load(Ordering::Relaxed)
-                );
-            }
-            // SAFETY: process context (module unload), no lock held.
-            unsafe { bindings::msleep(10) };
-            waited_ms = waited_ms.wrapping_add(10);
-        }
+        wait_until_released(&CHARGED, "unload");
         // A destructor that has counted its skb down may still be on its
         // way out of our code; such calls run with bottom halves off (TX
         // completion, qdisc reset, loopback), a read-side section this
