@@ -235,14 +235,22 @@ pub struct TxPath {
     /// After the SACK rule declared losses: what the ACK that did showed
     /// (see [`ReorderWatch`]).
     pub reorder_watch: Option<ReorderWatch>,
+    /// How long a hole the SACK rule finds waits before it is declared lost
+    /// (ns): 0 until a declaration on the path proves to be reordering,
+    /// then 5/4 of the longest such reordering took to show, at most the
+    /// path's smoothed RTT (protocol.md 4.2).
+    pub reorder_window: u64,
+    /// Holes waiting out `reorder_window`.
+    pub reorder_wait: Option<ReorderWait>,
     /// `timestamp` of the path's last data packet: a path's timestamps
     /// strictly increase (a burst sent at one clock reading takes 1 ns
     /// more a packet), so an echo tells which of two packets went first.
     pub last_ts: u64,
 }
 
-/// The ACK that made the SACK rule declare losses on a path: `psn`, the
-/// highest PSN it acknowledged, and `ts`, its `ts_echo`. A later ACK that
+/// The evidence on which the SACK rule declared losses on a path: `psn`,
+/// the highest PSN the ACK that showed the holes acknowledged, `ts`, that
+/// ACK's `ts_echo`, and `at`, when the losses were declared. A later ACK that
 /// acknowledges `psn` too (so the receiver built it after that packet
 /// arrived, not an ACK the network delayed) and echoes an earlier `ts`
 /// answers a packet sent before the one that overtook the hole and
@@ -253,6 +261,24 @@ pub struct ReorderWatch {
     pub ts: u64,
     /// Highest PSN the declaring ACK acknowledged.
     pub psn: u32,
+    /// When the holes were seen (the declaring ACK's arrival, or the
+    /// start of their wait): how long the reordering that proves them
+    /// wrong took to show from then is how long a hole must wait.
+    pub at: u64,
+}
+
+/// Holes the SACK rule found on a path with a reorder window, not yet
+/// declared lost: they wait the window from `since` (protocol.md 4.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReorderWait {
+    /// Highest PSN acknowledged when the holes were seen: the holes below
+    /// it are the ones waiting.
+    pub psn: u32,
+    /// `ts_echo` of the ACK that showed them (the evidence, as in
+    /// [`ReorderWatch`]).
+    pub ts: u64,
+    /// When they were seen.
+    pub since: u64,
 }
 
 impl TxPath {
@@ -294,6 +320,8 @@ impl TxPath {
         rtos: 0,
         reorder_tolerance: 0,
         reorder_watch: None,
+        reorder_window: 0,
+        reorder_wait: None,
         last_ts: 0,
     };
 
@@ -343,13 +371,25 @@ impl TxPath {
     }
 
     /// The losses the SACK rule last declared on this path were
-    /// reordering: its tolerance doubles (from `base`).
-    pub fn on_reordered(&mut self, base: u32) {
+    /// reordering, shown `extent` ns after the declaration: its tolerance
+    /// doubles (from `base`), and its reorder window grows to 5/4 of the
+    /// extent, at most the path's SRTT: RACK's bound (RFC 8985), beyond
+    /// which waiting costs a real loss more than a spurious resend costs.
+    pub fn on_reordered(&mut self, base: u32, extent: u64) {
         self.reorder_tolerance = self
             .reorder_tolerance
             .max(base)
             .saturating_mul(2)
             .min(REORDER_TOLERANCE_MAX.max(base));
+        let cap = if self.rtt.sampled { self.rtt.srtt } else { 0 };
+        let want = extent.saturating_add(extent / 4).min(cap);
+        self.reorder_window = self.reorder_window.max(want);
+    }
+
+    /// When the holes waiting out the reorder window are due.
+    pub fn reorder_deadline(&self) -> Option<u64> {
+        self.reorder_wait
+            .map(|w| w.since.saturating_add(self.reorder_window))
     }
 
     /// Reinitialise as generation `generation` of `slot`.
@@ -387,7 +427,7 @@ mod tests {
         let mut p = TxPath::UNUSED;
         p.cc.cwnd = 8 * CWND_ONE;
         for _ in 0..10 {
-            p.on_reordered(1);
+            p.on_reordered(1, 0);
         }
         assert_eq!(p.reorder_tolerance, REORDER_TOLERANCE_MAX);
         assert_eq!(p.loss_threshold(1), 4);

@@ -14,11 +14,11 @@ use super::config::{
 use super::events::{CutCause, Events, FailCause, LossCause, RecoverCause, SenderEvent};
 use super::heap::{kmalloc_size, Empty, Global, Heap};
 use super::path::{
-    EntryState, InflightEntry, PathRing, PathState, ReorderWatch, RtoUndo, RttEstimator, TxPath,
-    EMPTY_RING, PATH_RING,
+    EntryState, InflightEntry, PathRing, PathState, ReorderWait, ReorderWatch, RtoUndo,
+    RttEstimator, TxPath, EMPTY_RING, PATH_RING,
 };
 use super::rtt_peak::RttPeak;
-use super::seq::{seq_diff, seq_in_window};
+use super::seq::{seq_diff, seq_in_window, seq_lt};
 use super::window::MsgWindow;
 use super::wire::{
     Ack, DataHeader, Nak, Opcode, Probe, FLAG_IMM, FLAG_PEER_PSN, FLAG_RETRANSMIT, FLAG_WIDE,
@@ -341,7 +341,29 @@ impl Iterator for Slots {
 
 const _: () = assert!(MAX_PATHS == u64::BITS as usize);
 
-/// Whether the SACK of `ack` has `psn` (bit `psn - cum_psn - 1`).
+/// Congestion control hears of `lost` packets the SACK rule declared on
+/// `p`; a cut it makes is an event.
+fn cut_for_losses<C: CongestionControl, H: Heap>(
+    cc: &mut C,
+    ccp: &CcParams,
+    events: &mut Events<H>,
+    p: &mut TxPath,
+    lost: u32,
+    now: u64,
+    srtt: u64,
+) {
+    let before = p.cc.cwnd;
+    cc.on_loss(&mut p.cc, ccp, lost, now, srtt);
+    if p.cc.cwnd < before {
+        events.push(SenderEvent::WindowDecrease {
+            path: p.tag(),
+            old: before,
+            new: p.cc.cwnd,
+            cause: CutCause::Loss,
+        });
+    }
+}
+
 /// The window an ACK's `msg_window` gives (protocol.md 1.4): 0 (a
 /// receiver that does not say) and anything below is the v1 window, and
 /// no more than this side's tables hold.
@@ -349,6 +371,7 @@ fn peer_window(advertised: u16) -> u16 {
     advertised.clamp(MSG_WINDOW_V1 as u16, MSG_WINDOW_MAX as u16)
 }
 
+/// Whether the SACK of `ack` has `psn` (bit `psn - cum_psn - 1`).
 fn sack_has(ack: &Ack, psn: u32) -> bool {
     let i = psn.wrapping_sub(ack.cum_psn).wrapping_sub(1) as usize;
     i < SACK_BITS && ack.sack.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 != 0)
@@ -1126,7 +1149,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         if watch.is_some_and(|w| ack_covers(ack, w.psn) && ack.ts_echo < w.ts) {
             // A packet sent before the one that proved the last SACK loss
             // arrived after it.
-            self.sack_loss_was_reordering(slot);
+            self.sack_loss_was_reordering(slot, now);
         }
         // Cumulative part. An ACK of packets that carried an older floor
         // (before losses moved `una`) has nothing new there, but its SACK
@@ -1157,42 +1180,19 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         // Loss detection: a PSN with at least the path's loss threshold of
         // acknowledged PSNs above it on the same (order-preserving) path is
         // lost; `reorder_threshold` unless the path showed it reorders.
-        let mut lost = 0u32;
-        let threshold = open(&self.paths, slot).map_or(self.cfg.reorder_threshold, |p| {
-            p.loss_threshold(self.cfg.reorder_threshold)
-        });
-        if let Some(hi) = highest {
-            let mut above = 0u32;
-            let mut psn = hi;
-            loop {
-                match Some(self.entry(slot, psn)) {
-                    Some(e) if e.state == EntryState::Acked => above += 1,
-                    Some(e) if e.state == EntryState::InFlight && above >= threshold => {
-                        self.mark_lost(e.msn, u32::from(e.pkt), slot, LossCause::Sack);
-                        if let Some(en) = self.entry_mut(slot, psn) {
-                            en.state = EntryState::Lost;
-                        }
-                        if let Some(p) = open_mut(&mut self.paths, slot) {
-                            p.inflight = p.inflight.saturating_sub(1);
-                            p.sack_lost += 1;
-                        }
-                        lost += 1;
-                    }
-                    _ => {}
-                }
-                if psn == p.una {
-                    break;
-                }
-                psn = psn.wrapping_sub(1);
+        let lost = match highest {
+            Some(hi) => self.sack_rule(slot, hi, ack.ts_echo, now),
+            None => 0,
+        };
+        self.advance_floor(slot);
+        if let Some(p) = open_mut(&mut self.paths, slot) {
+            // The floor passed the waiting holes: each arrived or was lost.
+            // (Holes a later ACK found above them wait again from the next
+            // ACK that shows them.)
+            if p.reorder_wait.is_some_and(|w| !seq_lt(p.una, w.psn)) {
+                p.reorder_wait = None;
             }
         }
-        if let (true, Some(psn), Some(p)) = (lost > 0, highest, open_mut(&mut self.paths, slot)) {
-            p.reorder_watch = Some(ReorderWatch {
-                ts: ack.ts_echo,
-                psn,
-            });
-        }
-        self.advance_floor(slot);
         let rtt_sample = self.sample_rtt(slot, ack.ts_echo, now);
         let rto_floor = self.rto_floor(now);
         let rto_now;
@@ -1276,16 +1276,15 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 });
             }
             if lost > 0 {
-                let before = p.cc.cwnd;
-                self.cc.on_loss(&mut p.cc, &self.ccp, lost, now, srtt);
-                if p.cc.cwnd < before {
-                    self.events.push(SenderEvent::WindowDecrease {
-                        path: p.tag(),
-                        old: before,
-                        new: p.cc.cwnd,
-                        cause: CutCause::Loss,
-                    });
-                }
+                cut_for_losses(
+                    &mut self.cc,
+                    &self.ccp,
+                    &mut self.events,
+                    p,
+                    lost,
+                    now,
+                    srtt,
+                );
             }
             if p.inflight == 0 {
                 p.timer = None;
@@ -1384,12 +1383,138 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     /// The losses the SACK rule last declared on path `slot` were
     /// reordering (shown once per declaration): the path's loss threshold
     /// doubles (protocol.md 4.2).
-    fn sack_loss_was_reordering(&mut self, slot: usize) {
+    fn sack_loss_was_reordering(&mut self, slot: usize, now: u64) {
         let base = self.cfg.reorder_threshold;
         if let Some(p) = open_mut(&mut self.paths, slot) {
-            if p.reorder_watch.take().is_some() {
-                p.on_reordered(base);
+            if let Some(w) = p.reorder_watch.take() {
+                p.on_reordered(base, now.saturating_sub(w.at));
                 self.stats.reorders += 1;
+            }
+        }
+    }
+
+    /// The SACK rule (protocol.md 4.2 step 3) over `slot`'s PSNs from `hi`,
+    /// its highest acknowledged one, down to the floor: an in-flight PSN
+    /// with at least the path's loss threshold of acknowledged PSNs above
+    /// it is a hole. On a path without a reorder window a hole is lost at
+    /// once, `echo` (the `ts_echo` that showed it) its evidence; on a path
+    /// with one, the holes wait the window from when they were first seen
+    /// ([`ReorderWait`]) and are lost only if still holes then. Returns the
+    /// PSNs declared lost; the caller tells congestion control.
+    fn sack_rule(&mut self, slot: usize, hi: u32, echo: u64, now: u64) -> u32 {
+        let base = self.cfg.reorder_threshold;
+        let Some((una, threshold, window, wait)) = open(&self.paths, slot).map(|p| {
+            (
+                p.una,
+                p.loss_threshold(base),
+                p.reorder_window,
+                p.reorder_wait,
+            )
+        }) else {
+            return 0;
+        };
+        // Holes below the waiting ones' highest PSN were seen then and have
+        // waited the window once it has passed.
+        let due = wait.filter(|w| now >= w.since.saturating_add(window));
+        let mut lost = 0u32;
+        let mut waiting = false;
+        let mut above = 0u32;
+        let mut psn = hi;
+        loop {
+            let e = self.entry(slot, psn);
+            match e.state {
+                EntryState::Acked => above += 1,
+                EntryState::InFlight
+                    if above >= threshold
+                        && (window == 0 || due.is_some_and(|w| seq_lt(psn, w.psn))) =>
+                {
+                    self.mark_lost(e.msn, u32::from(e.pkt), slot, LossCause::Sack);
+                    if let Some(en) = self.entry_mut(slot, psn) {
+                        en.state = EntryState::Lost;
+                    }
+                    if let Some(p) = open_mut(&mut self.paths, slot) {
+                        p.inflight = p.inflight.saturating_sub(1);
+                        p.sack_lost += 1;
+                    }
+                    lost += 1;
+                }
+                EntryState::InFlight if above >= threshold => waiting = true,
+                _ => {}
+            }
+            if psn == una {
+                break;
+            }
+            psn = psn.wrapping_sub(1);
+        }
+        let Some(p) = open_mut(&mut self.paths, slot) else {
+            return lost;
+        };
+        if lost > 0 {
+            // The evidence: the ACK that showed the holes now declared, and
+            // when it came (a reordering that proves them wrong took from
+            // then: the window it needed).
+            let (ts, psn, at) = due.map_or((echo, hi, now), |w| (w.ts, w.psn, w.since));
+            p.reorder_watch = Some(ReorderWatch { ts, psn, at });
+        }
+        p.reorder_wait = match (waiting, wait) {
+            (false, _) => None,
+            // The holes seen first still wait.
+            (true, Some(w)) if due.is_none() => Some(w),
+            // Newer holes than those just declared wait from now.
+            (true, _) => Some(ReorderWait {
+                psn: hi,
+                ts: echo,
+                since: now,
+            }),
+        };
+        lost
+    }
+
+    /// Holes waiting out their path's reorder window are due (on a timer,
+    /// no ACK having come since to run the SACK rule): the rule runs from
+    /// the path's highest acknowledged PSN, and congestion control hears
+    /// of what it declares as it does from an ACK.
+    fn on_reorder_deadline(&mut self, slot: usize, now: u64) {
+        let Some((una, next, wait, srtt)) = open(&self.paths, slot).map(|p| {
+            let srtt = if p.rtt.sampled { p.rtt.srtt } else { 0 };
+            (p.una, p.next_psn, p.reorder_wait, srtt)
+        }) else {
+            return;
+        };
+        let Some(w) = wait else { return };
+        let mut hi = None;
+        let mut psn = next;
+        while psn != una {
+            psn = psn.wrapping_sub(1);
+            if self.entry(slot, psn).state == EntryState::Acked {
+                hi = Some(psn);
+                break;
+            }
+        }
+        let Some(hi) = hi else {
+            // Nothing acknowledged above the floor: no hole is left.
+            if let Some(p) = open_mut(&mut self.paths, slot) {
+                p.reorder_wait = None;
+            }
+            return;
+        };
+        let lost = self.sack_rule(slot, hi, w.ts, now);
+        if lost > 0 {
+            self.stats.sack_losses += u64::from(lost);
+            self.congested = true;
+            if let Some(p) = open_mut(&mut self.paths, slot) {
+                if p.inflight == 0 {
+                    p.timer = None;
+                }
+                cut_for_losses(
+                    &mut self.cc,
+                    &self.ccp,
+                    &mut self.events,
+                    p,
+                    lost,
+                    now,
+                    srtt,
+                );
             }
         }
     }
@@ -1695,7 +1820,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     /// Earliest time `on_timer` has work to do.
     pub fn next_deadline(&self) -> Option<u64> {
         self.used_paths()
-            .flat_map(|p| [p.timer, p.probe_deadline])
+            .flat_map(|p| [p.timer, p.probe_deadline, p.reorder_deadline()])
             .chain([
                 self.verdict_deadline.map(|(_, t)| t),
                 self.give_up_at(),
@@ -1719,6 +1844,12 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         self.watch_verdict(now);
         for slot in Slots(self.used) {
+            if open(&self.paths, slot)
+                .and_then(TxPath::reorder_deadline)
+                .is_some_and(|t| now >= t)
+            {
+                self.on_reorder_deadline(slot, now);
+            }
             let Some(p) = open(&self.paths, slot).map(PathView::of) else {
                 continue;
             };
@@ -2562,6 +2693,56 @@ mod tests {
         assert_eq!(run(&mut tx, by_two, 300), (ok, 3, 0, 2));
         assert_eq!(tx.path(0).unwrap().loss_threshold(1), 4);
         assert_eq!(run(&mut tx, by_two, 400), (ok, 3, 0, 2));
+    }
+
+    /// A path whose reordering took time to show learns to wait that
+    /// long: its holes are declared lost only once they have waited the
+    /// path's reorder window (5/4 of the time the reordering took, at
+    /// most its SRTT), so the same reordering again costs nothing, and a
+    /// real loss is still found by the SACK rule one window after it
+    /// showed, by the timer when no ACK follows, before any RTO.
+    #[test]
+    fn a_path_whose_reordering_took_time_waits_that_long() {
+        let mut tx = Sender::new(cfg(1, 1), 0).unwrap();
+        let mut rx = receiver();
+        // 8 packets sent at `at` and delivered 40 us later, packet 0 first
+        // if `late` is 0, else `late` after the others (never if `None`).
+        let mut send = |tx: &mut Sender, at: u64, late: Option<u64>| {
+            let pkts = send_eight(tx, at);
+            if late == Some(0) {
+                deliver(&mut rx, tx, &pkts[0], at + 40_000);
+            }
+            for h in &pkts[1..] {
+                deliver(&mut rx, tx, h, at + 40_000);
+            }
+            if let Some(late) = late.filter(|&l| l > 0) {
+                deliver(&mut rx, tx, &pkts[0], at + 40_000 + late);
+            }
+            let c = tx.pop_completion().map(|c| c.status);
+            (c, tx.stats().sack_losses, tx.stats().reorders)
+        };
+        let ok = Some(CompletionStatus::Success);
+        assert_eq!(send(&mut tx, 0, Some(0)), (ok, 0, 0));
+        assert_eq!(tx.path(0).unwrap().reorder_window, 0);
+        // Packet 0 overtaken, arriving 10 us after the hole showed: lost by
+        // the rule, then shown reordered; the path waits 12.5 us from now.
+        assert_eq!(send(&mut tx, 100_000, Some(10_000)), (ok, 1, 1));
+        assert_eq!(tx.path(0).unwrap().reorder_window, 12_500);
+        // The same again: nothing declared, nothing waits.
+        assert_eq!(send(&mut tx, 200_000, Some(10_000)), (ok, 1, 1));
+        assert!(tx.path(0).unwrap().reorder_wait.is_none());
+        assert_eq!(tx.next_packet(260_000), None);
+        // A real loss: it waits the window from the ACK that showed it
+        // (at 340,010), then the timer declares it and it is resent.
+        assert_eq!(send(&mut tx, 300_000, None), (None, 1, 1));
+        assert_eq!(tx.next_deadline(), Some(340_010 + 12_500));
+        tx.on_timer(340_010 + 12_499);
+        assert_eq!(tx.stats().sack_losses, 1);
+        tx.on_timer(340_010 + 12_500);
+        assert_eq!(tx.stats().sack_losses, 2);
+        pump(&mut tx, &mut rx, 360_000);
+        assert_eq!(tx.pop_completion().map(|c| c.status), ok);
+        assert_eq!((tx.stats().retransmits, tx.stats().timeouts), (1, 0));
     }
 
     #[test]

@@ -65,10 +65,12 @@ fn heavy_reordering_causes_no_retransmission() {
 
 /// Reordering within a path (netem-like jitter on every data packet, up
 /// to three fabric RTTs) first reads as loss, one later packet on the
-/// path being proof; each path then learns its tolerance from the losses
-/// that arrived after all (protocol.md 4.2). With the fixed threshold of
-/// 1 this fabric kept 35% (5 us) and 13% (20 us) of its goodput, resending
-/// up to every second packet.
+/// path being proof; each path then learns its tolerance, in packets and
+/// in time, from the losses that arrived after all (protocol.md 4.2).
+/// With the fixed threshold of 1 this fabric kept 35% (5 us) and 13% (20
+/// us) of its goodput, resending up to every second packet; with the
+/// count learned alone it resent 2-7% of its packets at 20 us (92-97% of
+/// the goodput), with the reorder window 0.4-0.5%.
 #[test]
 fn within_path_reordering_is_learned() {
     let clean = run(&path_jitter(0, 5));
@@ -87,8 +89,8 @@ fn within_path_reordering_is_learned() {
                 ratio * 100.0,
                 o.retx_packets
             );
-            assert!(ratio >= 0.90, "goodput ratio {ratio}");
-            assert!(o.retx_packets * 10 <= data, "{} resent", o.retx_packets);
+            assert!(ratio >= 0.95, "goodput ratio {ratio}");
+            assert!(o.retx_packets * 50 <= data, "{} resent", o.retx_packets);
             assert_eq!(o.timeouts, 0);
         }
     }
