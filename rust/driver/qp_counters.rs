@@ -124,8 +124,8 @@ pub(crate) struct QpCounters {
     /// The counter object the QP is bound to, 0 if none.
     bound: AtomicU32,
     /// The engine's SACK-detected losses, replaced paths, timeouts (all,
-    /// spurious), packets timeouts declared lost and SACK losses shown to
-    /// be reordering already counted: it keeps totals, the counters take
+    /// spurious), packets timeouts declared lost, SACK losses shown to be
+    /// reordering and tail probes already counted: it keeps totals, the counters take
     /// the increments.
     sack_losses_seen: AtomicU64,
     path_failures_seen: AtomicU64,
@@ -133,6 +133,7 @@ pub(crate) struct QpCounters {
     spurious_seen: AtomicU64,
     timeout_losses_seen: AtomicU64,
     reorders_seen: AtomicU64,
+    tail_probes_seen: AtomicU64,
 }
 
 impl QpCounters {
@@ -146,6 +147,7 @@ impl QpCounters {
             spurious_seen: AtomicU64::new(0),
             timeout_losses_seen: AtomicU64::new(0),
             reorders_seen: AtomicU64::new(0),
+            tail_probes_seen: AtomicU64::new(0),
         }
     }
 
@@ -222,6 +224,11 @@ impl QpCounters {
                 Counter::RtoLosses,
             ),
             (stats.reorders, &self.reorders_seen, Counter::SackReorders),
+            (
+                stats.tail_probes,
+                &self.tail_probes_seen,
+                Counter::TailProbes,
+            ),
         ];
         for (total, seen, c) in pairs {
             let before = seen.swap(total, Ordering::Relaxed);

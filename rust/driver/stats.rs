@@ -99,6 +99,11 @@ pub(crate) enum Counter {
     /// the network stack reached its cap (design.md, "Transmit
     /// backpressure"); it sends again as they drain.
     TxInflightWaits,
+    /// Tail probes: a path's newest packet in flight sent again when no
+    /// ACK of the path came for twice its SRTT plus the peer's ACK delay,
+    /// so that SACK, not the timer, finds a lost tail (protocol.md 4.3;
+    /// from the engine).
+    TailProbes,
 }
 
 /// A counter kept per plane; its value is the index in a plane's set.
@@ -120,7 +125,7 @@ pub(crate) enum PlaneCounter {
 pub(crate) const QP_COUNTERS: usize = 8;
 
 /// Device-wide counters (before the per-plane ones).
-const DEVICE_COUNT: usize = 28;
+const DEVICE_COUNT: usize = 29;
 
 /// Counters of each plane.
 const PER_PLANE: usize = 5;
@@ -176,6 +181,7 @@ pub(crate) static NAMES: [StatDesc; COUNT] = counter_names!(
         "doorbells",
         "posts_without_doorbell",
         "tx_inflight_waits",
+        "tail_probes",
     ],
     [0 1 2 3 4 5 6 7]
 );
@@ -259,6 +265,6 @@ impl Counters {
 }
 
 // Every counter has a name; the per-QP ones come first.
-const _: () = assert!(Counter::TxInflightWaits as usize + 1 == DEVICE_COUNT);
+const _: () = assert!(Counter::TailProbes as usize + 1 == DEVICE_COUNT);
 const _: () = assert!(PlaneCounter::Retransmissions as usize + 1 == PER_PLANE);
 const _: () = assert!(Counter::PathFailures as usize + 1 == QP_COUNTERS);

@@ -66,6 +66,7 @@ fn loss_code(c: LossCause) -> u8 {
         LossCause::Timeout => 1,
         LossCause::PlaneDown => 2,
         LossCause::Verdict => 3,
+        LossCause::TailProbe => 4,
     }
 }
 

@@ -19,7 +19,8 @@
 #define METAROCE_RECOVER_CAUSES \
 	{ 0, "ack" }, { 1, "probe_reply" }, { 2, "spurious_timeout" }
 #define METAROCE_LOSS_CAUSES \
-	{ 0, "sack" }, { 1, "timeout" }, { 2, "plane_down" }, { 3, "verdict" }
+	{ 0, "sack" }, { 1, "timeout" }, { 2, "plane_down" }, { 3, "verdict" }, \
+	{ 4, "tail_probe" }
 #define METAROCE_CUT_CAUSES \
 	{ 0, "ecn" }, { 1, "delay" }, { 2, "loss" }, { 3, "rto" }
 #define METAROCE_SYNDROMES \
@@ -116,7 +117,7 @@ TRACE_EVENT(path_replaced,
 		  __entry->new_path, __entry->old_sport, __entry->new_sport)
 );
 
-/* A data packet declared lost (or a verdict probe) goes out again. */
+/* A data packet declared lost (or a verdict or tail probe) goes out again. */
 TRACE_EVENT(retransmit,
 	TP_PROTO(const char *dev, u32 qpn, u16 path, u8 plane, u32 psn, u32 msn,
 		 u32 offset, u8 cause),

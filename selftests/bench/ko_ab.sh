@@ -80,7 +80,7 @@ for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 				"| host A so far: retransmissions $(mr0_stat retransmissions) rto_timeouts $(mr0_stat rto_timeouts)" \
 				"doorbells $(mr0_stat doorbells) posts_without_doorbell $(mr0_stat posts_without_doorbell)" \
 				"tx_inflight_waits $(mr0_stat tx_inflight_waits) rto_spurious $(mr0_stat rto_spurious) rto_losses $(mr0_stat rto_losses) sack_losses $(mr0_stat sack_losses)" \
-				"sack_reorders $(mr0_stat sack_reorders)"
+				"sack_reorders $(mr0_stat sack_reorders) tail_probes $(mr0_stat tail_probes)"
 		done
 		mr_down
 	done

@@ -1,5 +1,6 @@
 //! Engine configuration, capacities and their validation.
 
+use super::ack_policy::DEFAULT_ACK_DELAY_NS;
 use super::bitmap::MAX_MSG_PKTS;
 use super::wire::{MAX_PAYLOAD, SACK_BITS};
 
@@ -93,6 +94,10 @@ pub struct SenderConfig {
     /// without acknowledgement progress while messages are outstanding; 0:
     /// never. Path and plane failures do not count while any path works.
     pub give_up_ns: u64,
+    /// Longest the peer's timer holds an ACK (its `ack_delay`, protocol.md
+    /// 3.4; the reference driver's, its 1 ms tick): a tail probe waits
+    /// that beyond twice the path's SRTT (4.3).
+    pub peer_ack_delay_ns: u64,
 }
 
 impl Default for SenderConfig {
@@ -122,6 +127,7 @@ impl SenderConfig {
         delay_target_ns: 5_000_000,
         entropy_seed: 0x5EED,
         give_up_ns: 0,
+        peer_ack_delay_ns: DEFAULT_ACK_DELAY_NS,
     };
 }
 

@@ -25,6 +25,11 @@ pub enum LossCause {
     /// Not lost: resent to draw the verdict (ACK or NAK) on a message
     /// whose packets were all acknowledged (protocol.md 4.3).
     Verdict,
+    /// Not declared lost: a path's newest packet in flight, sent again
+    /// on it when no ACK came for twice its SRTT, so that the ACK of the
+    /// copy shows by SACK what of the path's tail was lost (protocol.md
+    /// 4.3).
+    TailProbe,
 }
 
 /// Why a path's congestion window shrank.

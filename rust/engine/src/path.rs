@@ -242,6 +242,11 @@ pub struct TxPath {
     pub reorder_window: u64,
     /// Holes waiting out `reorder_window`.
     pub reorder_wait: Option<ReorderWait>,
+    /// When a tail probe is due if no ACK of the path brings progress
+    /// first (protocol.md 4.3).
+    pub tail_probe: Option<u64>,
+    /// A tail probe must be sent.
+    pub tail_probe_due: bool,
     /// `timestamp` of the path's last data packet: a path's timestamps
     /// strictly increase (a burst sent at one clock reading takes 1 ns
     /// more a packet), so an echo tells which of two packets went first.
@@ -322,6 +327,8 @@ impl TxPath {
         reorder_watch: None,
         reorder_window: 0,
         reorder_wait: None,
+        tail_probe: None,
+        tail_probe_due: false,
         last_ts: 0,
     };
 
@@ -384,6 +391,29 @@ impl TxPath {
         let cap = if self.rtt.sampled { self.rtt.srtt } else { 0 };
         let want = extent.saturating_add(extent / 4).min(cap);
         self.reorder_window = self.reorder_window.max(want);
+    }
+
+    /// How long after an ACK that brought progress (or a first packet in
+    /// flight) a path with no ACK since sends a tail probe: twice its SRTT
+    /// plus `ack_delay`, the longest the peer's timer holds the ACK of a
+    /// burst's tail (RFC 8985's PTO), but not before `peak`, the QP's peak
+    /// RTT (an ACK may take that long without loss: a probe sooner is a
+    /// duplicate, and on a scheduled host every path would send one at
+    /// every gap); none before the path's first RTT sample.
+    pub fn tail_probe_timeout(&self, ack_delay: u64, peak: u64) -> Option<u64> {
+        self.rtt.sampled.then(|| {
+            self.rtt
+                .srtt
+                .saturating_mul(2)
+                .saturating_add(ack_delay)
+                .max(peak)
+        })
+    }
+
+    /// Arms the tail probe `pto` from `now` if it comes before the
+    /// retransmission timeout `rto` (else the timer finds the loss first).
+    pub fn arm_tail_probe(&mut self, now: u64, pto: Option<u64>, rto: u64) {
+        self.tail_probe = pto.filter(|&t| t < rto).map(|t| now.saturating_add(t));
     }
 
     /// When the holes waiting out the reorder window are due.

@@ -129,6 +129,9 @@ pub struct SenderStats {
     /// SACK loss declarations shown wrong by reordering on their path
     /// (each doubled the path's loss threshold, protocol.md 4.2).
     pub reorders: u64,
+    /// Tail probes sent: a path's newest packet in flight sent again when
+    /// no ACK came for twice its SRTT (protocol.md 4.3).
+    pub tail_probes: u64,
     /// Probes sent.
     pub probes: u64,
     /// Paths replaced after unanswered probes.
@@ -165,6 +168,7 @@ impl SenderStats {
         probes_excused: 0,
         late_acks: 0,
         reorders: 0,
+        tail_probes: 0,
         probes: 0,
         paths_replaced: 0,
         paths_opened: 0,
@@ -340,6 +344,17 @@ impl Iterator for Slots {
 }
 
 const _: () = assert!(MAX_PATHS == u64::BITS as usize);
+
+/// What [`Sender::emit`] sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Send {
+    /// A message's next packet.
+    New,
+    /// A packet declared lost (or the verdict probe's).
+    Resend,
+    /// A path's tail probe: a packet still in flight, sent again.
+    TailProbe,
+}
 
 /// Congestion control hears of `lost` packets the SACK rule declared on
 /// `p`; a cut it makes is an event.
@@ -1195,6 +1210,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         let rtt_sample = self.sample_rtt(slot, ack.ts_echo, now);
         let rto_floor = self.rto_floor(now);
+        let (peak, ack_delay) = (self.rtt_peak.get(now), self.cfg.peer_ack_delay_ns);
         let rto_now;
         let delayed_seen;
         {
@@ -1288,8 +1304,11 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             }
             if p.inflight == 0 {
                 p.timer = None;
+                p.tail_probe = None;
             } else if newly > 0 || p.timer.is_none() {
                 p.timer = Some(now.saturating_add(rto_now));
+                let pto = p.tail_probe_timeout(ack_delay, peak);
+                p.arm_tail_probe(now, pto, rto_now);
             }
         }
         self.stats.sack_losses += u64::from(lost);
@@ -1820,7 +1839,14 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     /// Earliest time `on_timer` has work to do.
     pub fn next_deadline(&self) -> Option<u64> {
         self.used_paths()
-            .flat_map(|p| [p.timer, p.probe_deadline, p.reorder_deadline()])
+            .flat_map(|p| {
+                [
+                    p.timer,
+                    p.probe_deadline,
+                    p.reorder_deadline(),
+                    p.tail_probe,
+                ]
+            })
             .chain([
                 self.verdict_deadline.map(|(_, t)| t),
                 self.give_up_at(),
@@ -1850,6 +1876,12 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             {
                 self.on_reorder_deadline(slot, now);
             }
+            if let Some(p) = open_mut(&mut self.paths, slot) {
+                if p.tail_probe.is_some_and(|t| now >= t) {
+                    p.tail_probe = None;
+                    p.tail_probe_due = p.inflight > 0 && p.state == PathState::Active;
+                }
+            }
             let Some(p) = open(&self.paths, slot).map(PathView::of) else {
                 continue;
             };
@@ -1875,6 +1907,8 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                     self.drain_path(slot, LossCause::Timeout);
                     if let Some(p) = open_mut(&mut self.paths, slot) {
                         p.undo = undo;
+                        p.tail_probe = None;
+                        p.tail_probe_due = false;
                         p.timeouts = p.timeouts.saturating_add(1);
                         p.backoff = (p.backoff + 1).min(8);
                         let old = p.cc.cwnd;
@@ -2056,7 +2090,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             || self.cursor != self.tail
             || self
                 .used_paths()
-                .any(|p| p.state == PathState::Probing && p.probe_due)
+                .any(|p| (p.state == PathState::Probing && p.probe_due) || p.tail_probe_due)
     }
 
     /// Next packet to send on any plane.
@@ -2100,6 +2134,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 src_port: p.src_port,
                 plane: p.plane,
             });
+        }
+        if let Some(tp) = self.next_tail_probe(now, plane) {
+            return Some(tp);
         }
         let retx = self.find_lost();
         let (msn, pkt, avoid, is_retx) = match retx {
@@ -2170,16 +2207,59 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             return None;
         };
         self.rr = (slot + 1) % MAX_PATHS;
+        let send = if is_retx { Send::Resend } else { Send::New };
+        self.emit(slot, msn, pkt, send, now)
+    }
+
+    /// A path with a tail probe due: the probe, its newest packet in flight
+    /// (of a message still in the window) sent again on the same path
+    /// under a new PSN, whatever its window (protocol.md 4.3).
+    fn next_tail_probe(&mut self, now: u64, plane: Option<u8>) -> Option<TxPacket> {
+        for slot in Slots(self.used) {
+            let Some((una, next)) = open(&self.paths, slot)
+                .filter(|p| p.tail_probe_due && plane.is_none_or(|pl| pl == p.plane))
+                .map(|p| (p.una, p.next_psn))
+            else {
+                continue;
+            };
+            if let Some(p) = open_mut(&mut self.paths, slot) {
+                p.tail_probe_due = false;
+            }
+            let usable = open(&self.paths, slot)
+                .is_some_and(|p| p.state == PathState::Active && (p.span() as usize) < PATH_RING);
+            let mut psn = next;
+            while usable && psn != una {
+                psn = psn.wrapping_sub(1);
+                let e = self.entry(slot, psn);
+                let live = self
+                    .msgs
+                    .get(e.msn as usize % MSG_WINDOW_MAX)
+                    .is_some_and(|m| m.live && m.msn == e.msn && m.failed.is_none());
+                if e.state == EntryState::InFlight && live {
+                    self.stats.tail_probes += 1;
+                    return self.emit(slot, e.msn, u32::from(e.pkt), Send::TailProbe, now);
+                }
+            }
+        }
+        None
+    }
+
+    /// Packet `pkt` of message `msn` on path `slot`, under the path's next
+    /// PSN.
+    fn emit(&mut self, slot: usize, msn: u32, pkt: u32, send: Send, now: u64) -> Option<TxPacket> {
+        let is_retx = send != Send::New;
         let (mtu, wide_payload) = (self.cfg.mtu, self.wide_payload);
         let m = self.msgs.get_mut(msn as usize % MSG_WINDOW_MAX)?;
         let seg = if m.wide { wide_payload } else { mtu };
-        if is_retx {
-            if m.lost.clear(pkt) {
-                m.lost_count = m.lost_count.saturating_sub(1);
-                self.lost_total = self.lost_total.saturating_sub(1);
+        match send {
+            Send::Resend => {
+                if m.lost.clear(pkt) {
+                    m.lost_count = m.lost_count.saturating_sub(1);
+                    self.lost_total = self.lost_total.saturating_sub(1);
+                }
             }
-        } else {
-            m.next_pkt += 1;
+            Send::New => m.next_pkt += 1,
+            Send::TailProbe => {}
         }
         let offset = pkt.saturating_mul(seg);
         let payload_len = if m.opcode == Opcode::ReadReq {
@@ -2205,10 +2285,18 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         let (opcode, msg_len, remote_va, rkey, imm, rsn) =
             (m.opcode, m.len, m.remote_va, m.rkey, m.imm, m.rsn);
-        let loss_cause = m.last_loss_cause;
-        let rto = open(&self.paths, slot)
-            .map(|p| self.rto_of(p, now))
-            .unwrap_or(self.cfg.max_rto_ns);
+        let loss_cause = if send == Send::TailProbe {
+            LossCause::TailProbe
+        } else {
+            m.last_loss_cause
+        };
+        let (rto, pto) = open(&self.paths, slot)
+            .map(|p| {
+                let peak = self.rtt_peak.get(now);
+                let pto = p.tail_probe_timeout(self.cfg.peer_ack_delay_ns, peak);
+                (self.rto_of(p, now), pto)
+            })
+            .unwrap_or((self.cfg.max_rto_ns, None));
         let p = open_mut(&mut self.paths, slot)?;
         let psn = p.next_psn;
         let timestamp = p.stamp(now);
@@ -2242,6 +2330,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         if p.timer.is_none() {
             p.timer = Some(now.saturating_add(rto));
+            p.arm_tail_probe(now, pto, rto);
         }
         Some(TxPacket {
             kind: TxKind::Data {
@@ -2276,6 +2365,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::ack_policy::DEFAULT_ACK_DELAY_NS;
     use super::super::config::ReceiverConfig;
     use super::super::receiver::{DropReason, Receiver, RxVerdict};
     use super::super::wire::Syndrome;
@@ -2743,6 +2833,51 @@ mod tests {
         pump(&mut tx, &mut rx, 360_000);
         assert_eq!(tx.pop_completion().map(|c| c.status), ok);
         assert_eq!((tx.stats().retransmits, tx.stats().timeouts), (1, 0));
+    }
+
+    /// A path whose last packets are lost has nothing after them for the
+    /// SACK rule: twice its SRTT after its last ACK it sends its newest
+    /// packet in flight again, whose ACK shows the holes, and the loss is
+    /// repaired by SACK long before the retransmission timeout.
+    #[test]
+    fn a_lost_tail_is_found_by_a_tail_probe_not_a_timeout() {
+        let cfg = SenderConfig {
+            min_rto_ns: 10_000_000,
+            ..cfg(1, 1)
+        };
+        let mut tx = Sender::new(cfg, 0).unwrap();
+        let mut rx = receiver();
+        for h in send_eight(&mut tx, 0) {
+            deliver(&mut rx, &mut tx, &h, 40_000);
+        }
+        assert!(tx.pop_completion().is_some());
+        // Packets 6 and 7 of the next message are lost.
+        let pkts = send_eight(&mut tx, 100_000);
+        for h in &pkts[..6] {
+            deliver(&mut rx, &mut tx, h, 140_000);
+        }
+        let srtt = tx.path(0).unwrap().rtt.srtt;
+        let due = 140_010 + 2 * srtt + DEFAULT_ACK_DELAY_NS;
+        assert_eq!(tx.next_deadline(), Some(due));
+        tx.on_timer(due - 1);
+        assert!(!tx.path(0).unwrap().tail_probe_due);
+        tx.on_timer(due);
+        assert!(tx.has_ready());
+        let probe = data(&tx.next_packet(due).unwrap());
+        assert_eq!((probe.psn, probe.offset), (16, pkts[7].offset));
+        assert_ne!(probe.flags & FLAG_RETRANSMIT, 0);
+        assert_eq!(tx.next_packet(due), None);
+        // Its ACK shows PSNs 14 and 15 missing: packet 6 is resent (7
+        // came with the probe), and the message completes.
+        deliver(&mut rx, &mut tx, &probe, due + 40_000);
+        pump(&mut tx, &mut rx, due + 50_000);
+        assert_eq!(
+            tx.pop_completion().map(|c| c.status),
+            Some(CompletionStatus::Success)
+        );
+        let st = tx.stats();
+        assert_eq!((st.tail_probes, st.retransmits, st.timeouts), (1, 2, 0));
+        assert_eq!(st.timeout_losses, 0);
     }
 
     #[test]

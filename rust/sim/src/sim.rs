@@ -391,6 +391,7 @@ pub fn run(sc: &Scenario) -> Outcome {
             cfg.planes = sc.planes as u8;
             cfg.dst_qpn = 100 + s as u32;
             cfg.entropy_seed = rng.next_u64() as u32;
+            cfg.peer_ack_delay_ns = sc.ack_delay_ns;
             let mut next_rsn = 0u16;
             let msgs = (0..sc.msgs_per_sender)
                 .map(|_| {
