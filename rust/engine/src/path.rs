@@ -247,6 +247,9 @@ pub struct TxPath {
     pub tail_probe: Option<u64>,
     /// A tail probe must be sent.
     pub tail_probe_due: bool,
+    /// PSN of the tail probe sent, until an ACK acknowledges it (or the
+    /// path is drained).
+    pub tail_probe_psn: Option<u32>,
     /// `timestamp` of the path's last data packet: a path's timestamps
     /// strictly increase (a burst sent at one clock reading takes 1 ns
     /// more a packet), so an echo tells which of two packets went first.
@@ -329,6 +332,7 @@ impl TxPath {
         reorder_wait: None,
         tail_probe: None,
         tail_probe_due: false,
+        tail_probe_psn: None,
         last_ts: 0,
     };
 
@@ -416,10 +420,20 @@ impl TxPath {
         self.tail_probe = pto.filter(|&t| t < rto).map(|t| now.saturating_add(t));
     }
 
+    /// The reorder window as it applies now: at most the path's SRTT,
+    /// which may have fallen since the window was learned.
+    pub fn reorder_window_now(&self) -> u64 {
+        if self.rtt.sampled {
+            self.reorder_window.min(self.rtt.srtt)
+        } else {
+            self.reorder_window
+        }
+    }
+
     /// When the holes waiting out the reorder window are due.
     pub fn reorder_deadline(&self) -> Option<u64> {
         self.reorder_wait
-            .map(|w| w.since.saturating_add(self.reorder_window))
+            .map(|w| w.since.saturating_add(self.reorder_window_now()))
     }
 
     /// Reinitialise as generation `generation` of `slot`.

@@ -347,7 +347,7 @@ const _: () = assert!(MAX_PATHS == u64::BITS as usize);
 
 /// What [`Sender::emit`] sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Send {
+enum Emit {
     /// A message's next packet.
     New,
     /// A packet declared lost (or the verdict probe's).
@@ -1050,6 +1050,10 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             p.una = p.next_psn;
             p.inflight = 0;
             p.timer = None;
+            p.tail_probe = None;
+            p.tail_probe_due = false;
+            p.tail_probe_psn = None;
+            p.reorder_wait = None;
         }
     }
 
@@ -1195,10 +1199,14 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         // Loss detection: a PSN with at least the path's loss threshold of
         // acknowledged PSNs above it on the same (order-preserving) path is
         // lost; `reorder_threshold` unless the path showed it reorders.
-        let lost = match highest {
+        let mut lost = match highest {
             Some(hi) => self.sack_rule(slot, hi, ack.ts_echo, now),
             None => 0,
         };
+        let probe = open(&self.paths, slot).and_then(|p| p.tail_probe_psn);
+        if let Some(probe) = probe.filter(|&psn| ack_covers(ack, psn)) {
+            lost += self.tail_probe_answered(slot, probe);
+        }
         self.advance_floor(slot);
         if let Some(p) = open_mut(&mut self.paths, slot) {
             // The floor passed the waiting holes: each arrived or was lost.
@@ -1220,6 +1228,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             if newly > 0 {
                 p.timeouts = 0;
                 p.backoff = 0;
+                p.tail_probe_due = false;
                 if p.state == PathState::Probing {
                     p.state = PathState::Active;
                     p.probe_due = false;
@@ -1412,6 +1421,45 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
     }
 
+    /// The in-flight `psn` of `slot`, carrying `e`, is lost by SACK: its
+    /// packet is queued for resending.
+    fn declare_sack_loss(&mut self, slot: usize, psn: u32, e: InflightEntry) {
+        self.mark_lost(e.msn, u32::from(e.pkt), slot, LossCause::Sack);
+        if let Some(en) = self.entry_mut(slot, psn) {
+            en.state = EntryState::Lost;
+        }
+        if let Some(p) = open_mut(&mut self.paths, slot) {
+            p.inflight = p.inflight.saturating_sub(1);
+            p.sack_lost += 1;
+        }
+    }
+
+    /// An ACK acknowledged `slot`'s tail probe `probe`: every PSN sent
+    /// before it and still in flight is lost, whatever the path's loss
+    /// threshold (it had the probe's timeout and the probe's RTT to
+    /// arrive: RACK-TLP's reasoning, RFC 8985), the probe's own original
+    /// among them (its packet came with the probe: nothing is resent for
+    /// it). Returns the PSNs declared.
+    fn tail_probe_answered(&mut self, slot: usize, probe: u32) -> u32 {
+        let Some(una) = open_mut(&mut self.paths, slot).map(|p| {
+            p.tail_probe_psn = None;
+            p.una
+        }) else {
+            return 0;
+        };
+        let mut lost = 0;
+        let mut psn = probe;
+        while psn != una {
+            psn = psn.wrapping_sub(1);
+            let e = self.entry(slot, psn);
+            if e.state == EntryState::InFlight {
+                self.declare_sack_loss(slot, psn, e);
+                lost += 1;
+            }
+        }
+        lost
+    }
+
     /// The SACK rule (protocol.md 4.2 step 3) over `slot`'s PSNs from `hi`,
     /// its highest acknowledged one, down to the floor: an in-flight PSN
     /// with at least the path's loss threshold of acknowledged PSNs above
@@ -1426,7 +1474,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             (
                 p.una,
                 p.loss_threshold(base),
-                p.reorder_window,
+                p.reorder_window_now(),
                 p.reorder_wait,
             )
         }) else {
@@ -1447,14 +1495,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                     if above >= threshold
                         && (window == 0 || due.is_some_and(|w| seq_lt(psn, w.psn))) =>
                 {
-                    self.mark_lost(e.msn, u32::from(e.pkt), slot, LossCause::Sack);
-                    if let Some(en) = self.entry_mut(slot, psn) {
-                        en.state = EntryState::Lost;
-                    }
-                    if let Some(p) = open_mut(&mut self.paths, slot) {
-                        p.inflight = p.inflight.saturating_sub(1);
-                        p.sack_lost += 1;
-                    }
+                    self.declare_sack_loss(slot, psn, e);
                     lost += 1;
                 }
                 EntryState::InFlight if above >= threshold => waiting = true,
@@ -1476,6 +1517,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             p.reorder_watch = Some(ReorderWatch { ts, psn, at });
         }
         p.reorder_wait = match (waiting, wait) {
+            // This ACK's highest PSN is below the waiting holes' (a stale
+            // or reordered ACK): it did not look at them.
+            (_, Some(w)) if due.is_none() && seq_lt(hi, w.psn) => Some(w),
             (false, _) => None,
             // The holes seen first still wait.
             (true, Some(w)) if due.is_none() => Some(w),
@@ -1907,8 +1951,6 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                     self.drain_path(slot, LossCause::Timeout);
                     if let Some(p) = open_mut(&mut self.paths, slot) {
                         p.undo = undo;
-                        p.tail_probe = None;
-                        p.tail_probe_due = false;
                         p.timeouts = p.timeouts.saturating_add(1);
                         p.backoff = (p.backoff + 1).min(8);
                         let old = p.cc.cwnd;
@@ -2207,7 +2249,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             return None;
         };
         self.rr = (slot + 1) % MAX_PATHS;
-        let send = if is_retx { Send::Resend } else { Send::New };
+        let send = if is_retx { Emit::Resend } else { Emit::New };
         self.emit(slot, msn, pkt, send, now)
     }
 
@@ -2225,41 +2267,81 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             if let Some(p) = open_mut(&mut self.paths, slot) {
                 p.tail_probe_due = false;
             }
-            let usable = open(&self.paths, slot)
-                .is_some_and(|p| p.state == PathState::Active && (p.span() as usize) < PATH_RING);
+            if !open(&self.paths, slot)
+                .is_some_and(|p| p.state == PathState::Active && (p.span() as usize) < PATH_RING)
+            {
+                continue;
+            }
+            // Copies whose packet another copy delivered, or whose message
+            // is gone, are not probed: retired, they no longer hold the
+            // path in flight (nor, with nothing after them, run it into its
+            // RTO). The newest copy left is the probe.
+            let mut newest = None;
             let mut psn = next;
-            while usable && psn != una {
+            while psn != una {
                 psn = psn.wrapping_sub(1);
                 let e = self.entry(slot, psn);
-                let live = self
+                if e.state != EntryState::InFlight {
+                    continue;
+                }
+                let wanted = self
                     .msgs
                     .get(e.msn as usize % MSG_WINDOW_MAX)
-                    .is_some_and(|m| m.live && m.msn == e.msn && m.failed.is_none());
-                if e.state == EntryState::InFlight && live {
-                    self.stats.tail_probes += 1;
-                    return self.emit(slot, e.msn, u32::from(e.pkt), Send::TailProbe, now);
+                    .is_some_and(|m| {
+                        m.live
+                            && m.msn == e.msn
+                            && m.failed.is_none()
+                            && !m.acked.get(u32::from(e.pkt))
+                    });
+                if !wanted {
+                    if let Some(en) = self.entry_mut(slot, psn) {
+                        en.state = EntryState::Acked;
+                    }
+                    if let Some(p) = open_mut(&mut self.paths, slot) {
+                        p.inflight = p.inflight.saturating_sub(1);
+                    }
+                } else if newest.is_none() {
+                    newest = Some(e);
                 }
             }
+            self.advance_floor(slot);
+            let Some(e) = newest else {
+                if let Some(p) = open_mut(&mut self.paths, slot) {
+                    if p.inflight == 0 {
+                        p.timer = None;
+                    }
+                }
+                continue;
+            };
+            self.stats.tail_probes += 1;
+            let packet = self.emit(slot, e.msn, u32::from(e.pkt), Emit::TailProbe, now);
+            if let (Some(TxKind::Data { header, .. }), Some(p)) = (
+                packet.as_ref().map(|t| t.kind),
+                open_mut(&mut self.paths, slot),
+            ) {
+                p.tail_probe_psn = Some(header.psn);
+            }
+            return packet;
         }
         None
     }
 
     /// Packet `pkt` of message `msn` on path `slot`, under the path's next
     /// PSN.
-    fn emit(&mut self, slot: usize, msn: u32, pkt: u32, send: Send, now: u64) -> Option<TxPacket> {
-        let is_retx = send != Send::New;
+    fn emit(&mut self, slot: usize, msn: u32, pkt: u32, send: Emit, now: u64) -> Option<TxPacket> {
+        let is_retx = send != Emit::New;
         let (mtu, wide_payload) = (self.cfg.mtu, self.wide_payload);
         let m = self.msgs.get_mut(msn as usize % MSG_WINDOW_MAX)?;
         let seg = if m.wide { wide_payload } else { mtu };
         match send {
-            Send::Resend => {
+            Emit::Resend => {
                 if m.lost.clear(pkt) {
                     m.lost_count = m.lost_count.saturating_sub(1);
                     self.lost_total = self.lost_total.saturating_sub(1);
                 }
             }
-            Send::New => m.next_pkt += 1,
-            Send::TailProbe => {}
+            Emit::New => m.next_pkt += 1,
+            Emit::TailProbe => {}
         }
         let offset = pkt.saturating_mul(seg);
         let payload_len = if m.opcode == Opcode::ReadReq {
@@ -2285,7 +2367,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         let (opcode, msg_len, remote_va, rkey, imm, rsn) =
             (m.opcode, m.len, m.remote_va, m.rkey, m.imm, m.rsn);
-        let loss_cause = if send == Send::TailProbe {
+        let loss_cause = if send == Emit::TailProbe {
             LossCause::TailProbe
         } else {
             m.last_loss_cause
@@ -2835,14 +2917,15 @@ mod tests {
         assert_eq!((tx.stats().retransmits, tx.stats().timeouts), (1, 0));
     }
 
-    /// A path whose last packets are lost has nothing after them for the
-    /// SACK rule: twice its SRTT after its last ACK it sends its newest
-    /// packet in flight again, whose ACK shows the holes, and the loss is
-    /// repaired by SACK long before the retransmission timeout.
-    #[test]
-    fn a_lost_tail_is_found_by_a_tail_probe_not_a_timeout() {
+    /// A one-path sender (`reorder_threshold` as given, a 10 ms RTO
+    /// floor) that completed one 8-packet message delivered 40 us after
+    /// sending it, then sent a second at 100 us of which only the first
+    /// `kept` packets arrive (at 140 us). Returns it, its peer, the second
+    /// message's packets and when the path's tail probe is due.
+    fn tail_lost(reorder_threshold: u32, kept: usize) -> (Sender, Receiver, [DataHeader; 8], u64) {
         let cfg = SenderConfig {
             min_rto_ns: 10_000_000,
+            reorder_threshold,
             ..cfg(1, 1)
         };
         let mut tx = Sender::new(cfg, 0).unwrap();
@@ -2851,13 +2934,42 @@ mod tests {
             deliver(&mut rx, &mut tx, &h, 40_000);
         }
         assert!(tx.pop_completion().is_some());
-        // Packets 6 and 7 of the next message are lost.
         let pkts = send_eight(&mut tx, 100_000);
-        for h in &pkts[..6] {
+        for h in &pkts[..kept] {
             deliver(&mut rx, &mut tx, h, 140_000);
         }
         let srtt = tx.path(0).unwrap().rtt.srtt;
-        let due = 140_010 + 2 * srtt + DEFAULT_ACK_DELAY_NS;
+        (tx, rx, pkts, 140_010 + 2 * srtt + DEFAULT_ACK_DELAY_NS)
+    }
+
+    /// Delivers tail probe `probe` sent at `due` 40 us later and what
+    /// its ACK releases; the message completes. Returns the sender's tail
+    /// probes, retransmissions and timeouts.
+    fn answer_probe(
+        tx: &mut Sender,
+        rx: &mut Receiver,
+        probe: &DataHeader,
+        due: u64,
+    ) -> (u64, u64, u64) {
+        deliver(rx, tx, probe, due + 40_000);
+        pump(tx, rx, due + 50_000);
+        assert_eq!(
+            tx.pop_completion().map(|c| c.status),
+            Some(CompletionStatus::Success)
+        );
+        let st = tx.stats();
+        (st.tail_probes, st.retransmits, st.timeouts)
+    }
+
+    /// A path whose last packets are lost has nothing after them for the
+    /// SACK rule: twice its SRTT (plus the peer's ACK delay) after its last
+    /// ACK it sends its newest packet in flight again, whose ACK shows the
+    /// holes, and the loss is repaired long before the retransmission
+    /// timeout.
+    #[test]
+    fn a_lost_tail_is_found_by_a_tail_probe_not_a_timeout() {
+        // Packets 6 and 7 are lost.
+        let (mut tx, mut rx, pkts, due) = tail_lost(1, 6);
         assert_eq!(tx.next_deadline(), Some(due));
         tx.on_timer(due - 1);
         assert!(!tx.path(0).unwrap().tail_probe_due);
@@ -2869,15 +2981,25 @@ mod tests {
         assert_eq!(tx.next_packet(due), None);
         // Its ACK shows PSNs 14 and 15 missing: packet 6 is resent (7
         // came with the probe), and the message completes.
-        deliver(&mut rx, &mut tx, &probe, due + 40_000);
-        pump(&mut tx, &mut rx, due + 50_000);
-        assert_eq!(
-            tx.pop_completion().map(|c| c.status),
-            Some(CompletionStatus::Success)
-        );
-        let st = tx.stats();
-        assert_eq!((st.tail_probes, st.retransmits, st.timeouts), (1, 2, 0));
-        assert_eq!(st.timeout_losses, 0);
+        assert_eq!(answer_probe(&mut tx, &mut rx, &probe, due), (1, 2, 0));
+        assert_eq!(tx.stats().timeout_losses, 0);
+    }
+
+    /// On a path that needs two PSNs above a hole (`reorder_threshold` 2,
+    /// or a tolerance learned), the probe's ACK alone still ends a lost
+    /// tail: what the path sent before the probe and still has in flight
+    /// is lost. The probe's original, whose packet the probe delivered, is
+    /// not resent and does not hold the path in flight into an RTO.
+    #[test]
+    fn a_tail_probe_answered_ends_the_tail_whatever_the_threshold() {
+        // Packets 5, 6 and 7 are lost.
+        let (mut tx, mut rx, pkts, due) = tail_lost(2, 5);
+        tx.on_timer(due);
+        let probe = data(&tx.next_packet(due).unwrap());
+        assert_eq!((probe.psn, probe.offset), (16, pkts[7].offset));
+        assert_eq!(answer_probe(&mut tx, &mut rx, &probe, due), (1, 3, 0));
+        let p = tx.path(0).unwrap();
+        assert_eq!((p.inflight, p.timer, p.tail_probe_psn), (0, None, None));
     }
 
     #[test]
