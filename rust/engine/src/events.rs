@@ -26,9 +26,9 @@ pub enum LossCause {
     /// whose packets were all acknowledged (protocol.md 4.3).
     Verdict,
     /// Not declared lost: a path's newest packet in flight, sent again
-    /// on it when no ACK came for twice its SRTT, so that the ACK of the
-    /// copy shows by SACK what of the path's tail was lost (protocol.md
-    /// 4.3).
+    /// on it when no ACK brought progress for its probe timeout, so that
+    /// the ACK of the copy shows what of the path's tail was lost
+    /// (protocol.md 4.3).
     TailProbe,
 }
 

@@ -130,7 +130,8 @@ pub struct SenderStats {
     /// (each doubled the path's loss threshold, protocol.md 4.2).
     pub reorders: u64,
     /// Tail probes sent: a path's newest packet in flight sent again when
-    /// no ACK came for twice its SRTT (protocol.md 4.3).
+    /// no ACK brought progress for its probe timeout (twice its SRTT plus
+    /// the peer's ACK delay, at least the QP's peak RTT; protocol.md 4.3).
     pub tail_probes: u64,
     /// Probes sent.
     pub probes: u64,
