@@ -1441,6 +1441,13 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     /// arrive: RACK-TLP's reasoning, RFC 8985), the probe's own original
     /// among them (its packet came with the probe: nothing is resent for
     /// it). Returns the PSNs declared.
+    ///
+    /// The floor may have passed the probe meanwhile (the probe itself
+    /// declared lost by SACK, the floor moved over it, and only a later
+    /// ACK covered its PSN): then nothing sent before it is in flight. A
+    /// walk down from the probe to such a floor went round the whole PSN
+    /// space, 2^32 steps in the softirq (26 s under TCG, an RCU stall),
+    /// declaring the packets sent after the probe lost on its way.
     fn tail_probe_answered(&mut self, slot: usize, probe: u32) -> u32 {
         let Some(una) = open_mut(&mut self.paths, slot).map(|p| {
             p.tail_probe_psn = None;
@@ -1450,7 +1457,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         };
         let mut lost = 0;
         let mut psn = probe;
-        while psn != una {
+        while seq_lt(una, psn) {
             psn = psn.wrapping_sub(1);
             let e = self.entry(slot, psn);
             if e.state == EntryState::InFlight {
@@ -2991,6 +2998,37 @@ mod tests {
     /// tail: what the path sent before the probe and still has in flight
     /// is lost. The probe's original, whose packet the probe delivered, is
     /// not resent and does not hold the path in flight into an RTO.
+    #[test]
+    fn a_tail_probe_the_floor_passed_is_answered_without_a_walk() {
+        // Packets 5, 6 and 7 of the second message (PSNs 13-15) are lost,
+        // and so is the tail probe that resends packet 7 (PSN 16).
+        let (mut tx, mut rx, _, due) = tail_lost(2, 5);
+        tx.on_timer(due);
+        let probe = data(&tx.next_packet(due).unwrap());
+        assert_eq!(probe.psn, 16);
+        // A third message (PSNs 17-24) arrives whole: the SACK rule
+        // declares 13-16 lost and the floor passes them, the probe's PSN
+        // among them, while the probe is still unanswered.
+        for h in &send_eight(&mut tx, due + 1_000) {
+            deliver(&mut rx, &mut tx, h, due + 40_000);
+        }
+        let p = tx.path(0).unwrap();
+        assert_eq!((p.una, p.tail_probe_psn), (25, Some(16)));
+        let before = tx.stats().retransmits;
+        // Three resends (PSNs 25-27) tell the receiver the new floor; the
+        // ACK of the second covers the probe's PSN. The third is in
+        // flight: nothing says it is lost.
+        let resends: [DataHeader; 3] =
+            core::array::from_fn(|_| data(&tx.next_packet(due + 50_000).unwrap()));
+        assert_eq!(resends.map(|h| h.psn), [25, 26, 27]);
+        for h in &resends[..2] {
+            deliver(&mut rx, &mut tx, h, due + 90_000);
+        }
+        let p = tx.path(0).unwrap();
+        assert_eq!((p.una, p.inflight, p.tail_probe_psn), (27, 1, None));
+        assert_eq!(tx.stats().retransmits, before + 3);
+        assert_eq!(tx.stats().sack_losses, 4);
+    }
     #[test]
     fn a_tail_probe_answered_ends_the_tail_whatever_the_threshold() {
         // Packets 5, 6 and 7 are lost.
