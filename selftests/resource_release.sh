@@ -7,6 +7,9 @@
 #     requests must complete with "retry exceeded" once the QP's retry
 #     budget (protocol.md 4.3: 5 s for perftest's timeout 14) passes
 #     without progress, and ib_write_bw must end by itself with an error;
+#     the same for ib_read_bw's responder, killed with READs whose
+#     requests it acknowledged still waiting for its responses (they
+#     waited forever: nothing else was outstanding to spend the budget);
 #  3. after traffic, `rdma link delete` and `rmmod metaroce` succeed.
 # After each kill, both hosts must be back to their baseline: no user
 # QP/CQ/MR/PD left in the core's resource tracking (`rdma resource`), every
@@ -15,7 +18,7 @@
 # reports leaked verbs objects at unregistration ("RESTRACK detected leak"),
 # which the rig's dmesg check turns into a failure.
 . "$(dirname "$0")/lib.sh"
-trap 'two_host_cleanup -k ib_write_bw' EXIT
+trap 'two_host_cleanup -k ib_write_bw -k ib_read_bw' EXIT
 reset_rdma
 command -v ib_write_bw > /dev/null || skip "perftest not installed"
 
@@ -79,16 +82,16 @@ log "baseline B: $base_b"
 port=18800
 kill_at=20 # s after the receiver starts (the sender starts 3 s later and is
            # checked at 5 s)
-transfer_and_kill() { # victim: A (sender) or B (receiver)
-	local victim=$1 job refs stime=100 ctime=100 t0 rc
+transfer_and_kill() { # victim: A (sender) or B (receiver); test
+	local victim=$1 t=${2:-ib_write_bw} job refs stime=100 ctime=100 t0 rc
 	port=$((port + 1))
 	# The victim's timeout kills it; the other side's only bounds the run.
 	if [ "$victim" = A ]; then ctime="-s KILL $((kill_at - 3))"; else stime="-s KILL $kill_at"; fi
-	job=$(peer_spawn "timeout $stime ib_write_bw -d mr0 -x $pgid -p $port -s 65536 -D 60") ||
+	job=$(peer_spawn "timeout $stime $t -d mr0 -x $pgid -p $port -s 65536 -D 60") ||
 		fail "cannot start the receiver on host B"
 	sleep 3
 	# shellcheck disable=SC2086
-	timeout $ctime ib_write_bw -d mr0 -x "$gid" -p "$port" -s 65536 -D 60 "$METAROCE_PEER_ADDR" > /tmp/rr_client.out 2>&1 &
+	timeout $ctime "$t" -d mr0 -x "$gid" -p "$port" -s 65536 -D 60 "$METAROCE_PEER_ADDR" > /tmp/rr_client.out 2>&1 &
 	local client=$!
 	t0=$SECONDS
 	sleep 5
@@ -105,27 +108,28 @@ transfer_and_kill() { # victim: A (sender) or B (receiver)
 	if kill -0 "$client" 2> /dev/null; then
 		kill -9 "$client" 2> /dev/null
 		wait "$client" 2> /dev/null
-		fail "ib_write_bw still runs $((SECONDS - t0)) s into the run, its peer killed at $((kill_at - 3)) s: $(tail -3 /tmp/rr_client.out)"
+		fail "$t still runs $((SECONDS - t0)) s into the run, its peer killed at $((kill_at - 3)) s: $(tail -3 /tmp/rr_client.out)"
 	fi
 	wait "$client"
 	rc=$?
 	if [ "$victim" = B ]; then
-		[ $rc != 0 ] || fail "ib_write_bw succeeded although its peer was killed mid-run: $(tail -3 /tmp/rr_client.out)"
+		[ $rc != 0 ] || fail "$t succeeded although its peer was killed mid-run: $(tail -3 /tmp/rr_client.out)"
 		# perftest names the status: 12 is IBV_WC_RETRY_EXC_ERR.
 		grep -q "status 12" /tmp/rr_client.out ||
-			fail "ib_write_bw failed without a retry-exceeded completion (rc $rc): $(tail -5 /tmp/rr_client.out)"
-		log "ok: the sender's requests completed with retry exceeded, $((SECONDS - t0 - kill_at + 3)) s after its peer was killed: $(grep -m1 'status 12' /tmp/rr_client.out)"
+			fail "$t failed without a retry-exceeded completion (rc $rc): $(tail -5 /tmp/rr_client.out)"
+		log "ok: $t: the requester's work requests completed with retry exceeded, $((SECONDS - t0 - kill_at + 3)) s after its peer was killed: $(grep -m1 'status 12' /tmp/rr_client.out)"
 	else
 		[ $rc = 137 ] || fail "the sender was not killed by its timeout (rc $rc): $(tail -3 /tmp/rr_client.out)"
 	fi
 	# The receiver, if it still runs, ends by its timeout or here.
-	peer "pkill -9 ib_write_bw" > /dev/null 2>&1
+	peer "pkill -9 $t" > /dev/null 2>&1
 	peer_wait "$job" 110 > /dev/null 2>&1
-	expect_baseline A "$base_a" "killing host $victim's side"
-	expect_baseline B "$base_b" "killing host $victim's side"
+	expect_baseline A "$base_a" "killing host $victim's side of $t"
+	expect_baseline B "$base_b" "killing host $victim's side of $t"
 }
 transfer_and_kill A
 transfer_and_kill B
+transfer_and_kill B ib_read_bw
 
 tx=$(mr0_stat tx_packets)
 [ "${tx:-0}" -ge 100 ] || fail "only ${tx:-0} packets sent: the runs carried no traffic"

@@ -225,10 +225,10 @@ struct TakenRecv {
 }
 
 /// The sender engine and the tables of what its messages carry, in one
-/// allocation: the `Sender` (1,416 B; its message window is taken in
+/// allocation: the `Sender` (1,496 B; its message window is taken in
 /// chunks as messages are posted) with the message table (taken the same
-/// way), the READ and atomic tables and the device's name fill one 2 KiB
-/// kmalloc object (design.md, "Per-QP memory"; asserted below).
+/// way), the READ and atomic tables and the device's name, 2,416 B, in
+/// one 4 KiB kmalloc object (design.md, "Per-QP memory"; asserted below).
 struct SendSide {
     sender: Sender,
     /// What message `msn` carries, at `msn % MSG_WINDOW_MAX`.
@@ -236,6 +236,12 @@ struct SendSide {
     /// Our READs and atomics waiting for responses (at most
     /// `max_rd_atomic`).
     reads: [Option<PendingRead>; MAX_RD_ATOMIC as usize],
+    /// While `reads` holds any: the time by which the peer must be heard
+    /// from (any packet of its QP) or they fail with retry exceeded
+    /// (protocol.md 4.3). Their requests may all be acknowledged, so the
+    /// sender's own budget no longer runs: without this a responder
+    /// destroyed or in error left them waiting forever.
+    response_due: Option<u64>,
     /// The peer's READs and executed atomics to answer, oldest first.
     answers: [Option<ToAnswer>; MAX_RD_ATOMIC as usize],
     /// The device's name, for the QP's tracepoints (`tracing.rs`): here,
@@ -269,6 +275,7 @@ const EMPTY_SEND: SendSide = SendSide {
     sender: Sender::empty(Aimd),
     out: MsgWindow::NONE,
     reads: [None; MAX_RD_ATOMIC as usize],
+    response_due: None,
     answers: [None; MAX_RD_ATOMIC as usize],
     dev_name: DevName::NONE,
 };
@@ -380,6 +387,40 @@ impl SendSide {
             .get(msn as usize % MSG_WINDOW_MAX)
             .copied()
             .unwrap_or(OutMsg::EMPTY)
+    }
+
+    /// Our READ or atomic `r`, in free slot `k`, waits for its response
+    /// from `now`.
+    fn await_response(&mut self, k: usize, r: PendingRead, now: u64) {
+        self.reads[k] = Some(r);
+        if self.response_due.is_none() {
+            self.heard_from_peer(now);
+        }
+    }
+
+    /// A packet of the peer's QP came in at `now`: the responses we wait
+    /// for may take the retry budget again from here.
+    fn heard_from_peer(&mut self, now: u64) {
+        let budget = self.sender.config().give_up_ns;
+        self.response_due = (budget != 0 && self.reads.iter().any(Option::is_some))
+            .then(|| now.saturating_add(budget));
+    }
+
+    /// The response to our READ or atomic in slot `k` completed (or will
+    /// not come): no longer waited for.
+    fn response_done(&mut self, k: usize) -> Option<PendingRead> {
+        let r = self.reads.get_mut(k)?.take();
+        if self.reads.iter().all(Option::is_none) {
+            self.response_due = None;
+        }
+        r
+    }
+
+    /// The READs and atomics both ways start over (connect, flush).
+    fn forget_reads(&mut self) {
+        self.reads = [None; MAX_RD_ATOMIC as usize];
+        self.response_due = None;
+        self.answers = [None; MAX_RD_ATOMIC as usize];
     }
 }
 
@@ -595,7 +636,8 @@ struct TickWork {
     /// ACK come first.
     tx_blocked: bool,
     /// The sender engine's next timer (retransmission timeouts, probes,
-    /// the verdict probe, the retry budget, a refused allocation's retry).
+    /// the verdict probe, the retry budget, a refused allocation's retry)
+    /// or the responses' (`SendSide::response_due`), whichever is first.
     deadline: Option<u64>,
     /// The receiver accepted data since the device's count of receiving
     /// QPs last found it idle (`Receiver::rcn_due`): every tick counts it
@@ -891,8 +933,7 @@ impl Transport {
         i.sq_head = self.sq.consumer();
         i.sq_taken = i.sq_head;
         i.taking = false;
-        i.send.reads = [None; MAX_RD_ATOMIC as usize];
-        i.send.answers = [None; MAX_RD_ATOMIC as usize];
+        i.send.forget_reads();
         i.tx_rsn = 0;
         i.rx_rsn = 0;
         i.srq_taken.fill(None);
@@ -1001,8 +1042,7 @@ impl Transport {
             i.sq_head = self.sq.consumer();
             i.sq_taken = i.sq_head;
             i.taking = false;
-            i.send.reads = [None; MAX_RD_ATOMIC as usize];
-            i.send.answers = [None; MAX_RD_ATOMIC as usize];
+            i.send.forget_reads();
             self.flush_srq_taken(&mut i);
         }
         self.deliver_cq_events();
@@ -1064,7 +1104,10 @@ impl Transport {
                 && !i.recv.peer_planes.acked,
             room_wanted: i.room_wanted || i.unrung,
             tx_blocked: i.tx_blocked,
-            deadline: i.send.sender.next_deadline(),
+            deadline: [i.send.sender.next_deadline(), i.send.response_due]
+                .into_iter()
+                .flatten()
+                .min(),
             rcn_count,
         }
     }
@@ -1236,6 +1279,9 @@ impl Transport {
                 i.send.sender.on_timer(now);
                 self.trace_events(&mut i);
             }
+            if timers && i.send.response_due.is_some_and(|d| d <= now) && !i.failed {
+                self.responses_overdue(&mut i);
+            }
             if kick {
                 self.kick_locked(&mut i, tx);
             } else if (send || timers) && !i.failed {
@@ -1300,6 +1346,9 @@ impl Transport {
         if !self.from_peer(i, tx, plane, pkt, meta) {
             tx.counters.inc(Counter::RxNotPeer);
             return RxFate::Dropped;
+        }
+        if i.send.response_due.is_some() {
+            i.send.heard_from_peer(now_ns());
         }
         match pkt {
             Packet::Data { header, payload } => {

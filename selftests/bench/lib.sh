@@ -382,9 +382,10 @@ cost_end() {
 # selftests), each try's output kept in raw/ and the retry in the log.
 PT_PORT=18515
 pt_run() {
-	local tool=$1 tmo=$2 job rc=1 try attempt
+	local tool=$1 tmo=$2 job rc=1 try attempt t0 stall
 	shift 2
 	for attempt in 1 2 3; do
+		t0=$(date +%s)
 		PT_OUT=$(raw_name "$tool $*")
 		[ "$attempt" -gt 1 ] && PT_OUT=$PT_OUT.try$attempt
 		job=$(peer_spawn "timeout $tmo $tool $TP_SRV $* -p $PT_PORT -F 2>&1") ||
@@ -415,6 +416,9 @@ pt_run() {
 		grep -q "Can't produce a report" "$PT_OUT" && [ "$attempt" -lt 3 ] || break
 		note "$tool $*: perftest's CPU clock estimate failed ($(grep -m1 "Correlation coefficient" "$PT_OUT")): once more"
 	done
+	# A VM's stall shown beside the run it marred (lib.sh longest_stall).
+	stall=$(longest_stall "$t0")
+	[ "$stall" = 0 ] || echo "--- the longest time either VM's user space did not run during the run: $stall ms" >> "$PT_OUT"
 	return $rc
 }
 # pt_bw SIZE -> BW average [MiB/s] of the client output. A line with

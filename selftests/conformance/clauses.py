@@ -250,6 +250,9 @@ CLAUSES = [
       "verdict probe: a delivered message without verdict has its last packet resent", ("dut_write_spray",)),
     C("4.3.e", "4.3", "every outstanding message completes with *retry exceeded*",
       "retry budget: no ACK progress ends the messages with retry exceeded", ("dut_retry_budget",)),
+    C("4.3.f", "4.3", "the requester MUST hear from the peer's QP",
+      "a READ acknowledged but never answered, the peer silent, completes with retry exceeded",
+      ("dut_read_response_budget",)),
     C("4.4.a", "4.4", "up to `used + active/2 + 1` rounded up to a multiple of the plane count",
       "path count growth", (),
       "needs windows full at pwnd_max on every path over an SRTT: a line-rate, long-RTT run beyond a "

@@ -391,7 +391,11 @@ class Conn:
 
     def dut_msg_done(self, msn):
         m = self.dut_msgs.get(msn)
-        return m is not None and len(m["got"]) == len(codec.segments(m["msg_len"], self.mtu))
+        if m is None:
+            return False
+        # A READ_REQ is one packet whatever the msg_len it asks for (1.3).
+        want = 1 if m["opcode"] == P.OP_READ_REQ else len(codec.segments(m["msg_len"], self.mtu))
+        return len(m["got"]) == want
 
     def dut_cum_msn(self):
         """The first DUT MSN not completely received (the tester's cum_msn)."""

@@ -1194,6 +1194,23 @@ def dut_retry_budget(ctx):
 
 
 @test()
+def dut_read_response_budget(ctx):
+    c = ctx.conn()
+    mark = ctx.wire.mark()
+    # The tester acknowledges the DUT's READ_REQ, so that nothing of the
+    # DUT's is outstanding and its sender's budget no longer runs, and then
+    # sends nothing, no READ_RESP: a responder that failed or vanished
+    # after acknowledging. The READ must end as 4.3 says, not wait forever.
+    with Responder(ctx, c, mark):
+        dut_send(ctx, c, "read", 4 * ctx.mtu, wr_id=13)
+        acked = wait_for(lambda: c.dut_msg_done(c.dut_psn), ctx.timeout)
+        wcs = c.poll("send", 12 * ctx.timeout, want=1)
+    ctx.check("4.3.f", acked and wcs and wcs[0]["status"] == WC_RETRY_EXC_ERR,
+              f"completion of a READ whose request was acknowledged and never answered: {wcs} "
+              f"(request acknowledged: {acked}), want retry exceeded ({WC_RETRY_EXC_ERR})")
+
+
+@test()
 def read_responder(ctx):
     ctx.needs_dut_sender()
     c = ctx.conn()

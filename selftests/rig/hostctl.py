@@ -8,6 +8,9 @@ agent runs on the machine that hosts both VMs and does both from there:
 
 - link events through each VM's QMP socket (`set_link`): the guest's NIC
   loses carrier, as when a cable is pulled, on the time the request asked;
+- freezes: a VM's QEMU process stopped (SIGSTOP, its PID the QMP socket's
+  peer) for a while and continued, as a loaded hypervisor does to a guest:
+  its clock jumps when it runs again, and its peer hears nothing meanwhile;
 - wire counters: bytes of each plane's QEMU UDP socket pair on loopback
   (nftables counters on the host), sampled every `interval_s`.
 
@@ -16,10 +19,12 @@ Requests are files the guest writes into the rig's shared output directory
 
     {"duration_s": 32, "interval_s": 0.1,
      "events": [{"at_s": 10, "plane": 1, "up": false},
-                {"at_s": 20, "plane": 1, "up": true}]}
+                {"at_s": 20, "plane": 1, "up": true},
+                {"at_s": 25, "freeze": "A", "for_s": 3}]}
 
-Time 0 is when the agent picks the request up. Each event applies to both
-hosts' ends of the plane (both NICs lose carrier). The agent answers with
+Time 0 is when the agent picks the request up. Each link event applies to
+both hosts' ends of the plane (both NICs lose carrier); a freeze, to the VM
+it names (its end is reported as an event of its own, "thaw"). The agent answers with
 OUT/hostctl/NAME.json:
 
     {"ok": true, "t0_epoch": ..., "events": [{"at_s": 10.001, ...}],
@@ -39,6 +44,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -78,6 +84,11 @@ class Qmp:
             if "error" in reply:
                 raise OSError(f"QMP {cmd}: {reply['error'].get('desc', reply['error'])}")
             return reply.get("return")
+
+    def peer_pid(self):
+        """The PID of the QEMU process at the other end of the socket."""
+        cred = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return struct.unpack("3i", cred)[0]
 
     def close(self):
         self.sock.close()
@@ -143,12 +154,17 @@ def parse_request(req, planes):
     if not isinstance(events, list):
         raise ValueError("events is a list")
     for e in events:
-        if not isinstance(e, dict) or not isinstance(e.get("up"), bool):
-            raise ValueError(f"event {e!r}: needs at_s, plane and up (true/false)")
+        if isinstance(e, dict) and "freeze" in e:
+            if e["freeze"] not in ("A", "B"):
+                raise ValueError(f"event {e!r}: freeze names a VM, A or B")
+            if not 0 < float(e.get("for_s", 0)) <= 60:
+                raise ValueError(f"event {e!r}: for_s out of range (0, 60]")
+        elif not isinstance(e, dict) or not isinstance(e.get("up"), bool):
+            raise ValueError(f"event {e!r}: needs at_s, plane and up (true/false), or freeze and for_s")
+        elif not 0 <= int(e["plane"]) < planes:
+            raise ValueError(f"event plane {e['plane']} not in 0..{planes - 1}")
         if not 0 <= float(e["at_s"]) <= duration:
             raise ValueError(f"event at_s {e['at_s']} not in [0, duration_s]")
-        if not 0 <= int(e["plane"]) < planes:
-            raise ValueError(f"event plane {e['plane']} not in 0..{planes - 1}")
     return duration, interval, sorted(events, key=lambda e: float(e["at_s"]))
 
 
@@ -158,6 +174,7 @@ def serve_one(req, base, planes, qmp_paths):
     flows += [(b, a) for a, b in flows[:planes]]
     qmps = {}
     down = set()  # planes this request took down and has not brought back
+    frozen = {}  # VM -> PID of a QEMU this request stopped and has not continued
     ctr = Counters(f"metaroce_rig_{base}", flows)
     try:
         if events:
@@ -172,6 +189,18 @@ def serve_one(req, base, planes, qmp_paths):
             now = time.monotonic() - t0
             while pending and float(pending[0]["at_s"]) <= now:
                 e = pending.pop(0)
+                if "freeze" in e or "thaw" in e:
+                    vm = e.get("freeze") or e["thaw"]
+                    if "freeze" in e:
+                        frozen[vm] = qmps[vm].peer_pid()
+                        os.kill(frozen[vm], signal.SIGSTOP)
+                        thaw = {"at_s": float(e["at_s"]) + float(e["for_s"]), "thaw": vm}
+                        pending = sorted(pending + [thaw], key=lambda e: float(e["at_s"]))
+                    else:
+                        os.kill(frozen.pop(vm), signal.SIGCONT)
+                    done.append({"at_s": round(time.monotonic() - t0, 4), **{k: v for k, v in e.items() if k != "at_s"},
+                                 "asked_s": float(e["at_s"])})
+                    continue
                 plane, up = int(e["plane"]), e["up"]
                 if not up:
                     down.add(plane)
@@ -196,6 +225,12 @@ def serve_one(req, base, planes, qmp_paths):
             time.sleep(max(0.0, min(wake - (time.monotonic() - t0), POLL_S * 5)))
         return {"ok": True, "t0_epoch": t0_epoch, "interval_s": interval, "events": done, "samples": samples}
     finally:
+        # Nor a VM stopped: first, so that nothing below keeps it waiting.
+        for pid in frozen.values():
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError as err:
+                print(f"hostctl: cannot continue QEMU {pid}: {err}", flush=True)
         # A plane must never stay down past its request: the guests cannot
         # bring a link back that QEMU holds down.
         for plane in sorted(down):
@@ -306,9 +341,22 @@ def selftest():
                 print(f"not ok - a down/up request: {res}")
                 return 1
             print(f"ok - a down/up request: 2 events, {len(res['samples'])} samples in 0.6 s")
+            res = serve_one({"duration_s": 0.2, "events": [{"at_s": 0.1, "freeze": "A", "for_s": 0.3}]},
+                            base, 2, {"A": qmp})
+            kinds = [("freeze" in e, "thaw" in e) for e in res.get("events", [])]
+            with open(f"/proc/{vm.pid}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+            if (not res["ok"] or kinds != [(True, False), (False, True)]
+                    or res["events"][1]["at_s"] - res["events"][0]["at_s"] < 0.29 or state == "T"):
+                print(f"not ok - a freeze request: {res}, QEMU state {state} after it")
+                return 1
+            print(f"ok - a freeze request stops QEMU for {res['events'][1]['at_s'] - res['events'][0]['at_s']:.2f} s "
+                  "and continues it")
             for bad in ([], {"duration_s": 0}, {"events": [{"at_s": 99, "plane": 0, "up": False}]},
                         {"events": [{"at_s": 1, "plane": 2, "up": False}]},
-                        {"events": [{"at_s": 1, "plane": 0, "up": "no"}]}):
+                        {"events": [{"at_s": 1, "plane": 0, "up": "no"}]},
+                        {"events": [{"at_s": 1, "freeze": "C", "for_s": 1}]},
+                        {"events": [{"at_s": 1, "freeze": "A", "for_s": 99}]}):
                 try:
                     parse_request(bad, 2)
                     print(f"not ok - request {bad} accepted")

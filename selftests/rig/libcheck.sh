@@ -312,4 +312,24 @@ expect "pt_run: a clock failure on host A (its server ended), then a pass" "$(pt
 expect "pt_run: three clock failures fail (the client's status)" "$(pt clock aclock clock)" "status 124 bw 1.33 runs 3 reruns 2 kills 1"
 expect "pt_run: another failure is not run again" "$(pt broken ok)" "status 1 bw none runs 1 reruns 0 kills 0"
 
+# longest_stall: the longest stall either VM recorded (stallwatch.sh's
+# "END_EPOCH_S GAP_MS" lines; host B's answer is the fake peer's) that
+# ended at or after a time.
+stalls() { # SINCE PEER_OUT [FILE] [each]
+	printf '100 3000\n200 9000\n300 2500\n' > "$tmp/stalls"
+	(
+		# shellcheck source=/dev/null
+		. "$lib"
+		# shellcheck disable=SC2317
+		peer() { echo "$PEER_OUT"; }
+		METAROCE_STALLS=${3:-$tmp/stalls} PEER_OUT=$2 longest_stall "$1" "${4:-}"
+	)
+}
+expect "longest_stall: host A's longest since a time" "$(stalls 150 0)" 9000
+expect "longest_stall: only the stalls that ended since" "$(stalls 250 0)" 2500
+expect "longest_stall: host B's, if longer" "$(stalls 250 4000)" 4000
+expect "longest_stall: none since" "$(stalls 400 0)" 0
+expect "longest_stall: no records, no answer from host B" "$(stalls 0 '' "$tmp/none")" 0
+expect "longest_stall each: both hosts'" "$(stalls 150 4000 "" each)" "9000 4000"
+
 expect_summary "lib.sh check"

@@ -43,8 +43,13 @@ check "dmesg-check leaves a user-space program's fault to its test" 0 "$rig/dmes
 { cat "$tmp/user"; echo "[    4.0] general protection fault, probably for non-canonical address 0xdead000000000122: 0000 [#1] PREEMPT SMP"; } > "$tmp/bad"
 check "dmesg-check catches a kernel general protection fault beside it" 1 "$rig/dmesg-check.sh" "$tmp/bad"
 
-check "hostctl drives QMP set_link and counts plane bytes (nftables)" 0 python3 "$rig/hostctl.py" --selftest
+check "hostctl drives QMP set_link, freezes QEMU and counts plane bytes (nftables)" 0 python3 "$rig/hostctl.py" --selftest
 check "lib.sh's teardown and counter helpers (fake commands)" 0 "$rig/libcheck.sh"
+# The stall watch, stopped 3 s (as a frozen VM's user space is): one record
+# of 3 s or a little more.
+check "stallwatch.sh records a 3 s stop of its process" 0 bash -c "
+	\"$rig/stallwatch.sh\" '$tmp/stalls' & w=\$!; sleep 1; kill -STOP \$w; sleep 3; kill -CONT \$w; sleep 1; kill \$w
+	awk 'NR == 1 && \$2 >= 3000 && \$2 < 4500 { ok = 1 } END { exit !(ok && NR == 1) }' '$tmp/stalls'"
 check "rcn.sh's readings of rdma's QP details (captured output, peer.py on the loopback)" 0 "$rig/rcncheck.sh"
 check "bench collectives: Open MPI through peer.py on the loopback, samples, report (bench/collcheck.sh)" 0 "$rig/../bench/collcheck.sh"
 check "bench plane share: tx_bytes readings, samples, report section (bench/sharecheck.sh)" 0 "$rig/../bench/sharecheck.sh"

@@ -8,7 +8,6 @@ use core::sync::atomic::Ordering;
 
 use super::requester::{local_op_wc, wc_opcode_for};
 use super::{now_ns, Inner, OutMsg, Transport, TxCtx};
-use crate::driver::limits::MAX_RD_ATOMIC;
 use crate::driver::stats::Counter;
 use crate::driver::wqe::{self, Completion};
 use crate::engine::completion::CompletionStatus;
@@ -94,6 +93,27 @@ impl Transport {
                 }
             }
         }
+        self.retire(i);
+    }
+
+    /// The peer's QP was not heard from for the retry budget while our
+    /// READs and atomics waited for their responses
+    /// (`SendSide::response_due`): they complete with retry exceeded and
+    /// the QP goes to the error state, as their requests would have had the
+    /// peer not acknowledged them (protocol.md 4.3).
+    pub(super) fn responses_overdue(&self, i: &mut Inner) {
+        let mut failed = 0u32;
+        for k in 0..i.send.reads.len() {
+            if let Some(r) = i.send.response_done(k) {
+                let slot = i.wr_slot(r.wr);
+                let w = &mut i.wrs[slot];
+                if w.status == WcStatus::Success {
+                    w.status = WcStatus::RetryExcErr;
+                }
+                failed += 1;
+            }
+        }
+        trace::give_up(&i.send.dev_name, self.qpn, failed);
         self.retire(i);
     }
 
@@ -205,8 +225,7 @@ impl Transport {
         i.sq_head = cons;
         i.sq_taken = cons;
         i.taking = false;
-        i.send.reads = [None; MAX_RD_ATOMIC as usize];
-        i.send.answers = [None; MAX_RD_ATOMIC as usize];
+        i.send.forget_reads();
         if let Some(rq) = &self.rq {
             let mut cons = rq.consumer();
             for _ in 0..rq.pending_from(cons).unwrap_or(0) {

@@ -325,13 +325,14 @@ impl Transport {
             if consumes_receive(op) && last {
                 i.tx_rsn = i.tx_rsn.wrapping_add(1);
             }
-            if let (true, Some(r)) = (is_read, free_read) {
-                i.send.reads[r] = Some(PendingRead {
+            if let (true, Some(k)) = (is_read, free_read) {
+                let r = PendingRead {
                     req_msn: msn,
                     wr: index,
                     offset: w.posted,
                     len: chunk,
-                });
+                };
+                i.send.await_response(k, r, now_ns());
             }
             let w = &mut i.wrs[slot];
             w.posted += chunk;

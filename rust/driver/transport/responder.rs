@@ -620,7 +620,7 @@ impl Transport {
             Opcode::ReadResp | Opcode::AtomicResp => {
                 let req_msn = c.imm.unwrap_or(0);
                 if let Some(k) = i.read_slot(req_msn) {
-                    if let Some(r) = i.send.reads[k].take() {
+                    if let Some(r) = i.send.response_done(k) {
                         let k = i.wr_slot(r.wr);
                         let w = &mut i.wrs[k];
                         w.pending = w.pending.saturating_sub(1);
