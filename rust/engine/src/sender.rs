@@ -1607,12 +1607,17 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             }
             if m.failed.is_none() {
                 m.confirmed = true;
-            }
-            if m.failed.is_none() && m.acked_count < m.npkts {
-                for k in 0..m.npkts {
-                    m.acked.set(k);
+                if m.acked_count < m.npkts {
+                    for k in 0..m.npkts {
+                        m.acked.set(k);
+                    }
+                    m.acked_count = m.npkts;
                 }
-                m.acked_count = m.npkts;
+                // Nothing of it is resent, a verdict probe's copy queued
+                // for its acknowledged last packet included: left counted,
+                // that copy kept `lost_total` above 0 for the QP's life
+                // (every `next_packet` then searched the message window
+                // for a loss that no message held).
                 self.lost_total = self.lost_total.saturating_sub(m.lost_count);
                 m.lost_count = 0;
                 m.lost.clear_all();
@@ -1885,6 +1890,11 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             p.una = p.next_psn;
             p.inflight = 0;
             p.timer = None;
+            // As a drain leaves a path: no probe of a tail, no holes.
+            p.tail_probe = None;
+            p.tail_probe_due = false;
+            p.tail_probe_psn = None;
+            p.reorder_wait = None;
         }
     }
 
@@ -3380,6 +3390,41 @@ mod tests {
         );
         assert!(tx.stats().verdict_probes >= 1);
         assert_eq!(tx.next_deadline(), None, "nothing left to watch");
+    }
+
+    /// The verdict probe's copy of an acknowledged last packet is queued,
+    /// and `cum_msn` arrives before it goes (every path window full, say):
+    /// nothing of the completed message is left to send.
+    #[test]
+    fn a_verdict_probe_not_sent_is_forgotten_at_the_verdict() {
+        let mut tx = Sender::new(cfg(1, 1), 0).unwrap();
+        let mut rx = receiver();
+        let m0 = tx.post(&write(MTU)).unwrap();
+        let h = data(&tx.next_packet(0).unwrap());
+        assert!(matches!(rx.on_data(&h, false, 0), RxVerdict::Place(_)));
+        // The ACK that carried the new cum_msn is lost; one of the path's
+        // alone comes.
+        let verdict = rx.ack_for(h.path_id).unwrap();
+        assert_eq!(verdict.cum_msn, m0.wrapping_add(1));
+        tx.on_ack(
+            &Ack {
+                cum_msn: m0,
+                ..verdict
+            },
+            10,
+        );
+        assert!(tx.pop_completion().is_none());
+        let due = tx.next_deadline().unwrap();
+        tx.on_timer(due);
+        assert_eq!(tx.stats().verdict_probes, 1);
+        assert!(tx.has_ready(), "the last packet is queued again");
+        tx.on_ack(&verdict, due + 10);
+        assert_eq!(
+            tx.pop_completion().map(|c| (c.msn, c.status)),
+            Some((m0, CompletionStatus::Success))
+        );
+        assert!(!tx.has_ready(), "a completed message holds no loss");
+        assert!(tx.next_packet(due + 20).is_none());
     }
 
     /// The responder's verbs layer put its QP in error after the failure
