@@ -390,7 +390,7 @@ impl SendSide {
     }
 
     /// Our READ or atomic `r`, in free slot `k`, waits for its response
-    /// from `now`.
+    /// from `now` (its request not even sent yet: the clock covers both).
     fn await_response(&mut self, k: usize, r: PendingRead, now: u64) {
         self.reads[k] = Some(r);
         if self.response_due.is_none() {
@@ -398,12 +398,21 @@ impl SendSide {
         }
     }
 
-    /// A packet of the peer's QP came in at `now`: the responses we wait
-    /// for may take the retry budget again from here.
+    /// A data packet, ACK or NAK of the peer's QP came in at `now` (a QP in
+    /// error sends none but a failed message's NAK, and a PROBE_REPLY may
+    /// come from its device alone): the responses we wait for take the
+    /// retry budget again from here. Only while some are waited for.
     fn heard_from_peer(&mut self, now: u64) {
         let budget = self.sender.config().give_up_ns;
-        self.response_due = (budget != 0 && self.reads.iter().any(Option::is_some))
-            .then(|| now.saturating_add(budget));
+        self.response_due = (budget != 0).then(|| now.saturating_add(budget));
+    }
+
+    /// The retry budget changed (`modify_qp`): READs and atomics waiting
+    /// take the new one from `now` (0: they wait as long as it takes).
+    fn budget_changed(&mut self, now: u64) {
+        if self.reads.iter().any(Option::is_some) {
+            self.heard_from_peer(now);
+        }
     }
 
     /// The response to our READ or atomic in slot `k` completed (or will
@@ -1020,6 +1029,7 @@ impl Transport {
         let mut i = self.lock();
         i.give_up_ns = ns;
         i.send.sender.set_give_up_ns(ns);
+        i.send.budget_changed(now_ns());
     }
 
     /// RESET: the data path starts over (RTR connects it again). As in
@@ -1347,7 +1357,9 @@ impl Transport {
             tx.counters.inc(Counter::RxNotPeer);
             return RxFate::Dropped;
         }
-        if i.send.response_due.is_some() {
+        if i.send.response_due.is_some()
+            && matches!(pkt, Packet::Data { .. } | Packet::Ack(_) | Packet::Nak(_))
+        {
             i.send.heard_from_peer(now_ns());
         }
         match pkt {

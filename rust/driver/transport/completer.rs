@@ -98,8 +98,9 @@ impl Transport {
 
     /// The peer's QP was not heard from for the retry budget while our
     /// READs and atomics waited for their responses
-    /// (`SendSide::response_due`): they complete with retry exceeded and
-    /// the QP goes to the error state, as their requests would have had the
+    /// (`SendSide::response_due`): they fail with retry exceeded, and the
+    /// oldest failed request, completing with it, takes the QP to the error
+    /// state (the rest are flushed), as the requests would have had the
     /// peer not acknowledged them (protocol.md 4.3).
     pub(super) fn responses_overdue(&self, i: &mut Inner) {
         let mut failed = 0u32;
@@ -114,7 +115,9 @@ impl Transport {
             }
         }
         trace::give_up(&i.send.dev_name, self.qpn, failed);
-        self.retire(i);
+        // The sender's own completions first (its retry budget may have run
+        // out in the same timer turn): one of them may hold the head.
+        self.complete_sends(i);
     }
 
     /// Completes finished work requests, oldest first; the first one in

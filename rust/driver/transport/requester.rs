@@ -262,6 +262,12 @@ impl Transport {
         let slot = i.wr_slot(index);
         loop {
             let w = i.wrs[slot];
+            if w.status != WcStatus::Success {
+                // A part already failed (a READ's response overdue): the
+                // rest is not sent, and the request fails the QP when its
+                // turn to complete comes.
+                return false;
+            }
             let is_read = w.opcode.expects_response();
             let free_read = i.send.reads.iter().position(Option::is_none);
             if is_read
