@@ -106,9 +106,10 @@ log "packages: $dkms_deb $prov_deb"
 
 aside=1
 rig_aside "$kver" || fail "cannot set the rig's module and provider aside on host A"
-on_b aside=1
-rig_aside "$kver" || fail "cannot set the rig's module and provider aside on host B"
-modinfo metaroce > /dev/null 2>&1 && fail "a metaroce module is still findable: $(modinfo -n metaroce)"
+on_b rig_aside "$kver" || fail "cannot set the rig's module and provider aside on host B"
+modinfo metaroce > /dev/null 2>&1 && fail "host A: a metaroce module is still findable: $(modinfo -n metaroce)"
+peer "modinfo -n metaroce" > /dev/null 2>&1 &&
+	fail "host B: a metaroce module is still findable: $(peer 'modinfo -n metaroce' 2>&1)"
 
 # Both hosts at once: each guest's DKMS compiles the module.
 begin=$(date +%s)

@@ -11,6 +11,7 @@
 # Environment: METAROCE_PLANES, METAROCE_ACCEL=auto|kvm|tcg (auto probes
 # KVM once per machine and kernel), METAROCE_RIG_TIMEOUT (s, default 4800; 10800 with METAROCE_KERNEL=kasan
 # or METAROCE_SUITE=full), METAROCE_SUITE (full: the extended tests too, run_tests.sh),
+# METAROCE_RIG_MEMORY (each VM's, default 1G; package.sh's DKMS builds want more),
 # METAROCE_OUT (where logs go; default a new dir under /tmp/metaroce-rig).
 # Logs: A.console and B.console (each VM's output, with its kernel's
 # warnings and worse), A.dmesg and B.dmesg (written when a VM's run ends),
@@ -98,7 +99,7 @@ append_opt=()
 append_opt+=(--verbose --append loglevel=5)
 boot() {
 	local role=$1 hb=$2 mine=$3 theirs=$4 what=$5
-	timeout "$timeout_s" vng -r "$kdir" "${accel_opt[@]}" "${append_opt[@]}" --cpus 1 --memory 1G \
+	timeout "$timeout_s" vng -r "$kdir" "${accel_opt[@]}" "${append_opt[@]}" --cpus 1 --memory "${METAROCE_RIG_MEMORY:-1G}" \
 		--rwdir "$out" "--qemu-opts=$(qemu_opts "$role" "$hb" "$mine" "$theirs")" \
 		--exec "$rig/guest.sh $role $out $planes '$what'" < /dev/null
 }
