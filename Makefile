@@ -153,7 +153,7 @@ selftests: kernel provider
 # 20 min on 2026-12-02 without finishing.
 test-package: kernel provider deb
 	$(MAKE) modules KDIR=$$(selftests/rig/kernel.sh)
-	METAROCE_TESTS=package.sh METAROCE_RIG_MEMORY=$${METAROCE_RIG_MEMORY:-3G} selftests/rig/run.sh selftests
+	METAROCE_TESTS=package.sh selftests/rig/run.sh selftests
 
 test: deps
 	$(MAKE) check

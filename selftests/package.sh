@@ -10,7 +10,8 @@
 # The rig's own module and provider (guest.sh put them in the guests'
 # overlays) are set aside first, so only the packages can serve, and put
 # back at the end for the tests that follow. Slow under TCG: DKMS compiles
-# the module in each guest (both at once).
+# the module in each guest (both at once): 1,395-1,484 s, the test 1,718 s
+# (2026-12-06, c6a72d2).
 . "$(dirname "$0")/lib.sh"
 
 kver=$(uname -r)

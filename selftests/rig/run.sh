@@ -11,7 +11,7 @@
 # Environment: METAROCE_PLANES, METAROCE_ACCEL=auto|kvm|tcg (auto probes
 # KVM once per machine and kernel), METAROCE_RIG_TIMEOUT (s, default 4800; 10800 with METAROCE_KERNEL=kasan
 # or METAROCE_SUITE=full), METAROCE_SUITE (full: the extended tests too, run_tests.sh),
-# METAROCE_RIG_MEMORY (each VM's, default 1G; package.sh's DKMS builds want more),
+# METAROCE_RIG_MEMORY (each VM's, default 1G; 3G did not speed package.sh's DKMS builds),
 # METAROCE_OUT (where logs go; default a new dir under /tmp/metaroce-rig).
 # Logs: A.console and B.console (each VM's output, with its kernel's
 # warnings and worse), A.dmesg and B.dmesg (written when a VM's run ends),
