@@ -294,10 +294,6 @@ peer_listening() {
 	peer "for i in \$(seq $((secs * 4))); do $probe && exit 0; sleep 0.25; done; exit 1" > /dev/null
 }
 
-# perftest_pair SECS "SERVER_ARGS" "CLIENT_ARGS" TARGET TEST ARGS...: perftest
-# TEST with ARGS, server on host B, client on host A towards TARGET, each
-# bounded by SECS; fails unless both sides complete and the client prints
-# its result line (the one starting with the -s size), left in $res.
 # The QPs' retry budget for perftest's timeout 14 and retry_cnt 7
 # (protocol.md 4.3: at least 5 s): a host stalled longer has its peer's
 # QPs give up, as they must.
@@ -316,6 +312,10 @@ longest_stall() {
 	if [ "${2:-}" = each ]; then echo "$a $b"; else echo $((a > b ? a : b)); fi
 }
 
+# perftest_pair SECS "SERVER_ARGS" "CLIENT_ARGS" TARGET TEST ARGS...: perftest
+# TEST with ARGS, server on host B, client on host A towards TARGET, each
+# bounded by SECS; fails unless both sides complete and the client prints
+# its result line (the one starting with the -s size), left in $res.
 perftest_pair() {
 	local secs=$1 srv=$2 cli=$3 target=$4 t=$5 job out server rc
 	shift 5

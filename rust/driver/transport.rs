@@ -237,7 +237,7 @@ struct SendSide {
     /// `max_rd_atomic`).
     reads: [Option<PendingRead>; MAX_RD_ATOMIC as usize],
     /// While `reads` holds any: the time by which the peer must be heard
-    /// from (any packet of its QP) or they fail with retry exceeded
+    /// from (a data packet, ACK or NAK of its QP) or they fail with retry exceeded
     /// (protocol.md 4.3). Their requests may all be acknowledged, so the
     /// sender's own budget no longer runs: without this a responder
     /// destroyed or in error left them waiting forever.

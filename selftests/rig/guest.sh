@@ -61,7 +61,7 @@ if [ -f "$repo/target/release/libmetaroce_provider.so" ]; then
 	"$repo/provider/install.sh" --no-build > /dev/null || { echo "rig: provider install failed"; exit 1; }
 fi
 
-# Stalls of this VM, for the tests to tell apart (lib.sh longest_stall).
+# Stalls of this VM, which tests show beside a failure (lib.sh longest_stall).
 "$rig/stallwatch.sh" /run/metaroce/stalls &
 
 # shellcheck source=/dev/null

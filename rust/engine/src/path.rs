@@ -436,6 +436,19 @@ impl TxPath {
             .map(|w| w.since.saturating_add(self.reorder_window_now()))
     }
 
+    /// Nothing of the path is in flight any more (its packets drained, or
+    /// the sender gave up on them): the floor at the next PSN, no timer, no
+    /// tail probe armed, due or answered, no holes waiting.
+    pub fn emptied(&mut self) {
+        self.una = self.next_psn;
+        self.inflight = 0;
+        self.timer = None;
+        self.tail_probe = None;
+        self.tail_probe_due = false;
+        self.tail_probe_psn = None;
+        self.reorder_wait = None;
+    }
+
     /// Reinitialise as generation `generation` of `slot`.
     pub fn reset(&mut self, slot: usize, generation: u16, plane: u8, seed: u32) {
         let generation = generation % PATH_GENERATIONS;
