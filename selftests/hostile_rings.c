@@ -600,15 +600,21 @@ struct tally {
 	int total, success, errors;
 	int shown;
 	uint32_t first_err;
+	/* wr_ids a case posted (kept across count_wcs), those outside seen */
+	uint64_t wr_lo, wr_hi;
+	int outside;
 };
 
 /* Polls cq for the whole of ms, counting (and showing a few) completions. */
 static int count_wcs(struct ibv_cq *cq, double ms, struct tally *t)
 {
 	double end = now_ms() + ms;
+	uint64_t lo = t->wr_lo, hi = t->wr_hi;
 	struct ibv_wc wc[16];
 
 	memset(t, 0, sizeof(*t));
+	t->wr_lo = lo;
+	t->wr_hi = hi;
 	while (now_ms() < end) {
 		int n = ibv_poll_cq(cq, 16, wc);
 
@@ -618,6 +624,8 @@ static int count_wcs(struct ibv_cq *cq, double ms, struct tally *t)
 		}
 		for (int i = 0; i < n; i++) {
 			t->total++;
+			if (hi && (wc[i].wr_id < lo || wc[i].wr_id > hi))
+				t->outside++;
 			if (wc[i].status == IBV_WC_SUCCESS) {
 				t->success++;
 			} else {
@@ -817,7 +825,7 @@ static void case_ud_consumer(struct env *e)
 	struct ibv_ah *ah = NULL;
 	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
 	struct ibv_qp_attr a;
-	struct tally t;
+	struct tally t = { 0 };
 	long long tx0, tx1;
 	uint32_t prod, cons, ring;
 	double ms;
@@ -892,7 +900,7 @@ out:
 static void case_rc_producer(struct env *e)
 {
 	struct qpx q[2] = { 0 };
-	struct tally t;
+	struct tally t = { 0 };
 	long long tx0, tx1;
 	uint32_t prod, cons, ring;
 	double ms;
@@ -930,6 +938,70 @@ out:
 	env_close(e, q, 2, NULL);
 }
 
+/*
+ * RC: three SENDs are taken and wait for acknowledgement (the responder
+ * put in the error state first: it answers nothing, so the requester
+ * waits out its retry budget of 5 s); the producer index is then moved
+ * back one request, behind what the kernel has taken. Taking on from
+ * there would go round the index space into stale slots (zeros:
+ * zero-length RDMA WRITEs). The QP must go to error with only the three
+ * posted requests completing (flushed), none from a slot never posted.
+ */
+static void case_rc_producer_back(struct env *e)
+{
+	struct qpx q[2] = { 0 };
+	struct tally t = { .wr_lo = 0x2001, .wr_hi = 0x2003 };
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	uint32_t prod, cons;
+	double ms;
+	int r, st;
+
+	if (rc_pair(e, &q[0], &q[1]) || modify(&q[1], &a, IBV_QP_STATE, "ERR"))
+		goto out;
+	for (uint64_t id = t.wr_lo; id <= t.wr_hi; id++)
+		if (post_send(e, &q[0], id, 64, NULL, 0))
+			goto out;
+	/*
+	 * Posts after the first may skip the doorbell (the kernel said it
+	 * takes them: KF_TAKES_POSTS), and with no ACK coming nothing would
+	 * take them soon: ring it, so that all three are taken now.
+	 */
+	if (doorbell(&q[0], &ms))
+		goto out;
+	usleep(200 * 1000);
+	prod = ring_load(&q[0].sq, QB_PRODUCER);
+	cons = ring_load(&q[0].sq, QB_CONSUMER);
+	if (qp_state(&q[0]) != IBV_QPS_RTS || prod - cons != 3) {
+		fail("setup: requester QP %s, producer %u consumer %u: want RTS and 3 waiting",
+		     qp_state_str(qp_state(&q[0])), prod, cons);
+		goto out;
+	}
+	ring_store(&q[0].sq, QB_PRODUCER, prod - 1);
+	note("requester SQ producer %u consumer %u -> producer %u (behind the taken requests)", prod,
+	     cons, prod - 1);
+	r = doorbell(&q[0], &ms);
+	if (count_wcs(e->scq, 2000, &t))
+		goto out;
+	st = qp_state(&q[0]);
+	note("%d completions in 2 s (%d success, %d error, %d not posted), requester QP %s", t.total,
+	     t.success, t.errors, t.outside, qp_state_str(st));
+	if (ms > PROMPT_MS)
+		fail("the doorbell took %.0f ms (> %.0f)", ms, PROMPT_MS);
+	else if (st != IBV_QPS_ERR)
+		fail("doorbell %s, QP %s: the producer moved back went unnoticed",
+		     r ? strerror(r) : "ok", qp_state_str(st));
+	else if (t.outside)
+		fail("%d completion(s) of requests never posted: stale ring slots were taken", t.outside);
+	else if (t.total != 3 || t.success)
+		fail("%d completions (%d successful), want the 3 posted SENDs flushed", t.total,
+		     t.success);
+	else
+		pass("doorbell %s in %.3f ms, QP %s, the 3 posted SENDs flushed and nothing else",
+		     r ? strerror(r) : "ok", ms, qp_state_str(st));
+out:
+	env_close(e, q, 2, NULL);
+}
+
 /* ---- case 3: hostile send WQEs ---- */
 
 enum send_kind { SEND_NUM_SGE, SEND_INLINE_LEN, SEND_SGE_WRAP };
@@ -944,7 +1016,7 @@ enum send_kind { SEND_NUM_SGE, SEND_INLINE_LEN, SEND_SGE_WRAP };
 static void case_send(struct env *e, enum send_kind kind)
 {
 	struct qpx q[2] = { 0 };
-	struct tally t;
+	struct tally t = { 0 };
 	uint32_t prod, ring;
 	uint8_t *slot;
 	double ms;
@@ -1089,6 +1161,7 @@ struct tcase {
 static void run_recv(struct env *e, int a) { case_recv(e, a); }
 static void run_ud(struct env *e, int a) { (void)a; case_ud_consumer(e); }
 static void run_rc(struct env *e, int a) { (void)a; case_rc_producer(e); }
+static void run_rc_back(struct env *e, int a) { (void)a; case_rc_producer_back(e); }
 static void run_send(struct env *e, int a) { case_send(e, a); }
 static void run_forged_flag(struct env *e, int a) { (void)a; case_forged_flag(e); }
 
@@ -1097,6 +1170,7 @@ static const struct tcase cases[] = {
 	{ "recv_num_sge", run_recv, RECV_NUM_SGE },
 	{ "ud_consumer_past_producer", run_ud, 0 },
 	{ "rc_producer_2g_ahead", run_rc, 0 },
+	{ "rc_producer_moved_back", run_rc_back, 0 },
 	{ "send_num_sge", run_send, SEND_NUM_SGE },
 	{ "send_inline_len", run_send, SEND_INLINE_LEN },
 	{ "send_sge_wrap", run_send, SEND_SGE_WRAP },

@@ -8,7 +8,8 @@
 #  1. receive WQEs whose SGE wraps past 2^64, or with num_sge 1000, then a
 #     16 KiB SEND into them;
 #  2. send-ring indices far apart: the consumer index one past the
-#     producer on a UD QP, the producer 2^31 ahead on an RC QP;
+#     producer on a UD QP, the producer 2^31 ahead on an RC QP, and an RC
+#     QP's producer moved back behind requests the kernel has taken;
 #  3. send WQEs with num_sge 1000, an inline length of 100000, an SGE
 #     wrapping past 2^64.
 # For each, the kernel must answer promptly (the doorbell within 2 s) with
@@ -71,6 +72,9 @@ $reports"
 log "ok: no kernel report (oops, lockup, stall, hung task, lockdep, KASAN) in dmesg"
 if dmesg_has "send ring indices corrupted by the process"; then
 	log "ok: dmesg: the driver noticed the corrupted send ring"
+fi
+if dmesg_has "send ring producer moved back behind taken requests"; then
+	log "ok: dmesg: the driver noticed the producer moved back"
 fi
 
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then

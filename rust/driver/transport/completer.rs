@@ -197,11 +197,13 @@ impl Transport {
             i.sq_taken = i.sq_head;
             i.taking = false;
         }
-        // What the ring holds; if the process wrote its producer index more
-        // than a ring ahead, only the requests already taken.
+        // What the ring holds, and at least the requests already taken: if
+        // the process wrote its producer index more than a ring ahead, or
+        // moved it back behind them, those alone.
         let mut cons = i.sq_head;
         let taken = i.sq_taken.wrapping_sub(i.sq_head) + u32::from(i.taking);
-        for _ in 0..self.sq.pending_from(cons).unwrap_or(taken) {
+        let pending = self.sq.pending_from(cons).map_or(taken, |p| p.max(taken));
+        for _ in 0..pending {
             let (wr_id, opcode) = if cons.wrapping_sub(i.sq_head)
                 < i.sq_taken.wrapping_sub(i.sq_head)
                 || (cons == i.sq_taken && i.taking)

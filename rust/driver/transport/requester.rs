@@ -134,13 +134,27 @@ impl Transport {
         if i.peer.is_none() {
             return;
         }
+        // One read of the producer index for the checks and the loop: the
+        // process may write it again meanwhile.
         let prod = self.sq.producer();
-        if self.sq.pending_from(i.sq_head).is_none() {
+        let Ok(posted) = self.sq.geometry().used(prod, i.sq_head) else {
             // The process wrote its producer index more than a ring ahead
             // of what the kernel consumed: the ring is garbage, the QP in
             // error (its taken requests complete flushed).
             pr_warn!(
                 "metaroce: QP {}: send ring indices corrupted by the process; QP in error\n",
+                self.qpn
+            );
+            i.failed = true;
+            return;
+        };
+        let taken = i.sq_taken.wrapping_sub(i.sq_head) + u32::from(i.taking);
+        if posted < taken {
+            // The producer index moved back over requests the kernel has
+            // taken (their messages may be on the wire): taking on from
+            // there would wrap round the ring into stale entries.
+            pr_warn!(
+                "metaroce: QP {}: send ring producer moved back behind taken requests; QP in error\n",
                 self.qpn
             );
             i.failed = true;
