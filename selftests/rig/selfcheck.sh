@@ -5,7 +5,8 @@
 # teardown and counter helpers do what the tests rely on (libcheck.sh), as
 # do rcn.sh's readings (rcncheck.sh) and the benchmark's collectives and
 # plane share points and the points' cost (bench/collcheck.sh,
-# bench/sharecheck.sh, bench/costcheck.sh).
+# bench/sharecheck.sh, bench/costcheck.sh), and README's two commands stop
+# at once, saying what to do, where rustup is missing.
 set -u
 rig=$(cd "$(dirname "$0")" && pwd)
 pass=0 fail=0
@@ -50,6 +51,22 @@ check "lib.sh's teardown and counter helpers (fake commands)" 0 "$rig/libcheck.s
 check "stallwatch.sh records a 3 s stop of its process" 0 bash -c "
 	\"$rig/stallwatch.sh\" '$tmp/stalls' & w=\$!; sleep 1; kill -STOP \$w; sleep 3; kill -CONT \$w; sleep 1; kill \$w
 	awk 'NR == 1 && \$2 >= 3000 && \$2 < 4500 { ok = 1 } END { exit !(ok && NR == 1) }' '$tmp/stalls'"
+# A new user without rustup: README's two commands (make demo, make test;
+# deps.sh is the first step of both) stop within seconds, before
+# installing anything, with the one command that installs rustup. PATH
+# without rustup or cargo, HOME an empty directory (deps.sh also looks in
+# ~/.cargo/bin).
+mkdir -p "$tmp/nobin" "$tmp/home"
+for t in make bash sed cat grep dirname env printf uname id; do ln -sf "$(command -v $t)" "$tmp/nobin/"; done
+for cmd in demo test; do
+	check "make $cmd without rustup stops within 10 s, printing the command that installs it" 0 bash -c "
+		t0=\$(date +%s%N)
+		out=\$(cd '$rig/../..' && timeout 20 env HOME='$tmp/home' PATH='$tmp/nobin' make -s $cmd 2>&1); rc=\$?
+		ms=\$(( (\$(date +%s%N) - t0) / 1000000 ))
+		echo \"exit \$rc after \$ms ms: \$out\"
+		[ \$rc -ne 0 ] && [ \$rc -ne 124 ] && [ \$ms -lt 10000 ] &&
+			grep -q 'rustup not found' <<< \"\$out\" && grep -q 'https://sh.rustup.rs' <<< \"\$out\""
+done
 check "rcn.sh's readings of rdma's QP details (captured output, peer.py on the loopback)" 0 "$rig/rcncheck.sh"
 check "bench collectives: Open MPI through peer.py on the loopback, samples, report (bench/collcheck.sh)" 0 "$rig/../bench/collcheck.sh"
 check "bench plane share: tx_bytes readings, samples, report section (bench/sharecheck.sh)" 0 "$rig/../bench/sharecheck.sh"
