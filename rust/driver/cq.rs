@@ -150,7 +150,7 @@ impl CqState {
             if ring.geometry().is_full(prod, ring.consumer()) {
                 drop(ring);
                 if !self.overrun.swap(true, Ordering::AcqRel) {
-                    pr_warn!("metaroce: CQ overrun: a completion found the CQ full; CQ and QP in error\n");
+                    pr_warn!("CQ overrun: a completion found the CQ full; CQ and QP in error\n");
                     cq.error_event();
                 }
                 return Err(ENOSPC);

@@ -250,7 +250,7 @@ impl Datagram {
         let mut cons = sq.consumer();
         let Some(pending) = sq.pending_from(cons) else {
             pr_warn!(
-                "metaroce: QP {}: send ring indices corrupted by the process; QP in error\n",
+                "QP {}: send ring indices corrupted by the process; QP in error\n",
                 self.t.qpn
             );
             self.t.flush_quietly();

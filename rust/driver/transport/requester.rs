@@ -142,7 +142,7 @@ impl Transport {
             // of what the kernel consumed: the ring is garbage, the QP in
             // error (its taken requests complete flushed).
             pr_warn!(
-                "metaroce: QP {}: send ring indices corrupted by the process; QP in error\n",
+                "QP {}: send ring indices corrupted by the process; QP in error\n",
                 self.qpn
             );
             i.failed = true;
@@ -154,7 +154,7 @@ impl Transport {
             // taken (their messages may be on the wire): taking on from
             // there would wrap round the ring into stale entries.
             pr_warn!(
-                "metaroce: QP {}: send ring producer moved back behind taken requests; QP in error\n",
+                "QP {}: send ring producer moved back behind taken requests; QP in error\n",
                 self.qpn
             );
             i.failed = true;
