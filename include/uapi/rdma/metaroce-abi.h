@@ -18,7 +18,10 @@
  * Indices are free-running u32 counters masked with index_mask; a ring is
  * full when producer - consumer == index_mask + 1. The producer writes the
  * element, then publishes the index with a store-release; the consumer reads
- * the index with a load-acquire before the element.
+ * the index with a load-acquire before the element. A producer index only
+ * moves forward: a send queue whose producer index is more than a ring ahead
+ * of the kernel's consumer, or moved back behind requests the kernel has
+ * taken, puts the QP in the error state.
  *
  * Doorbell suppression (send queue): while the kernel will look at the ring
  * again on its own (the QP has requests in flight, whose acknowledgements
