@@ -430,7 +430,8 @@ def scale_section(d, ts, w):
     RTTs, and MetaRoCE's paths, messages outstanding and message window."""
     rate = d.vals(transport="all", scenario="scale", metric="rate_kbit")
     rows_sc = [r for r in d.rows if r["scenario"] == "scale"]
-    conds = sorted({r["cond"] for r in rows_sc if delay_ms(r["cond"]) is not None}, key=delay_ms)
+    conds = sorted({r["cond"] for r in rows_sc if delay_ms(r["cond"]) is not None},
+                   key=lambda c: (delay_ms(c), ";pwnd_max=" in c, c))
     if not rate and not conds:
         return
     w("\n## Scale-across: one plane as a long-haul link (netem delay one way on both hosts, under tbf)\n\n")
@@ -441,16 +442,25 @@ def scale_section(d, ts, w):
       "rate. *v1 bound*: what the v1 window of 64 messages carries at this RTT, as a share of the "
       "rate (below 100%: the point needs the lifted window, protocol.md 1.4). MetaRoCE: its sender's "
       "paths, messages outstanding and message window (the peer's ACKs'), the reading with the most "
-      "paths (`rdma -dd resource show qp` every 2 s).\n\n" if rate else "Link rate unknown.\n\n")
+      "paths (`rdma -dd resource show qp` every 2 s). Rows *pwnd_max N*: the longest delay again with "
+      "host A's per-path window cap lowered from 256 to N packets (knobs `pwnd_init` and `pwnd_max`), "
+      "so that the rig's BDP needs more than the 4 paths a QP opens, as a campus link's needs more than "
+      "4 × 256 packets: there the link is filled only by growing paths (protocol.md 4.4).\n\n"
+      if rate else "Link rate unknown.\n\n")
     sizes = sorted({int(r["size"]) for r in rows_sc if r["size"].isdigit()})
     rows = []
     for cond in conds:
         rtt_s = 2 * delay_ms(cond) / 1000
+        cap = re.search(r";pwnd_max=(\d+)", cond)
         for size in sizes:
-            row = [f"{delay_ms(cond):g} ms", f"{size // 1024} KiB"]
+            label = f"{delay_ms(cond):g} ms" + (f", pwnd_max {cap.group(1)}" if cap else "")
+            row = [label, f"{size // 1024} KiB"]
             bound = 64 * size / rtt_s / 1048576
             row.append(f"{100 * bound / rate_mib:.0f}%" if rate_mib else "?")
             for t in ts:
+                if cap and t != "metaroce":
+                    row.append("— (a MetaRoCE knob)")
+                    continue
                 if t == "tcp":
                     kw = dict(test="iperf3")
                 else:

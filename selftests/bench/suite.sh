@@ -21,7 +21,7 @@ quick=${BENCH_QUICK:-0}
 transports=${BENCH_TRANSPORTS:-rxe siw metaroce tcp}
 # BENCH_SCENARIOS: some of "throughput scaling failover congestion
 # collectives rcn scale jumbo" (throughput also runs latency, the loss
-# sweep and reordering; scale, ~10 minutes, and jumbo, ~5, only when
+# sweep and reordering; scale, ~15 minutes, and jumbo, ~5, only when
 # named until the full suite's time allows them).
 scenarios=" ${BENCH_SCENARIOS:-throughput scaling failover congestion collectives rcn} "
 want() { [[ $scenarios == *" $1 "* ]]; }
@@ -31,7 +31,7 @@ if [ "$quick" = 1 ]; then
 	lat_tests=("ib_write_lat 2")
 	losses=(1 10) plane_set=(1 2)
 	coll_sizes=8,512,32768,1048576 coll_tmo=240
-	scale_delays=(10ms) scale_sizes=(4096) scale_t=10
+	scale_delays=(10ms) scale_sizes=(4096) scale_t=10 scale_cap=4
 else
 	reps=${BENCH_REPS:-3} dur=4 lat_n=500 fail_t=30 cong_t=10 rcn_t=15
 	bw_tests=("ib_write_bw 65536 1" "ib_write_bw 1048576 1" "ib_write_bw 65536 8"
@@ -41,7 +41,7 @@ else
 	# 8 B to 64 MiB, every 8x, then 4x from 1 MiB: each point sends at
 	# least one operation, at the rig's few MB/s the largest take seconds.
 	coll_sizes=8,64,512,4096,32768,262144,1048576,4194304,16777216,67108864 coll_tmo=600
-	scale_delays=(1.5ms 10ms) scale_sizes=(4096 65536) scale_t=12
+	scale_delays=(1.5ms 10ms) scale_sizes=(4096 65536) scale_t=12 scale_cap=4
 fi
 ((METAROCE_PLANES >= plane_set[-1])) || plane_set=(1 "$METAROCE_PLANES")
 # MetaRoCE's own configuration for the non-scaling runs: the rig's usual 2.
@@ -214,12 +214,17 @@ scaling() {
 # scale_delays; ib_write_bw of each of scale_sizes with -t 1024 (room
 # for 1,024 messages in flight, MetaRoCE's message window), or one iperf3
 # flow. Goodput over the rate is what the report shows; for MetaRoCE also
-# its sender's paths, messages outstanding and message window (the peer's
-# ACKs', protocol.md 1.4), read from `rdma -dd resource show qp` every
-# 2 s while the client runs (the most paths seen, with the outstanding
-# and window of that reading).
+# its sender's paths, messages outstanding and message window.
+#
+# At the rig's rates the longest delay's BDP (tens of packets) fits in the
+# 4 paths a QP opens, each allowed 256 packets (pwnd_max): path growth
+# (protocol.md 4.4) never has to start. So MetaRoCE runs the longest delay
+# once more with pwnd_max = scale_cap on host A's new QPs, a path's cap
+# scaled down to the rig's BDP as a campus link's is large against 256
+# packets (25 Gbit/s at 10 ms: 30 paths of 256 packets of 4 KiB,
+# protocol.md 4.4): it must fill the link by growing paths.
 scale() {
-	local t=$1 rate=$2 d size rep v cond pid r best i r_paths r_out r_win
+	local t=$1 rate=$2 d size rep cond
 	if [ "$t" = siw ]; then
 		csv siw scale - - - - - - skipped "" "the scale run compares MetaRoCE, rxe and TCP"
 		return
@@ -231,50 +236,76 @@ scale() {
 		for size in "${scale_sizes[@]}"; do
 			[ "$t" = tcp ] && [ "$size" != "${scale_sizes[0]}" ] && continue
 			for ((rep = 1; rep <= reps; rep++)); do
-				if [ "$t" = tcp ]; then
-					v=$(ip_run 0 "$scale_t" 1)
-					if [ -n "$v" ]; then csv tcp scale iperf3 - 1 1 "$cond" "$rep" MiBps "$v"; else csv tcp scale iperf3 - 1 1 "$cond" "$rep" error "" "iperf3 failed"; fi
-					note "tcp scale $cond rep$rep: ${v:-error} MiB/s"
-					continue
-				fi
-				: > "$BOUT/.sc"
-				: > "$BOUT/.sc.err"
-				(
-					if ! { pt_run ib_write_bw $((scale_t + 30)) -s "$size" -D "$scale_t" -f 1 -Q 1 -t 1024 &&
-						pt_bw "$size" > "$BOUT/.sc"; }; then
-						pt_err > "$BOUT/.sc.err"
-					fi
-				) &
-				pid=$!
-				best=""
-				if [ "$t" = metaroce ]; then
-					for ((i = 0; i < (scale_t + 30) / 2; i++)); do
-						sleep 2
-						kill -0 "$pid" 2> /dev/null || break
-						r=$(mr_qp_reading)
-						[[ ${r%% *} =~ ^[0-9]+$ ]] || continue
-						if [ -z "$best" ] || ((${r%% *} >= ${best%% *})); then best=$r; fi
-					done
-				fi
-				wait "$pid"
-				v=$(cat "$BOUT/.sc")
-				if [ -n "$v" ]; then
-					csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" MiBps "$v"
-				else
-					csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" error "" "$(cat "$BOUT/.sc.err" 2> /dev/null)"
-				fi
-				if [ -n "$best" ]; then
-					read -r r_paths r_out r_win <<< "$best"
-					csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" paths "$r_paths"
-					csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" outstanding "$r_out"
-					csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" msg_window "$r_win"
-				fi
-				note "$t scale size=$size $cond rep$rep: ${v:-error} MiB/s${best:+, paths/outstanding/window $best}"
+				scale_point "$t" "$size" "$cond" "$rep"
 			done
 		done
+		if [ "$t" = metaroce ] && [ "$d" = "${scale_delays[-1]}" ]; then
+			local knobs=/sys/class/infiniband/mr0/metaroce old_init old_max
+			old_init=$(cat "$knobs/pwnd_init") old_max=$(cat "$knobs/pwnd_max")
+			# pwnd_init <= pwnd_max: the initial window first.
+			if echo "$scale_cap" > "$knobs/pwnd_init" && echo "$scale_cap" > "$knobs/pwnd_max"; then
+				for size in "${scale_sizes[@]}"; do
+					for ((rep = 1; rep <= reps; rep++)); do
+						scale_point "$t" "$size" "$cond;pwnd_max=$scale_cap" "$rep"
+					done
+				done
+			else
+				csv "$t" scale ib_write_bw - 1 1 "$cond;pwnd_max=$scale_cap" - error "" "cannot set host A's pwnd_init/pwnd_max knobs"
+			fi
+			echo "$old_max" > "$knobs/pwnd_max" && echo "$old_init" > "$knobs/pwnd_init" ||
+				note "metaroce: host A's pwnd_max/pwnd_init not restored"
+		fi
 		on_both tc_clear
 	done
 	tp_down "$t"
+}
+
+# scale_point T SIZE COND REP: one scale run (iperf3 for TCP), its csv
+# lines; MetaRoCE's paths, messages outstanding and message window (the
+# peer's ACKs', protocol.md 1.4) read from `rdma -dd resource show qp`
+# every 2 s while the client runs: the most paths seen, with the
+# outstanding and window of that reading.
+scale_point() {
+	local t=$1 size=$2 cond=$3 rep=$4 v pid r best i r_paths r_out r_win
+	if [ "$t" = tcp ]; then
+		v=$(ip_run 0 "$scale_t" 1)
+		if [ -n "$v" ]; then csv tcp scale iperf3 - 1 1 "$cond" "$rep" MiBps "$v"; else csv tcp scale iperf3 - 1 1 "$cond" "$rep" error "" "iperf3 failed"; fi
+		note "tcp scale $cond rep$rep: ${v:-error} MiB/s"
+		return
+	fi
+	: > "$BOUT/.sc"
+	: > "$BOUT/.sc.err"
+	(
+		if ! { pt_run ib_write_bw $((scale_t + 30)) -s "$size" -D "$scale_t" -f 1 -Q 1 -t 1024 &&
+			pt_bw "$size" > "$BOUT/.sc"; }; then
+			pt_err > "$BOUT/.sc.err"
+		fi
+	) &
+	pid=$!
+	best=""
+	if [ "$t" = metaroce ]; then
+		for ((i = 0; i < (scale_t + 30) / 2; i++)); do
+			sleep 2
+			kill -0 "$pid" 2> /dev/null || break
+			r=$(mr_qp_reading)
+			[[ ${r%% *} =~ ^[0-9]+$ ]] || continue
+			if [ -z "$best" ] || ((${r%% *} >= ${best%% *})); then best=$r; fi
+		done
+	fi
+	wait "$pid"
+	v=$(cat "$BOUT/.sc")
+	if [ -n "$v" ]; then
+		csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" MiBps "$v"
+	else
+		csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" error "" "$(cat "$BOUT/.sc.err" 2> /dev/null)"
+	fi
+	if [ -n "$best" ]; then
+		read -r r_paths r_out r_win <<< "$best"
+		csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" paths "$r_paths"
+		csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" outstanding "$r_out"
+		csv "$t" scale ib_write_bw "$size" 1 1 "$cond" "$rep" msg_window "$r_win"
+	fi
+	note "$t scale size=$size $cond rep$rep: ${v:-error} MiB/s${best:+, paths/outstanding/window $best}"
 }
 
 # failover T: fail_t s of traffic; the last plane the transport uses goes
