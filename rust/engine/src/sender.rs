@@ -2020,9 +2020,8 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     }
 
     /// Open more paths when every active path is pinned at its window cap,
-    /// the QP is window-limited, no congestion was seen for an RTT and no
-    /// queue stands in its path: the per-path cap cannot fill the
-    /// bandwidth-delay product.
+    /// the QP is window-limited and no congestion was seen for an RTT: the
+    /// per-path cap cannot fill the bandwidth-delay product.
     fn maybe_grow(&mut self, now: u64) {
         let interval = if self.qp_rtt.sampled {
             self.qp_rtt.srtt
@@ -2043,7 +2042,6 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             && capped
             && active > 0
             && used < self.cfg.max_paths as usize
-            && !self.queue_standing()
         {
             // Half as many again, rounded so that the planes keep
             // homing equal numbers of slots (else one plane has one
@@ -2054,20 +2052,6 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.window_limited = false;
         self.congested = false;
         self.last_growth = now;
-    }
-
-    /// Whether the QP's smoothed RTT stands more than `delay_target` above
-    /// its base RTT (protocol.md 4.4). A link that is already full holds
-    /// what more paths send in a queue: the window-limited test cannot
-    /// tell, since capped windows fill the link and wait on it alike. The
-    /// congestion cut's target is looser (twice the base at least, for a
-    /// host's jitter), so on a long RTT a queue of twice the base would
-    /// not stop the growth: 4 paths grew to 44-56 where 9 filled the rig's
-    /// link (Documentation/benchmarks/partial-2026-12-06-scale).
-    fn queue_standing(&self) -> bool {
-        self.cfg.delay_target_ns != 0
-            && self.qp_rtt.sampled
-            && self.qp_rtt.srtt.saturating_sub(self.qp_rtt.base()) > self.cfg.delay_target_ns
     }
 
     /// The QP-wide cap on packets in flight over all paths (protocol.md
@@ -3973,45 +3957,6 @@ mod tests {
         let slots: [u16; 4] =
             core::array::from_fn(|_| data(&tx.next_packet(now).unwrap()).path_id & 63);
         assert_eq!(slots, [0, 1, 0, 1]);
-    }
-
-    #[test]
-    fn a_qp_grows_no_paths_into_a_standing_queue() {
-        let ms = 1_000_000;
-        let mut tx = Sender::new(
-            SenderConfig {
-                max_paths: 64,
-                ..cfg(3, 1)
-            },
-            0,
-        )
-        .unwrap();
-        let cap = |tx: &mut Sender| {
-            for p in tx.paths.iter_mut().flatten() {
-                p.cc.cwnd = tx.cfg.pwnd_max * super::super::cc::CWND_ONE;
-            }
-            tx.window_limited = true;
-        };
-        // A 20 ms base RTT, then a queue of twice the delay target on top
-        // (still under the cut's target of twice the base): every path at
-        // its cap and the QP window-limited, as on a full link.
-        for _ in 0..=RttEstimator::SETTLED {
-            tx.qp_rtt.sample(20 * ms);
-        }
-        for _ in 0..64 {
-            tx.qp_rtt.sample(20 * ms + 2 * tx.cfg.delay_target_ns);
-        }
-        cap(&mut tx);
-        tx.maybe_grow(100 * ms);
-        assert_eq!(tx.path_count(), 3, "grew into a standing queue");
-        // The queue drained (SRTT back within the target): it grows, by
-        // 3 / 2 + 1.
-        for _ in 0..64 {
-            tx.qp_rtt.sample(20 * ms);
-        }
-        cap(&mut tx);
-        tx.maybe_grow(200 * ms);
-        assert_eq!(tx.path_count(), 5);
     }
 
     /// Host timing of the data path's engine work per packet: 4 paths of
