@@ -458,11 +458,17 @@ impl Inner {
         index as usize % self.wrs.len().max(1)
     }
 
+    /// Send requests taken and not completed (`sq_head..sq_taken`, and
+    /// the one at `sq_taken` while it is posted in parts).
+    fn taken(&self) -> u32 {
+        self.sq_taken.wrapping_sub(self.sq_head) + u32::from(self.taking)
+    }
+
     /// Makes `new` (longer, a power of two) the request window, each
     /// request taken moving to its slot there; returns the old window,
     /// for the caller to free (outside the lock when it can).
     fn install_wrs(&mut self, mut new: KVVec<OutWr>) -> KVVec<OutWr> {
-        let live = self.sq_taken.wrapping_sub(self.sq_head) + u32::from(self.taking);
+        let live = self.taken();
         let len = new.len().max(1);
         for k in 0..live {
             let index = self.sq_head.wrapping_add(k);

@@ -201,7 +201,7 @@ impl Transport {
         // the process wrote its producer index more than a ring ahead, or
         // moved it back behind them, those alone.
         let mut cons = i.sq_head;
-        let taken = i.sq_taken.wrapping_sub(i.sq_head) + u32::from(i.taking);
+        let taken = i.taken();
         let pending = self.sq.pending_from(cons).map_or(taken, |p| p.max(taken));
         for _ in 0..pending {
             let (wr_id, opcode) = if cons.wrapping_sub(i.sq_head)

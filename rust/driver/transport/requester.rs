@@ -137,26 +137,20 @@ impl Transport {
         // One read of the producer index for the checks and the loop: the
         // process may write it again meanwhile.
         let prod = self.sq.producer();
-        let Ok(posted) = self.sq.geometry().used(prod, i.sq_head) else {
+        // Either way the ring is garbage, the QP in error (its taken
+        // requests complete flushed).
+        let corrupted = match self.sq.geometry().used(prod, i.sq_head) {
             // The process wrote its producer index more than a ring ahead
-            // of what the kernel consumed: the ring is garbage, the QP in
-            // error (its taken requests complete flushed).
-            pr_warn!(
-                "QP {}: send ring indices corrupted by the process; QP in error\n",
-                self.qpn
-            );
-            i.failed = true;
-            return;
-        };
-        let taken = i.sq_taken.wrapping_sub(i.sq_head) + u32::from(i.taking);
-        if posted < taken {
+            // of what the kernel consumed.
+            Err(_) => Some("indices corrupted by the process"),
             // The producer index moved back over requests the kernel has
             // taken (their messages may be on the wire): taking on from
             // there would wrap round the ring into stale entries.
-            pr_warn!(
-                "QP {}: send ring producer moved back behind taken requests; QP in error\n",
-                self.qpn
-            );
+            Ok(posted) if posted < i.taken() => Some("producer moved back behind taken requests"),
+            Ok(_) => None,
+        };
+        if let Some(what) = corrupted {
+            pr_warn!("QP {}: send ring {}; QP in error\n", self.qpn, what);
             i.failed = true;
             return;
         }
