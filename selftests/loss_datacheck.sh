@@ -154,16 +154,27 @@ ud_check() {
 	log "ok: ibv_ud_pingpong --chk: $1 x 512 B datagrams, data checked, $2"
 }
 
+# flap_failed NAME OUTPUT WHAT: a run ended during the flap; what both
+# hosts saw (for rping the server's output too: its QP's error, if any, is
+# what made the client's CM see a disconnect).
+flap_failed() {
+	[ "$1" = rping ] && rping_failed "plane 1 down and up mid-run" "$3: $(tail -3 "$2")"
+	log "$1 output: $(tail -5 "$2")"
+	mr0_counters
+	log "A dmesg: $(dmesg | tail -5)"
+	log "B dmesg: $(peer 'dmesg | tail -5')"
+	fail "$1: $3"
+}
 # flap_plane1 NAME OUTPUT [uses-plane1]: host A's plane 1 link goes down
 # and up while the client $client (writing OUTPUT, shown if it ended: for
 # rping its stderr) runs; it must still be running throughout, and (for a
 # QP spraying over both planes) plane 1 must carry traffic again.
 flap_plane1() {
 	sleep 3
-	kill -0 $client 2> /dev/null || fail "$1: the run ended before plane 1 went down: $(tail -3 "$2")"
+	kill -0 $client 2> /dev/null || flap_failed "$1" "$2" "the run ended before plane 1 went down"
 	expect_ok ip link set "$PLANE1_DEV" down
 	sleep 3
-	kill -0 $client 2> /dev/null || fail "$1: the run ended while plane 1 was down: $(tail -3 "$2")"
+	kill -0 $client 2> /dev/null || flap_failed "$1" "$2" "the run ended while plane 1 was down"
 	expect_ok ip link set "$PLANE1_DEV" up
 	s1=$(plane1_sent)
 	sleep 4
@@ -203,8 +214,9 @@ for d in PLANE0_DEV PLANE1_DEV; do
 	peer "tc qdisc add dev \$$d root netem loss 1%" || fail "netem on host B"
 done
 retx0=$(mr0_stat retransmissions)
-# METAROCE_REPEAT=N repeats the lossy rping run N times (a soak for rare
-# failures: run it alone, with METAROCE_TIMEOUT_SCALE to match).
+# METAROCE_REPEAT=N repeats the lossy rping run and the rping run through
+# plane 1's flap N times each (a soak for rare failures: run it alone, with
+# METAROCE_TIMEOUT_SCALE to match).
 for rep in $(seq "${METAROCE_REPEAT:-1}"); do
 	rping_start 100
 	rping_check 100 "1% loss on both planes, run $rep"
@@ -231,9 +243,11 @@ iters_for() { # ms-per-iteration
 	echo $n
 }
 n=$(iters_for "$rping_ms")
-rping_start "$n"
-flap_plane1 "rping" /tmp/ldc_rping.err uses-plane1
-rping_check "$n" "plane 1 down and up mid-run"
+for rep in $(seq "${METAROCE_REPEAT:-1}"); do
+	rping_start "$n"
+	flap_plane1 "rping" /tmp/ldc_rping.err uses-plane1
+	rping_check "$n" "plane 1 down and up mid-run, run $rep"
+done
 
 n=$(iters_for "$uc_ms")
 uc_start "$n"

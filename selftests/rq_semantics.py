@@ -617,10 +617,14 @@ def reset_responder(link, ctx, pd, gid_index):
     peer = recv(link, "B's QP")
     connect_qp(qa, gid_index, peer["qpn"], GID(peer["gid"]), RW, 1)
     drop = TcDrop([("u8", OP_WRITE, AT_OPCODE)])
-    for k in (1, 2, 3):
-        post_send(qa, k, e.IBV_WR_RDMA_WRITE, mr.buf + 4 * R_SEND, 64, mr.lkey, peer["rkey"], peer["addr"])
     link.send({"connected": True})
     recv(link, "B's SEND posted")
+    # Posted only now, 1.5 s before the RESET: WRITEs posted before B had
+    # set up its filter and posted its SEND (seconds on a slow host) ran
+    # out of their retry budget (5 s without an ACK) before the RESET, and
+    # completed in error instead of being in flight.
+    for k in (1, 2, 3):
+        post_send(qa, k, e.IBV_WR_RDMA_WRITE, mr.buf + 4 * R_SEND, 64, mr.lkey, peer["rkey"], peer["addr"])
     time.sleep(1.5)
     qa.modify(QPAttr(qp_state=e.IBV_QPS_RESET), e.IBV_QP_STATE)
     held = drop.remove()
