@@ -28,6 +28,7 @@ pub mod engine {
     pub mod config;
     pub mod crc;
     pub mod events;
+    pub mod growth;
     pub mod heap;
     pub mod knobs;
     pub mod marks;

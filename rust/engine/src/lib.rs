@@ -36,6 +36,7 @@ pub mod completion;
 pub mod config;
 pub mod crc;
 pub mod events;
+pub mod growth;
 pub mod heap;
 pub mod knobs;
 pub mod marks;

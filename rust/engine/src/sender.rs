@@ -12,6 +12,7 @@ use super::config::{
     ConfigError, SenderConfig, MAX_PATHS, MSG_WINDOW_MAX, MSG_WINDOW_V1, PATH_GENERATIONS,
 };
 use super::events::{CutCause, Events, FailCause, LossCause, RecoverCause, SenderEvent};
+use super::growth::{Growth, GrowthStep};
 use super::heap::{kmalloc_size, Empty, Global, Heap};
 use super::path::{
     EntryState, InflightEntry, PathRing, PathState, ReorderWait, ReorderWatch, RtoUndo,
@@ -139,6 +140,9 @@ pub struct SenderStats {
     pub paths_replaced: u64,
     /// Paths opened beyond the initial set (long RTT growth).
     pub paths_opened: u64,
+    /// Paths retired: opened by a growth step that gained no delivery
+    /// rate, closed once empty (protocol.md 4.4).
+    pub paths_retired: u64,
     /// Paths moved to another plane: off a plane reported down, or back
     /// to their home plane when it came up (protocol.md 1.8).
     pub paths_rehomed: u64,
@@ -173,6 +177,7 @@ impl SenderStats {
         probes: 0,
         paths_replaced: 0,
         paths_opened: 0,
+        paths_retired: 0,
         paths_rehomed: 0,
         stale_acks: 0,
         stale_naks: 0,
@@ -447,6 +452,14 @@ pub struct Sender<C: CongestionControl = Aimd, H: Heap = Global> {
     window_limited: bool,
     congested: bool,
     last_growth: u64,
+    /// Judges each growth step by the delivery rate it gained (4.4).
+    growth: Growth,
+    /// The slots the last growth step opened (retired if it gained
+    /// nothing).
+    step_slots: u64,
+    /// Slots whose paths take no new data and close once empty: a growth
+    /// step that gained nothing, taken back.
+    retiring: u64,
     /// (MSN, time): when the oldest unfinished message, delivered but
     /// without a verdict, gets a packet resent to draw one (4.3).
     verdict_deadline: Option<(u32, u64)>,
@@ -534,6 +547,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             window_limited: false,
             congested: false,
             last_growth: 0,
+            growth: Growth::NEW,
+            step_slots: 0,
+            retiring: 0,
             verdict_deadline: None,
             progress_at: None,
             numbered: false,
@@ -598,6 +614,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.window_limited = false;
         self.congested = false;
         self.last_growth = now;
+        self.growth.restart(now);
+        self.step_slots = 0;
+        self.retiring = 0;
         self.numbered = false;
         self.peer_psn = false;
         self.wide_payload = 0;
@@ -718,7 +737,8 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
 
     /// Paths currently carrying data.
     pub fn active_paths(&self) -> usize {
-        self.used_paths()
+        Slots(self.used & !self.retiring)
+            .filter_map(|s| open(&self.paths, s))
             .filter(|p| p.state == PathState::Active)
             .count()
     }
@@ -1322,6 +1342,8 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         if ack.ce || lost > 0 || delayed_seen {
             self.congested = true;
         }
+        self.growth.on_acked(newly);
+        self.close_retired();
         self.maybe_grow(now);
         self.watch_verdict(now);
     }
@@ -1768,7 +1790,12 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     /// the plane [`Sender::plane_for`] chooses).
     fn open_paths(&mut self, count: usize, now: u64) {
         for slot in Slots(!self.used).take(count) {
-            if self.open_path(slot, 0, PathState::Active, now) {
+            // A slot a retired path left opens under the next generation:
+            // the peer may still hold the old one's PSNs.
+            let gen = open(&self.paths, slot).map_or(0, |p| {
+                ((p.id >> super::config::PATH_SLOT_BITS) + 1) % PATH_GENERATIONS
+            });
+            if self.open_path(slot, gen, PathState::Active, now) {
                 self.stats.paths_opened += 1;
             }
         }
@@ -2019,9 +2046,12 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
     }
 
-    /// Open more paths when every active path is pinned at its window cap,
-    /// the QP is window-limited and no congestion was seen for an RTT: the
-    /// per-path cap cannot fill the bandwidth-delay product.
+    /// Path growth (protocol.md 4.4), at most once per SRTT: a step of
+    /// paths when every active path is pinned at its window cap, the QP is
+    /// window-limited and no congestion was seen for an RTT (the per-path
+    /// cap cannot fill the bandwidth-delay product), each step judged by
+    /// the delivery rate it gained ([`Growth`]) and taken back if it
+    /// gained nothing.
     fn maybe_grow(&mut self, now: u64) {
         let interval = if self.qp_rtt.sampled {
             self.qp_rtt.srtt
@@ -2033,25 +2063,56 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         let active = self.active_paths();
         let used = self.path_count();
-        let capped = self
-            .used_paths()
+        let capped = Slots(self.used & !self.retiring)
+            .filter_map(|s| open(&self.paths, s))
             .filter(|p| p.state == PathState::Active)
             .all(|p| p.cc.window() >= self.cfg.pwnd_max);
-        if self.window_limited
+        let eligible = self.window_limited
             && !self.congested
             && capped
             && active > 0
-            && used < self.cfg.max_paths as usize
+            && used < self.cfg.max_paths as usize;
+        match self
+            .growth
+            .end_interval(now, self.window_limited, capped, eligible)
         {
-            // Half as many again, rounded so that the planes keep
-            // homing equal numbers of slots (else one plane has one
-            // more path, and window, than another).
-            let want = self.balanced(used + active / 2 + 1).saturating_sub(used);
-            self.open_paths(want, now);
+            GrowthStep::Grow => {
+                // Half as many again, rounded so that the planes keep
+                // homing equal numbers of slots (else one plane has one
+                // more path, and window, than another).
+                let want = self.balanced(used + active / 2 + 1).saturating_sub(used);
+                let before = self.used;
+                self.open_paths(want, now);
+                self.step_slots = self.used & !before;
+            }
+            GrowthStep::Revert => {
+                self.retiring |= self.step_slots & self.used;
+                self.stats.paths_retired += u64::from((self.step_slots & self.used).count_ones());
+                self.step_slots = 0;
+                self.close_retired();
+            }
+            GrowthStep::Hold => {}
         }
         self.window_limited = false;
         self.congested = false;
         self.last_growth = now;
+    }
+
+    /// Closes the retiring paths that have nothing in flight: their slots
+    /// are free for a later step, which opens them under a new generation.
+    fn close_retired(&mut self) {
+        for slot in Slots(self.retiring) {
+            let busy = open(&self.paths, slot)
+                .is_some_and(|p| p.state != PathState::Unused && p.inflight > 0);
+            if busy {
+                continue;
+            }
+            if let Some(p) = open_mut(&mut self.paths, slot) {
+                p.state = PathState::Unused;
+            }
+            self.used &= !(1u64 << slot);
+            self.retiring &= !(1u64 << slot);
+        }
     }
 
     /// The QP-wide cap on packets in flight over all paths (protocol.md
@@ -2216,7 +2277,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         // A path whose ring the heap refused is passed over like a full one.
         let mut starved = false;
         for slot in from_rr.map(|k| (rr + k) % MAX_PATHS) {
-            if !open(&self.paths, slot).is_some_and(|p| self.path_open(p, plane)) {
+            if self.retiring & (1u64 << slot) != 0
+                || !open(&self.paths, slot).is_some_and(|p| self.path_open(p, plane))
+            {
                 continue;
             }
             if slot == avoid {
@@ -3916,6 +3979,75 @@ mod tests {
     }
 
     #[test]
+    fn a_growth_step_that_gains_nothing_retires_and_its_slots_reopen_anew() {
+        let mut tx = Sender::new(
+            SenderConfig {
+                max_paths: 64,
+                ..cfg(3, 1)
+            },
+            0,
+        )
+        .unwrap();
+        let rto = tx.cfg.initial_rto_ns;
+        let cap = tx.cfg.pwnd_max * super::super::cc::CWND_ONE;
+        // One interval of `acked` packets ending at `k` RTOs, every path at
+        // the cap and the QP window-limited.
+        let interval = |tx: &mut Sender, k: u64, acked: u32| {
+            for p in tx.paths.iter_mut().flatten() {
+                p.cc.cwnd = cap;
+            }
+            tx.window_limited = true;
+            tx.growth.on_acked(acked);
+            tx.maybe_grow(k * rto);
+        };
+        interval(&mut tx, 1, 100);
+        interval(&mut tx, 2, 100);
+        assert_eq!((tx.used, tx.path_count()), (0b1_1111, 5));
+        // The step's two paths carry nothing more: the rate stays.
+        interval(&mut tx, 3, 100);
+        interval(&mut tx, 4, 100);
+        assert_eq!((tx.used, tx.path_count()), (0b111, 3));
+        assert_eq!(tx.stats().paths_retired, 2);
+        // Tried again after the hold: the slots open under generation 1.
+        let mut k = 5;
+        while tx.path_count() == 3 && k < 30 {
+            interval(&mut tx, k, 100);
+            k += 1;
+        }
+        assert_eq!(tx.path_count(), 5, "no trial step by {k} RTOs");
+        assert!(k >= 4 + 8, "a trial after {} intervals", k - 5);
+        for slot in [3, 4] {
+            assert_eq!(
+                tx.path(slot).unwrap().id >> super::super::config::PATH_SLOT_BITS,
+                1
+            );
+        }
+    }
+
+    /// A path with packets in flight retires only once they are answered
+    /// for: no new data goes on it meanwhile.
+    #[test]
+    fn a_retiring_path_takes_no_new_data_and_closes_when_empty() {
+        let mut tx = Sender::new(cfg(2, 1), 0).unwrap();
+        let mut rx = receiver();
+        tx.post(&write(2 * MTU)).unwrap();
+        let a = tx.next_packet(0).unwrap();
+        assert_eq!(data(&a).path_id & 63, 0);
+        tx.retiring = 1;
+        tx.close_retired();
+        assert_eq!(tx.path_count(), 2, "closed with a packet in flight");
+        let b = tx.next_packet(0).unwrap();
+        assert_eq!(data(&b).path_id & 63, 1);
+        tx.post(&write(MTU)).unwrap();
+        let c = tx.next_packet(0).unwrap();
+        assert_eq!(data(&c).path_id & 63, 1, "new data on a retiring path");
+        for pkt in [a, b, c] {
+            deliver(&mut rx, &mut tx, &data(&pkt), 1_000);
+        }
+        assert_eq!((tx.used, tx.path_count()), (0b10, 1));
+    }
+
+    #[test]
     fn the_slot_mask_follows_opening_growth_replacement_and_reset() {
         let mut tx = Sender::new(
             SenderConfig {
@@ -3926,14 +4058,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!((tx.used, in_use(&tx)), (0b111, 0b111));
-        // Growth (the conditions of `maybe_grow`, set by hand): 3 active
-        // paths at their cap open 3 / 2 + 1 = 2 more, in the lowest free
-        // slots.
+        // Growth (the conditions of `maybe_grow`, set by hand, for two
+        // intervals: the step needs one spent at the cap): 3 active paths
+        // at their cap open 3 / 2 + 1 = 2 more, in the lowest free slots.
         for p in tx.paths.iter_mut().take(3).flatten() {
             p.cc.cwnd = tx.cfg.pwnd_max * super::super::cc::CWND_ONE;
         }
         tx.window_limited = true;
         tx.maybe_grow(tx.cfg.initial_rto_ns);
+        assert_eq!(tx.path_count(), 3);
+        tx.window_limited = true;
+        tx.maybe_grow(2 * tx.cfg.initial_rto_ns);
         assert_eq!(
             (tx.used, in_use(&tx), tx.path_count()),
             (0b1_1111, 0b1_1111, 5)
