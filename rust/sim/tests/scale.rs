@@ -4,21 +4,29 @@
 
 use metaroce_engine::config::MSG_WINDOW_V1;
 use metaroce_sim::scenarios::{bin_goodput, scale};
-use metaroce_sim::sim::run;
+use metaroce_sim::sim::{run, Outcome, Scenario};
 
 const MS: u64 = 1_000_000;
 
-/// Second-half goodput over the link's payload rate (4 KiB MTU, 106 B of
-/// headers per packet); the largest path count.
-fn fill(rtt_ns: u64, gbps: f64, msg_bytes: u32) -> (f64, usize) {
-    let sc = scale(rtt_ns, gbps, msg_bytes, 7);
-    let o = run(&sc);
+/// Runs `sc`, which must end cleanly: its outcome, its second-half
+/// goodput and the payload rate of a `gbps` link (4 KiB MTU, 106 B of
+/// headers per packet), in Gbit/s.
+fn run_clean(sc: &Scenario, gbps: f64) -> (Outcome, f64, f64) {
+    let o = run(sc);
     assert!(o.finished, "{}: did not finish", sc.name);
     assert!(o.errors.is_empty(), "{}: {:?}", sc.name, o.errors.first());
     assert_eq!(o.qp_errors, 0);
     let nb = o.bins.len();
     let steady = bin_goodput(&o, sc.bin_ns, nb / 2, nb.saturating_sub(1));
     let line = gbps * 4096.0 / (4096.0 + 106.0);
+    (o, steady, line)
+}
+
+/// Second-half goodput over the link's payload rate; the largest path
+/// count.
+fn fill(rtt_ns: u64, gbps: f64, msg_bytes: u32) -> (f64, usize) {
+    let sc = scale(rtt_ns, gbps, msg_bytes, 7);
+    let (o, steady, line) = run_clean(&sc, gbps);
     let util = steady / line;
     println!(
         "{}: second half {steady:.2} Gbit/s = {:.1}% of {line:.2}, paths {}, RTOs {}",
@@ -68,7 +76,7 @@ fn fill_without_ecn(
     rtt_ns: u64,
     gbps: f64,
     msg_bytes: u32,
-    edit: impl Fn(&mut metaroce_sim::sim::Scenario),
+    edit: impl Fn(&mut Scenario),
 ) -> (f64, usize, f64, f64) {
     let mut sc = scale(rtt_ns, gbps, msg_bytes, 7);
     sc.core.ecn_bytes = u64::MAX;
@@ -78,31 +86,28 @@ fn fill_without_ecn(
     sc.host_gbps = 4.0 * gbps;
     sc.core.gbps = 4.0 * gbps;
     edit(&mut sc);
-    let o = run(&sc);
-    assert!(o.finished, "{}: did not finish", sc.name);
-    assert!(o.errors.is_empty(), "{}: {:?}", sc.name, o.errors.first());
-    assert_eq!(o.qp_errors, 0);
-    let nb = o.bins.len();
-    let steady = bin_goodput(&o, sc.bin_ns, nb / 2, nb.saturating_sub(1));
-    let line = gbps * 4096.0 / (4096.0 + 106.0);
+    let (o, steady, line) = run_clean(&sc, gbps);
+    let util = steady / line;
     let rtts = |bytes: u64| bytes as f64 * 8.0 / (gbps * 1e9) / (rtt_ns as f64 / 1e9);
     let (mean, max) = (rtts(o.mean_down_queue), rtts(o.max_down_queue));
     println!(
         "{} without ECN: second half {steady:.3} Gbit/s = {:.1}% of {line:.2}, paths {}, \
          queue {mean:.2} RTT mean, {max:.2} largest, RTOs {}, losses {}",
         sc.name,
-        100.0 * steady / line,
+        100.0 * util,
         o.max_paths,
         o.timeouts,
         o.sack_losses
     );
-    (steady / line, o.max_paths, mean, max)
+    (util, o.max_paths, mean, max)
 }
 
 #[test]
 fn without_ecn_growth_stops_a_step_past_the_bdp() {
     // 10 Gbit/s x 10 ms is ~2,980 packets of 4 KiB: 12 paths of 256. The
-    // steps go 4, 7, 11, 17: 17 fill it, 26 would gain nothing.
+    // steps go 4, 7, 11 (95% of it), 17, which gains under a quarter and
+    // is taken back, and is tried again now and then. Growth judged by
+    // congestion alone went on to 61 paths, a standing queue of 0.9 RTT.
     let (util, paths, mean, max) = fill_without_ecn(10 * MS, 10.0, 65536, |_| {});
     assert!(util >= 0.90, "utilisation {util}");
     assert!(paths <= 26, "{paths} paths");
