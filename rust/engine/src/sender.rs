@@ -737,16 +737,19 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
 
     /// Paths currently carrying data.
     pub fn active_paths(&self) -> usize {
+        self.carrying().count()
+    }
+
+    /// The active paths that take new data: not retiring (4.4).
+    fn carrying(&self) -> impl Iterator<Item = &TxPath> + '_ {
         Slots(self.used & !self.retiring)
             .filter_map(|s| open(&self.paths, s))
             .filter(|p| p.state == PathState::Active)
-            .count()
     }
 
     /// True if at least one path of `plane` carries data.
     pub fn plane_usable(&self, plane: u8) -> bool {
-        self.used_paths()
-            .any(|p| p.state == PathState::Active && p.plane == plane)
+        self.carrying().any(|p| p.plane == plane)
     }
 
     /// Read-only view of a path slot (an unused one reads as
@@ -758,10 +761,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
 
     /// Sum of per-path windows of active paths (QWND), in packets.
     pub fn qwnd(&self) -> u32 {
-        self.used_paths()
-            .filter(|p| p.state == PathState::Active)
-            .map(|p| p.cc.window())
-            .sum()
+        self.carrying().map(|p| p.cc.window()).sum()
     }
 
     /// Packets in flight over all paths.
@@ -1723,6 +1723,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             }
         }
         self.rehome(now);
+        self.close_retired();
     }
 
     /// The caller learned that `plane` is up: the slots whose home it is
@@ -1755,6 +1756,16 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         if planes <= old || usize::from(planes) > MAX_PLANES {
             return false;
         }
+        // The paths spread anew: a step being judged stands (the planes are
+        // balanced with its slots counted), and retiring paths close now,
+        // their packets in flight resent on the others (closing later,
+        // their slots would unbalance the planes).
+        self.step_slots = 0;
+        self.growth.restart(now);
+        for slot in Slots(self.retiring) {
+            self.drain_path(slot, LossCause::PlaneDown);
+        }
+        self.close_retired();
         for k in old..planes {
             self.planes_down |= plane_bit(k);
         }
@@ -2044,6 +2055,8 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 }
             }
         }
+        // A timeout may have emptied a retiring path.
+        self.close_retired();
     }
 
     /// Path growth (protocol.md 4.4), at most once per SRTT: a step of
@@ -2063,14 +2076,15 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         let active = self.active_paths();
         let used = self.path_count();
-        let capped = Slots(self.used & !self.retiring)
-            .filter_map(|s| open(&self.paths, s))
-            .filter(|p| p.state == PathState::Active)
-            .all(|p| p.cc.window() >= self.cfg.pwnd_max);
+        let capped = self.carrying().all(|p| p.cc.window() >= self.cfg.pwnd_max);
+        // No step while a retired path is still open: the step would be
+        // sized and placed around its slot, and the planes left unequal
+        // once it closed.
         let eligible = self.window_limited
             && !self.congested
             && capped
             && active > 0
+            && self.retiring == 0
             && used < self.cfg.max_paths as usize;
         match self
             .growth
@@ -2310,8 +2324,8 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             // Window-limited only if there were usable paths, all full (a
             // plane without active paths says nothing about the windows).
             let any_active = self
-                .used_paths()
-                .any(|p| p.state == PathState::Active && plane.is_none_or(|pl| pl == p.plane));
+                .carrying()
+                .any(|p| plane.is_none_or(|pl| pl == p.plane));
             if any_active {
                 self.window_limited = true;
             }
@@ -4022,6 +4036,94 @@ mod tests {
                 1
             );
         }
+    }
+
+    /// One growth interval of `acked` packets ending at `k` initial RTOs,
+    /// every path at the cap and the QP window-limited.
+    fn growth_interval(tx: &mut Sender, k: u64, acked: u32) {
+        let cap = tx.cfg.pwnd_max * super::super::cc::CWND_ONE;
+        for p in tx.paths.iter_mut().flatten() {
+            p.cc.cwnd = cap;
+        }
+        tx.window_limited = true;
+        tx.growth.on_acked(acked);
+        tx.maybe_grow(k * tx.cfg.initial_rto_ns);
+    }
+
+    /// Paths in use per plane.
+    fn per_plane(tx: &Sender) -> [usize; MAX_PLANES] {
+        let mut v = [0; MAX_PLANES];
+        for p in tx.used_paths() {
+            v[usize::from(p.plane)] += 1;
+        }
+        v
+    }
+
+    fn even(tx: &Sender) -> bool {
+        let v = per_plane(tx);
+        let planes = &v[..usize::from(tx.cfg.planes)];
+        planes.iter().all(|&n| n == planes[0])
+    }
+
+    #[test]
+    fn a_plane_added_while_a_step_is_judged_keeps_the_planes_even() {
+        let mut tx = Sender::new(
+            SenderConfig {
+                max_paths: 64,
+                ..cfg(3, 1)
+            },
+            0,
+        )
+        .unwrap();
+        let rto = tx.cfg.initial_rto_ns;
+        growth_interval(&mut tx, 1, 100);
+        growth_interval(&mut tx, 2, 100);
+        assert_eq!(tx.used, 0b1_1111);
+        assert!(tx.add_planes(3, 2 * rto + 1));
+        tx.plane_up(1, 2 * rto + 2);
+        tx.plane_up(2, 2 * rto + 3);
+        assert!(even(&tx), "{:?}", per_plane(&tx));
+        // The step stood (the rate never grows: later steps are taken
+        // back, not it), and the planes stay even.
+        for k in 3..30 {
+            growth_interval(&mut tx, k, 100);
+            assert!(even(&tx), "after {k} intervals: {:?}", per_plane(&tx));
+            assert!(tx.path_count() >= 6, "after {k} intervals: {:#b}", tx.used);
+        }
+        assert!(tx.stats().paths_retired > 0);
+    }
+
+    #[test]
+    fn no_trial_step_while_a_retired_path_is_still_open() {
+        let mut tx = Sender::new(
+            SenderConfig {
+                max_paths: 64,
+                ..cfg(4, 2)
+            },
+            0,
+        )
+        .unwrap();
+        growth_interval(&mut tx, 1, 100);
+        growth_interval(&mut tx, 2, 100);
+        assert_eq!(tx.used, 0xff);
+        // Slot 5's last packet is still unanswered (its tail probe or
+        // RTO pending) when the step is reverted.
+        tx.paths[5].as_deref_mut().unwrap().inflight = 1;
+        growth_interval(&mut tx, 3, 100);
+        growth_interval(&mut tx, 4, 100);
+        assert_eq!((tx.used, tx.retiring), (0b10_1111, 0b10_0000));
+        for k in 5..40 {
+            growth_interval(&mut tx, k, 100);
+        }
+        assert_eq!(tx.path_count(), 5, "a trial step beside a retiring path");
+        tx.paths[5].as_deref_mut().unwrap().inflight = 0;
+        tx.close_retired();
+        let mut k = 40;
+        while tx.path_count() == 4 && k < 400 {
+            growth_interval(&mut tx, k, 100);
+            k += 1;
+        }
+        assert_eq!((tx.used, even(&tx)), (0xff, true));
     }
 
     /// A path with packets in flight retires only once they are answered
