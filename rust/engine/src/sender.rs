@@ -3992,28 +3992,22 @@ mod tests {
             .fold(0, |m, s| m | 1 << s)
     }
 
-    #[test]
-    fn a_growth_step_that_gains_nothing_retires_and_its_slots_reopen_anew() {
-        let mut tx = Sender::new(
+    /// A sender of `paths` paths over `planes` planes that may grow to 64.
+    fn grower(paths: u16, planes: u8) -> Sender {
+        Sender::new(
             SenderConfig {
                 max_paths: 64,
-                ..cfg(3, 1)
+                ..cfg(paths, planes)
             },
             0,
         )
-        .unwrap();
-        let rto = tx.cfg.initial_rto_ns;
-        let cap = tx.cfg.pwnd_max * super::super::cc::CWND_ONE;
-        // One interval of `acked` packets ending at `k` RTOs, every path at
-        // the cap and the QP window-limited.
-        let interval = |tx: &mut Sender, k: u64, acked: u32| {
-            for p in tx.paths.iter_mut().flatten() {
-                p.cc.cwnd = cap;
-            }
-            tx.window_limited = true;
-            tx.growth.on_acked(acked);
-            tx.maybe_grow(k * rto);
-        };
+        .unwrap()
+    }
+
+    #[test]
+    fn a_growth_step_that_gains_nothing_retires_and_its_slots_reopen_anew() {
+        let mut tx = grower(3, 1);
+        let interval = growth_interval;
         interval(&mut tx, 1, 100);
         interval(&mut tx, 2, 100);
         assert_eq!((tx.used, tx.path_count()), (0b1_1111, 5));
@@ -4067,14 +4061,7 @@ mod tests {
 
     #[test]
     fn a_plane_added_while_a_step_is_judged_keeps_the_planes_even() {
-        let mut tx = Sender::new(
-            SenderConfig {
-                max_paths: 64,
-                ..cfg(3, 1)
-            },
-            0,
-        )
-        .unwrap();
+        let mut tx = grower(3, 1);
         let rto = tx.cfg.initial_rto_ns;
         growth_interval(&mut tx, 1, 100);
         growth_interval(&mut tx, 2, 100);
@@ -4095,14 +4082,7 @@ mod tests {
 
     #[test]
     fn no_trial_step_while_a_retired_path_is_still_open() {
-        let mut tx = Sender::new(
-            SenderConfig {
-                max_paths: 64,
-                ..cfg(4, 2)
-            },
-            0,
-        )
-        .unwrap();
+        let mut tx = grower(4, 2);
         growth_interval(&mut tx, 1, 100);
         growth_interval(&mut tx, 2, 100);
         assert_eq!(tx.used, 0xff);
