@@ -346,6 +346,12 @@ impl TxPath {
         self.id >> PATH_SLOT_BITS
     }
 
+    /// The generation of the path that next takes this one's slot: a new
+    /// id, whose PSNs the peer cannot mistake for this one's.
+    pub fn next_generation(&self) -> u16 {
+        (self.generation() + 1) % PATH_GENERATIONS
+    }
+
     /// How events name this path.
     pub fn tag(&self) -> PathTag {
         PathTag {

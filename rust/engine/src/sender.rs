@@ -8,9 +8,7 @@ use core::ops::{Deref, DerefMut};
 use super::bitmap::{MsgBits, PktBitmap, INLINE_PKTS, MAX_MSG_PKTS};
 use super::cc::{AckSignal, Aimd, CcParams, CongestionControl, QueueDelay};
 use super::completion::{CompletionStatus, TxCompletion};
-use super::config::{
-    ConfigError, SenderConfig, MAX_PATHS, MSG_WINDOW_MAX, MSG_WINDOW_V1, PATH_GENERATIONS,
-};
+use super::config::{ConfigError, SenderConfig, MAX_PATHS, MSG_WINDOW_MAX, MSG_WINDOW_V1};
 use super::events::{CutCause, Events, FailCause, LossCause, RecoverCause, SenderEvent};
 use super::growth::{Growth, GrowthStep};
 use super::heap::{kmalloc_size, Empty, Global, Heap};
@@ -1803,9 +1801,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         for slot in Slots(!self.used).take(count) {
             // A slot a retired path left opens under the next generation:
             // the peer may still hold the old one's PSNs.
-            let gen = open(&self.paths, slot).map_or(0, |p| {
-                ((p.id >> super::config::PATH_SLOT_BITS) + 1) % PATH_GENERATIONS
-            });
+            let gen = open(&self.paths, slot).map_or(0, TxPath::next_generation);
             if self.open_path(slot, gen, PathState::Active, now) {
                 self.stats.paths_opened += 1;
             }
@@ -1851,7 +1847,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     /// path (the plane works), else probing.
     fn rehome(&mut self, now: u64) {
         for slot in Slots(self.used) {
-            let Some((plane, id)) = open(&self.paths, slot).map(|p| (p.plane, p.id)) else {
+            let Some(plane) = open(&self.paths, slot).map(|p| p.plane) else {
                 continue;
             };
             let home = self.home_plane(slot);
@@ -1870,7 +1866,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             } else {
                 PathState::Probing
             };
-            let gen = ((id >> super::config::PATH_SLOT_BITS) + 1) % PATH_GENERATIONS;
+            let gen = open(&self.paths, slot).map_or(0, TxPath::next_generation);
             let old = open(&self.paths, slot).map(TxPath::tag);
             self.open_path_on(slot, gen, to, state, now);
             self.stats.paths_rehomed += 1;
@@ -2038,7 +2034,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                     let failed = p.probes_failed + 1;
                     if failed >= self.cfg.path_fail_probes {
                         self.stats.paths_replaced += 1;
-                        let gen = ((p.id >> super::config::PATH_SLOT_BITS) + 1) % PATH_GENERATIONS;
+                        let gen = open(&self.paths, slot).map_or(0, TxPath::next_generation);
                         let old = open(&self.paths, slot).map(TxPath::tag);
                         self.open_path(slot, gen, PathState::Probing, now);
                         if let (Some(old), Some(new)) =
@@ -2100,8 +2096,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 self.step_slots = self.used & !before;
             }
             GrowthStep::Revert => {
-                self.retiring |= self.step_slots & self.used;
-                self.stats.paths_retired += u64::from((self.step_slots & self.used).count_ones());
+                let retired = self.step_slots & self.used;
+                self.retiring |= retired;
+                self.stats.paths_retired += u64::from(retired.count_ones());
                 self.step_slots = 0;
                 self.close_retired();
             }
@@ -2287,13 +2284,12 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         // The used slots from `rr` on, wrapping: bit k of the rotated mask
         // is slot `rr + k`.
         let rr = self.rr;
-        let from_rr = Slots(self.used.rotate_right(rr as u32));
+        // Retiring paths take no new data (4.4).
+        let from_rr = Slots((self.used & !self.retiring).rotate_right(rr as u32));
         // A path whose ring the heap refused is passed over like a full one.
         let mut starved = false;
         for slot in from_rr.map(|k| (rr + k) % MAX_PATHS) {
-            if self.retiring & (1u64 << slot) != 0
-                || !open(&self.paths, slot).is_some_and(|p| self.path_open(p, plane))
-            {
+            if !open(&self.paths, slot).is_some_and(|p| self.path_open(p, plane)) {
                 continue;
             }
             if slot == avoid {
@@ -4007,19 +4003,18 @@ mod tests {
     #[test]
     fn a_growth_step_that_gains_nothing_retires_and_its_slots_reopen_anew() {
         let mut tx = grower(3, 1);
-        let interval = growth_interval;
-        interval(&mut tx, 1, 100);
-        interval(&mut tx, 2, 100);
+        growth_interval(&mut tx, 1, 100);
+        growth_interval(&mut tx, 2, 100);
         assert_eq!((tx.used, tx.path_count()), (0b1_1111, 5));
         // The step's two paths carry nothing more: the rate stays.
-        interval(&mut tx, 3, 100);
-        interval(&mut tx, 4, 100);
+        growth_interval(&mut tx, 3, 100);
+        growth_interval(&mut tx, 4, 100);
         assert_eq!((tx.used, tx.path_count()), (0b111, 3));
         assert_eq!(tx.stats().paths_retired, 2);
         // Tried again after the hold: the slots open under generation 1.
         let mut k = 5;
         while tx.path_count() == 3 && k < 30 {
-            interval(&mut tx, k, 100);
+            growth_interval(&mut tx, k, 100);
             k += 1;
         }
         assert_eq!(tx.path_count(), 5, "no trial step by {k} RTOs");
