@@ -64,9 +64,10 @@ log "ping-pong: $iters round trips ($usec us each alone)"
 # --- Two QPs running on plane 0 ---
 bound=$((300 * ${METAROCE_TIMEOUT_SCALE:-1}))
 # Longer than the test needs (at 300 s it had ended when the share was
-# to be read, 355 s into the test, on 2026-12-06): it is stopped once the
-# share is read, within the test's 600 s bound.
-bw_secs=480
+# to be read, 355 s into the test, and at 480 s when it was read 600 s in
+# on a slow host, both on 2026-12-06): it is stopped once the share is
+# read, within the test's 900 s bound.
+bw_secs=720
 bw_args="-d mr0 -p 18811 -s 65536 -D $bw_secs"
 peer_spawn "timeout $((bw_secs + 90)) ib_write_bw $bw_args -x $pgid" > /dev/null || fail "cannot start ib_write_bw on host B"
 peer_listening 18811 60 "$bw_args" || log "ib_write_bw: no listener on host B after 60 s"

@@ -195,6 +195,14 @@ fn plane_bit(k: u8) -> u8 {
 /// (ns): the reference driver's tick.
 pub const ALLOC_RETRY_NS: u64 = 1_000_000;
 
+/// A plane's spray clock advances by this over its carrying paths for each
+/// packet sprayed on it: the unit is one packet per path.
+const PLANE_CLOCK_UNIT: u32 = 1 << 12;
+
+/// How far, in packets per path, a plane's spray clock may fall behind the
+/// plane that leads: what a plane that could not send makes up.
+const PLANE_CLOCK_LAG: u32 = 8 * PLANE_CLOCK_UNIT;
+
 /// A message of the window. Its packet bitmaps are in place for up to
 /// [`INLINE_PKTS`] packets; a longer message takes them from the heap
 /// when its first packet goes out and gives them back when it completes.
@@ -443,6 +451,12 @@ pub struct Sender<C: CongestionControl = Aimd, H: Heap = Global> {
     cursor: u32,
     lost_total: u32,
     rr: usize,
+    /// Each plane's spray clock: every packet the spray sends on a plane
+    /// advances it by [`PLANE_CLOCK_UNIT`] over the plane's carrying paths,
+    /// and the spray takes the plane whose clock is least among those
+    /// with an open window, so that planes carry equal shares per path
+    /// whenever their windows allow (4.1).
+    plane_clock: [u32; MAX_PLANES],
     qp_rtt: RttEstimator,
     /// The QP's largest recent RTT sample, which no RTO undercuts (4.3).
     rtt_peak: RttPeak,
@@ -539,6 +553,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             cursor: 0,
             lost_total: 0,
             rr: 0,
+            plane_clock: [0; MAX_PLANES],
             qp_rtt: RttEstimator::NONE,
             rtt_peak: RttPeak::NONE,
             rate_hint_kbps: 0,
@@ -606,6 +621,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.cursor = 0;
         self.lost_total = 0;
         self.rr = 0;
+        self.plane_clock = [0; MAX_PLANES];
         self.qp_rtt = RttEstimator::NONE;
         self.rtt_peak = RttPeak::NONE;
         self.rate_hint_kbps = 0;
@@ -2277,9 +2293,15 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 return None;
             }
         }
-        // Spray: round-robin over paths with an open window, avoiding the
-        // path that lost this packet when another one is available.
-        let mut chosen = None;
+        // Spray: the plane that has carried least per path (its clock),
+        // among the planes with a path whose window is open; on it, the
+        // next such path in round-robin order; the path that lost this
+        // packet only when no other path is open. Plain round-robin over
+        // the slots, whose planes alternate, gave a full path's turn to the
+        // next slot, a path of another plane: a plane whose windows were
+        // smaller lost its share twice over.
+        let mut first_on: [Option<usize>; MAX_PLANES] = [None; MAX_PLANES];
+        let mut carrying_on = [0u32; MAX_PLANES];
         let mut fallback = None;
         // The used slots from `rr` on, wrapping: bit k of the rotated mask
         // is slot `rr + k`.
@@ -2289,7 +2311,14 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         // A path whose ring the heap refused is passed over like a full one.
         let mut starved = false;
         for slot in from_rr.map(|k| (rr + k) % MAX_PATHS) {
-            if !open(&self.paths, slot).is_some_and(|p| self.path_open(p, plane)) {
+            let Some(p) = open(&self.paths, slot) else {
+                continue;
+            };
+            let pl = usize::from(p.plane) % MAX_PLANES;
+            if p.state == PathState::Active {
+                carrying_on[pl] += 1;
+            }
+            if first_on[pl].is_some() || !self.path_open(p, plane) {
                 continue;
             }
             if slot == avoid {
@@ -2300,9 +2329,17 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 starved = true;
                 continue;
             }
-            chosen = Some(slot);
-            break;
+            first_on[pl] = Some(slot);
         }
+        // The least clock; of equal ones, the slot nearest `rr`.
+        let key =
+            |pl: usize, slot: usize| (self.plane_clock[pl], (slot + MAX_PATHS - rr) % MAX_PATHS);
+        let mut chosen = first_on
+            .iter()
+            .enumerate()
+            .filter_map(|(pl, slot)| slot.map(|slot| (key(pl, slot), slot)))
+            .min()
+            .map(|(_, slot)| slot);
         if chosen.is_none() {
             if let Some(slot) = fallback {
                 if self.has_ring(slot, now) {
@@ -2328,8 +2365,36 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             return None;
         };
         self.rr = (slot + 1) % MAX_PATHS;
+        if let Some(p) = open(&self.paths, slot) {
+            let pl = usize::from(p.plane) % MAX_PLANES;
+            self.advance_plane_clock(pl, carrying_on[pl]);
+        }
         let send = if is_retx { Emit::Resend } else { Emit::New };
         self.emit(slot, msn, pkt, send, now)
+    }
+
+    /// Counts a packet sprayed on plane `pl`, which has `carrying` paths
+    /// taking data: its clock advances by a path's share of the packet.
+    /// No clock stays more than [`PLANE_CLOCK_LAG`] behind the one just
+    /// advanced, so a plane that could not send for a while (its windows
+    /// full, its paths down or just joined) makes up at most a few
+    /// packets per path, not its whole absence at once.
+    fn advance_plane_clock(&mut self, pl: usize, carrying: u32) {
+        let step = PLANE_CLOCK_UNIT / carrying.max(1);
+        let Some(c) = self.plane_clock.get_mut(pl) else {
+            return;
+        };
+        *c = c.saturating_add(step);
+        let lead = *c;
+        // Rebased long before u32 runs out (about 2^20 packets per path).
+        let rebase = if lead > 1 << 30 {
+            lead - PLANE_CLOCK_LAG
+        } else {
+            0
+        };
+        for q in self.plane_clock.iter_mut() {
+            *q = (*q).max(lead.saturating_sub(PLANE_CLOCK_LAG)) - rebase;
+        }
     }
 
     /// A path with a tail probe due: the probe, its newest packet in flight
@@ -2854,6 +2919,63 @@ mod tests {
             assert_eq!(p.plane as u16, (h.path_id & 63) % 2);
         }
         assert_eq!(slots, [2, 2, 2, 2]);
+    }
+
+    /// A path whose window is full does not hand its turns to the next
+    /// slot, a path of the other plane: its plane's other path takes them,
+    /// and each plane carries half.
+    #[test]
+    fn a_full_path_leaves_its_turns_to_its_own_plane() {
+        let mut tx = Sender::new(cfg(4, 2), 0).unwrap();
+        for slot in 0..4 {
+            let p = open_mut(&mut tx.paths, slot).unwrap();
+            p.cc.cwnd = if slot == 0 { 2 } else { 8 } * crate::cc::CWND_ONE;
+        }
+        tx.post(&write(12 * MTU)).unwrap();
+        let mut by_plane = [0u32; 2];
+        let mut by_slot = [0u32; 4];
+        for _ in 0..12 {
+            let p = tx.next_packet(0).unwrap();
+            by_plane[usize::from(p.plane)] += 1;
+            by_slot[usize::from(data(&p).path_id & 63)] += 1;
+        }
+        // Round-robin over the slots gave planes 5 and 7 (slot 1 took
+        // slot 0's turns).
+        assert_eq!(by_plane, [6, 6]);
+        assert_eq!(by_slot, [2, 3, 4, 3]);
+    }
+
+    /// A plane that could not send (its windows full, its paths down or
+    /// new) makes up at most `PLANE_CLOCK_LAG` of what it missed.
+    #[test]
+    fn a_plane_that_could_not_send_makes_up_a_bounded_share() {
+        let mut tx = Sender::new(cfg(4, 2), 0).unwrap();
+        for _ in 0..1000 {
+            tx.advance_plane_clock(0, 2);
+        }
+        let [c0, c1] = [tx.plane_clock[0], tx.plane_clock[1]];
+        assert_eq!(c0 - c1, PLANE_CLOCK_LAG);
+        // So plane 1 now takes 8 packets per path (16) before plane 0
+        // has the least clock again.
+        for _ in 0..16 {
+            tx.advance_plane_clock(1, 2);
+        }
+        assert_eq!(tx.plane_clock[1], tx.plane_clock[0]);
+        // Rebased before u32 runs out, the difference kept.
+        tx.plane_clock = [
+            u32::MAX - 3 * PLANE_CLOCK_UNIT,
+            u32::MAX - 4 * PLANE_CLOCK_UNIT,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ];
+        tx.advance_plane_clock(1, 1);
+        assert_eq!(tx.plane_clock[0], PLANE_CLOCK_LAG);
+        assert_eq!(tx.plane_clock[1], PLANE_CLOCK_LAG);
+        assert!(tx.plane_clock[2..].iter().all(|&c| c == 0));
     }
 
     /// Posts an 8-packet message and sends it all at `now`.

@@ -4,7 +4,8 @@
 //! state: with all planes there from the start, with planes joining after
 //! plane 0 built its queue (the PLANES exchange at connect), with a plane
 //! added to the device while the QP is connected (`Sender::add_planes`),
-//! and after the QP grew its path count on a long RTT.
+//! after the QP grew its path count on a long RTT, and with every plane
+//! queueing into one receiving host (the rig) after one plane stalled.
 
 use std::collections::VecDeque;
 
@@ -18,6 +19,8 @@ const STEP_NS: u64 = 20_000;
 /// Packets are counted from 2 s on (the start settles first), to 6 s.
 const COUNT_FROM_NS: u64 = 2_000_000_000;
 const END_NS: u64 = 6_000_000_000;
+/// When a `hiccup_ns` starts.
+const HICCUP_AT: u64 = 1_000_000_000;
 
 /// One plane's link: a queue served at a fixed rate, then a fixed delay
 /// each way besides the queue.
@@ -33,6 +36,19 @@ struct Fabric {
     service_ns: u64,
     /// Round trip besides the queue.
     base_ns: u64,
+    /// One queue for every plane's packets, served at one packet per
+    /// `service_ns` (a receiving host's CPU, the rig's bottleneck: a
+    /// guest takes packets at the same rate whichever NIC they come in
+    /// on), instead of one per plane.
+    shared: bool,
+    /// Plane 0's ACKs held back this long from 1 s on, once, as a host's
+    /// moment of jitter on one NIC: plane 0's paths time out and cut their
+    /// windows, and the planes' windows differ from then on.
+    hiccup_ns: u64,
+    /// Packets the sender can make per step (its CPU; 0: unbounded). A
+    /// sender that cannot fill its windows at once sprays into whichever
+    /// paths have room as ACKs free them, as the rig's guests do.
+    per_step: usize,
 }
 
 /// What happens to the sender's planes during a run.
@@ -111,14 +127,21 @@ fn run(fabric: &Fabric, start: Start, paths: u16, max_paths: u16) -> Vec<u64> {
             _ => {}
         }
         while tx.post(&msg).is_ok() {}
-        while let Some(p) = tx.next_packet(now) {
+        let mut made = 0;
+        while fabric.per_step == 0 || made < fabric.per_step {
+            let Some(p) = tx.next_packet(now) else {
+                break;
+            };
+            made += 1;
             let k = usize::from(p.plane);
             match p.kind {
                 TxKind::Data { header, .. } => {
                     if now >= COUNT_FROM_NS {
                         sent[k] += 1;
                     }
-                    links[k].queue.push_back(header);
+                    links[if fabric.shared { 0 } else { k }]
+                        .queue
+                        .push_back(header);
                 }
                 // A probe waits behind its plane's queue too.
                 TxKind::Probe(pr) => {
@@ -135,7 +158,16 @@ fn run(fabric: &Fabric, start: Start, paths: u16, max_paths: u16) -> Vec<u64> {
                 link.busy_until = link.busy_until.max(now) + fabric.service_ns;
                 rx.on_data(&h, false, now);
                 if let Some(a) = rx.ack_for(h.path_id) {
-                    acks.push_back((link.busy_until + fabric.base_ns, a));
+                    let mut at = link.busy_until + fabric.base_ns;
+                    if fabric.hiccup_ns > 0
+                        && tx
+                            .path(usize::from(a.path_id & 63))
+                            .is_some_and(|p| p.plane == 0)
+                        && (HICCUP_AT..HICCUP_AT + fabric.hiccup_ns).contains(&at)
+                    {
+                        at = HICCUP_AT + fabric.hiccup_ns;
+                    }
+                    acks.push_back((at, a));
                 }
             }
         }
@@ -186,6 +218,9 @@ fn fabric(planes: u8) -> Fabric {
         planes,
         service_ns: 50_000,
         base_ns: 200_000,
+        shared: false,
+        hiccup_ns: 0,
+        per_step: 0,
     }
 }
 
@@ -231,11 +266,54 @@ fn paths_grown_on_a_long_rtt_stay_even_over_the_planes() {
             planes,
             service_ns: 20_000,
             base_ns: 20_000_000,
+            shared: false,
+            hiccup_ns: 0,
+            per_step: 0,
         };
         let sent = run(&f, Start::AllUp, 4, max_paths);
         assert_even(
             &sent,
             &format!("{planes} planes, grown to {max_paths} paths at most"),
+        );
+    }
+}
+
+/// The rig's shape: every plane's packets queue for one receiving host,
+/// and a sender that makes one packet per step (slightly faster than the
+/// host takes them) sprays into whichever paths have room as ACKs free
+/// them; plane 0's ACKs once held back 30 ms (its paths time out, and their
+/// windows differ from the other plane's for a while).
+#[test]
+fn planes_into_one_host_share_evenly_after_one_plane_stalls() {
+    for (from, planes, hiccup_ns) in [
+        (2, 2, 0),
+        (2, 2, 30_000_000),
+        (1, 2, 30_000_000),
+        (4, 4, 30_000_000),
+    ] {
+        let f = Fabric {
+            planes,
+            service_ns: 25_000,
+            base_ns: 200_000,
+            shared: true,
+            hiccup_ns,
+            per_step: 1,
+        };
+        let start = if from == planes {
+            Start::AllUp
+        } else {
+            Start::Added {
+                from,
+                at: 500_000_000,
+            }
+        };
+        let sent = run(&f, start, 4, 64);
+        assert_even(
+            &sent,
+            &format!(
+                "{from} -> {planes} planes into one host, plane 0 stalled {} ms",
+                hiccup_ns / 1_000_000
+            ),
         );
     }
 }
