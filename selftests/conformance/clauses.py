@@ -223,7 +223,7 @@ CLAUSES = [
     C("3.4.g", "3.4", "A receiving QP that is destroyed first sends the ACK of the path that last advanced its",
       "a QP destroyed sends the ACK that last moved cum_msn once more", ("ack_last_word",)),
     # ---- 4 sender ----
-    C("4.1.a", "4.1", "so each message is sprayed over all usable paths",
+    C("4.1.a", "4.1", "are sprayed over all usable paths",
       "a message's packets go over several paths, PSNs per path from 0", ("dut_write_spray",)),
     C("4.1.b", "4.1", "Data packets carry `floor_delta = psn − floor`", "floor_delta = psn - floor",
       ("dut_write_spray",)),
