@@ -823,6 +823,20 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.open_path_on(slot, generation, plane, state, now)
     }
 
+    /// Opens the next generation of the path in `slot` on plane `to`, in
+    /// `state`, and reports the replacement (a failed path replaced, or a
+    /// path moved to another plane).
+    fn replace_path(&mut self, slot: usize, to: u8, state: PathState, now: u64) {
+        let Some((gen, old)) = open(&self.paths, slot).map(|p| (p.next_generation(), p.tag()))
+        else {
+            return;
+        };
+        self.open_path_on(slot, gen, to, state, now);
+        if let Some(new) = open(&self.paths, slot).map(TxPath::tag) {
+            self.events.push(SenderEvent::PathReplaced { old, new });
+        }
+    }
+
     /// [`Sender::open_path`] on plane `plane`.
     fn open_path_on(
         &mut self,
@@ -1882,13 +1896,8 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             } else {
                 PathState::Probing
             };
-            let gen = open(&self.paths, slot).map_or(0, TxPath::next_generation);
-            let old = open(&self.paths, slot).map(TxPath::tag);
-            self.open_path_on(slot, gen, to, state, now);
+            self.replace_path(slot, to, state, now);
             self.stats.paths_rehomed += 1;
-            if let (Some(old), Some(new)) = (old, open(&self.paths, slot).map(TxPath::tag)) {
-                self.events.push(SenderEvent::PathReplaced { old, new });
-            }
         }
     }
 
@@ -2050,14 +2059,10 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                     let failed = p.probes_failed + 1;
                     if failed >= self.cfg.path_fail_probes {
                         self.stats.paths_replaced += 1;
-                        let gen = open(&self.paths, slot).map_or(0, TxPath::next_generation);
-                        let old = open(&self.paths, slot).map(TxPath::tag);
-                        self.open_path(slot, gen, PathState::Probing, now);
-                        if let (Some(old), Some(new)) =
-                            (old, open(&self.paths, slot).map(TxPath::tag))
-                        {
-                            self.events.push(SenderEvent::PathReplaced { old, new });
-                        }
+                        let to = self
+                            .plane_for(slot)
+                            .unwrap_or_else(|| self.home_plane(slot));
+                        self.replace_path(slot, to, PathState::Probing, now);
                     } else if let Some(p) = open_mut(&mut self.paths, slot) {
                         p.probes_failed = failed;
                         p.probe_deadline = None;
