@@ -82,6 +82,8 @@ for k in paths:
 for k in active:
     assert after[f"p{k}_sent"] > before.get(f"p{k}_sent", 0), f"path {k} sent nothing in 2 s"
     assert after[f"p{k}_srtt_us"] > 0, f"path {k} has no RTT sample"
+    assert after[f"p{k}_acks"] > 0, f"path {k} had no ACK acknowledge anything"
+    assert after[f"p{k}_span"] >= after[f"p{k}_inflight"], f"path {k}: span below in flight"
 # With samples taken, the QP has a base its queueing delay is measured from.
 assert after["base_rtt_us"] > 0, f"base RTT {after.get('base_rtt_us')}"
 # The QP's totals count its paths' packets, and those of paths closed since.

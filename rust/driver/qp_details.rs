@@ -21,11 +21,14 @@
 //! sender's queueing delay is measured from, protocol.md 6.3; 0 before the
 //! first sample), then for each path in use,
 //! by slot `K`: `pK_plane`, `pK_sport`, `pK_state`, `pK_cwnd` (packets),
-//! `pK_srtt_us`, `pK_min_rtt_us`, `pK_inflight`, and since the path opened
+//! `pK_srtt_us`, `pK_rttvar_us`, `pK_min_rtt_us`, `pK_inflight`, `pK_span`
+//! (PSNs from the path's floor to its next: in flight, acknowledged above
+//! a hole, or lost and not yet passed), and since the path opened
 //! `pK_sent` (data packets, retransmissions included), `pK_retx` (of them
 //! retransmissions), `pK_lost` (declared lost from SACK holes), `pK_rtos`
-//! (retransmission timeouts). The core's message for one QP has room for
-//! about ten paths, and a dump of all QPs shares each message among several:
+//! (retransmission timeouts), `pK_acks` (ACKs that acknowledged something:
+//! with `pK_sent`, how far the peer coalesces them), `pK_tail_probes`. The
+//! core's message for one QP has room for about six paths, and a dump of all QPs shares each message among several:
 //! the paths that do not fit are left out whole, `paths` still counts them
 //! and `sent` and `retx` still count their packets.
 
@@ -68,12 +71,16 @@ fn write_path(g: &mut Details<'_>, p: &TxPath) -> Result {
     g.str(format_args!("p{k}_state"), state_name(p.state))?;
     g.u32(format_args!("p{k}_cwnd"), p.cc.window())?;
     g.u64(format_args!("p{k}_srtt_us"), p.rtt.srtt / 1000)?;
+    g.u64(format_args!("p{k}_rttvar_us"), p.rtt.rttvar / 1000)?;
     g.u64(format_args!("p{k}_min_rtt_us"), p.rtt.min_rtt / 1000)?;
     g.u32(format_args!("p{k}_inflight"), p.inflight)?;
+    g.u32(format_args!("p{k}_span"), p.next_psn.wrapping_sub(p.una))?;
     g.u64(format_args!("p{k}_sent"), p.sent)?;
     g.u64(format_args!("p{k}_retx"), p.retransmitted)?;
     g.u64(format_args!("p{k}_lost"), p.sack_lost)?;
-    g.u64(format_args!("p{k}_rtos"), p.rtos)
+    g.u64(format_args!("p{k}_rtos"), p.rtos)?;
+    g.u64(format_args!("p{k}_acks"), p.acks)?;
+    g.u64(format_args!("p{k}_tail_probes"), p.tail_probes)
 }
 
 fn state_name(s: PathState) -> &'static CStr {

@@ -227,6 +227,10 @@ pub struct TxPath {
     pub sack_lost: u64,
     /// Retransmission timeouts of this path.
     pub rtos: u64,
+    /// ACKs of this path (its current id) that acknowledged something.
+    pub acks: u64,
+    /// Tail probes sent on this path.
+    pub tail_probes: u64,
     /// Acknowledged PSNs above a hole that make it lost on this path:
     /// `reorder_threshold` until the path shows it reorders, then doubled
     /// at each loss the SACK rule declared wrongly, up to
@@ -326,6 +330,8 @@ impl TxPath {
         retransmitted: 0,
         sack_lost: 0,
         rtos: 0,
+        acks: 0,
+        tail_probes: 0,
         reorder_tolerance: 0,
         reorder_watch: None,
         reorder_window: 0,

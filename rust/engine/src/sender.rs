@@ -1269,6 +1269,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 return;
             };
             if newly > 0 {
+                p.acks += 1;
                 p.timeouts = 0;
                 p.backoff = 0;
                 p.tail_probe_due = false;
@@ -2469,6 +2470,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 open_mut(&mut self.paths, slot),
             ) {
                 p.tail_probe_psn = Some(header.psn);
+                p.tail_probes += 1;
             }
             return packet;
         }
@@ -3164,6 +3166,8 @@ mod tests {
             Some(CompletionStatus::Success)
         );
         let st = tx.stats();
+        let on_paths: u64 = tx.used_paths().map(|p| p.tail_probes).sum();
+        assert_eq!(on_paths, st.tail_probes, "each path counts its own");
         (st.tail_probes, st.retransmits, st.timeouts)
     }
 
@@ -3977,6 +3981,7 @@ mod tests {
         let p = tx.path(0).unwrap();
         assert_eq!((tx.stats().timeouts, p.state), (1, PathState::Probing));
         assert_eq!(p.rtos, 1, "the path counts its own timeout");
+        assert!(p.acks > 0, "the path counts the ACKs that acknowledged");
         assert!(
             p.cc.window() < before.window(),
             "the timeout cut the window"
