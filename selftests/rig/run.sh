@@ -12,6 +12,7 @@
 # KVM once per machine and kernel), METAROCE_RIG_TIMEOUT (s, default 4800; 10800 with METAROCE_KERNEL=kasan
 # or METAROCE_SUITE=full), METAROCE_SUITE (full: the extended tests too, run_tests.sh),
 # METAROCE_RIG_MEMORY (each VM's, default 1G; 3G did not speed package.sh's DKMS builds),
+# METAROCE_PLANE_JOIN_SWAP (1: plane_join.sh with the NICs' roles swapped),
 # METAROCE_OUT (where logs go; default a new dir under /tmp/metaroce-rig).
 # Logs: A.console and B.console (each VM's output, with its kernel's
 # warnings and worse), A.dmesg and B.dmesg (written when a VM's run ends),
@@ -40,7 +41,7 @@ rm -f "$out"/*.dmesg "$out"/A.rc "$out"/tap.txt
 # The guests do not inherit this environment: pass what the tests read.
 # A KASAN kernel runs every test ~2-3x slower: their timeouts scale.
 [ "${METAROCE_KERNEL:-test}" = kasan ] && export METAROCE_TIMEOUT_SCALE=${METAROCE_TIMEOUT_SCALE:-3}
-declare -p METAROCE_TESTS METAROCE_SUITE METAROCE_TIMEOUT_SCALE METAROCE_REPEAT METAROCE_MANY_QPS 2>/dev/null | sed 's/^declare -x/export/; s/^declare --/export/' > "$out/env" || true
+declare -p METAROCE_TESTS METAROCE_SUITE METAROCE_TIMEOUT_SCALE METAROCE_REPEAT METAROCE_MANY_QPS METAROCE_PLANE_JOIN_SWAP 2>/dev/null | sed 's/^declare -x/export/; s/^declare --/export/' > "$out/env" || true
 
 # A killed vng can leave its qemu behind: on exit, stop this run's VMs
 # (their command lines name $out).
