@@ -5,7 +5,9 @@
 //! plane 0 built its queue (the PLANES exchange at connect), with a plane
 //! added to the device while the QP is connected (`Sender::add_planes`),
 //! after the QP grew its path count on a long RTT, and with every plane
-//! queueing into one receiving host (the rig) after one plane stalled.
+//! queueing into one receiving host (the rig) after one plane stalled. A
+//! plane with a longer RTT into one shared queue is the known gap (the
+//! ignored test at the end).
 
 use std::collections::VecDeque;
 
@@ -49,6 +51,10 @@ struct Fabric {
     /// sender that cannot fill its windows at once sprays into whichever
     /// paths have room as ACKs free them, as the rig's guests do.
     per_step: usize,
+    /// Plane 0's round trip longer than the others' by this much besides
+    /// the queue (its ACKs come back later): a NIC served after the
+    /// others, a longer route.
+    plane0_extra_ns: u64,
 }
 
 /// What happens to the sender's planes during a run.
@@ -159,6 +165,12 @@ fn run(fabric: &Fabric, start: Start, paths: u16, max_paths: u16) -> Vec<u64> {
                 rx.on_data(&h, false, now);
                 if let Some(a) = rx.ack_for(h.path_id) {
                     let mut at = link.busy_until + fabric.base_ns;
+                    if tx
+                        .path(usize::from(a.path_id & 63))
+                        .is_some_and(|p| p.plane == 0)
+                    {
+                        at += fabric.plane0_extra_ns;
+                    }
                     if fabric.hiccup_ns > 0
                         && tx
                             .path(usize::from(a.path_id & 63))
@@ -221,6 +233,7 @@ fn fabric(planes: u8) -> Fabric {
         shared: false,
         hiccup_ns: 0,
         per_step: 0,
+        plane0_extra_ns: 0,
     }
 }
 
@@ -269,6 +282,7 @@ fn paths_grown_on_a_long_rtt_stay_even_over_the_planes() {
             shared: false,
             hiccup_ns: 0,
             per_step: 0,
+            plane0_extra_ns: 0,
         };
         let sent = run(&f, Start::AllUp, 4, max_paths);
         assert_even(
@@ -298,6 +312,7 @@ fn planes_into_one_host_share_evenly_after_one_plane_stalls() {
             shared: true,
             hiccup_ns,
             per_step: 1,
+            plane0_extra_ns: 0,
         };
         let start = if from == planes {
             Start::AllUp
@@ -315,5 +330,38 @@ fn planes_into_one_host_share_evenly_after_one_plane_stalls() {
                 hiccup_ns / 1_000_000
             ),
         );
+    }
+}
+
+/// The rig's shape again, with plane 0's round trip longer than plane 1's
+/// by 100 us, 300 us and 1 ms (200 us besides the queue): with a queue of
+/// its own each plane still carries half, but into one shared queue the
+/// slower plane's paths read their extra RTT as queueing (the delay
+/// signal's base is the QP's least RTT, protocol.md 6.3), are cut while
+/// the faster plane's grow, and plane 0 carried 40%, 13% and 5.5% of the
+/// packets (2026-12-06). Neither a QP-wide verdict (the mean of the paths'
+/// SRTTs: 49.6%, 48.5%, 41%, but 55.8% with equal planes) nor a base per
+/// plane (a plane that joins a standing queue latches it: 69.5% on the
+/// first plane) fixed it without breaking another case. Issue #14.
+#[test]
+#[ignore = "known gap (issue #14): a slower plane into a shared bottleneck is starved"]
+fn a_slower_plane_into_one_host_keeps_its_share() {
+    for extra_ns in [100_000, 300_000, 1_000_000] {
+        for start in [Start::AllUp, Start::Added { from: 1, at: 500_000_000 }] {
+            let f = Fabric {
+                planes: 2,
+                service_ns: 25_000,
+                base_ns: 200_000,
+                shared: true,
+                hiccup_ns: 0,
+                per_step: 1,
+                plane0_extra_ns: extra_ns,
+            };
+            let sent = run(&f, start, 4, 64);
+            assert_even(
+                &sent,
+                &format!("plane 0 slower by {} us into one host", extra_ns / 1000),
+            );
+        }
     }
 }
