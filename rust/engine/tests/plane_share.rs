@@ -347,7 +347,13 @@ fn planes_into_one_host_share_evenly_after_one_plane_stalls() {
 #[ignore = "known gap (issue #14): a slower plane into a shared bottleneck is starved"]
 fn a_slower_plane_into_one_host_keeps_its_share() {
     for extra_ns in [100_000, 300_000, 1_000_000] {
-        for start in [Start::AllUp, Start::Added { from: 1, at: 500_000_000 }] {
+        for start in [
+            Start::AllUp,
+            Start::Added {
+                from: 1,
+                at: 500_000_000,
+            },
+        ] {
             let f = Fabric {
                 planes: 2,
                 service_ns: 25_000,
