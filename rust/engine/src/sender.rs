@@ -761,6 +761,39 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             .filter(|p| p.state == PathState::Active)
     }
 
+    /// How much longer the RTT of `plane` is than the fastest plane's: the
+    /// mean SRTT of its active paths above the least such mean of any
+    /// plane (0 for the fastest, and with one plane). Taken at the same
+    /// moment, a queue the planes share lifts every plane's mean alike, so
+    /// what remains is the plane's own longer round trip, which the delay
+    /// signal must not read as queueing (protocol.md 6.3): planes that
+    /// share one bottleneck but differ in RTT would see the slower plane's
+    /// paths cut while the faster ones grow into the queue (a plane 300 us
+    /// slower on a 200 us round trip carried 13% of the packets,
+    /// `tests/plane_share.rs`).
+    fn plane_excess(&self, plane: u8) -> u64 {
+        let mut sum = [0u64; MAX_PLANES];
+        let mut n = [0u64; MAX_PLANES];
+        for q in self.carrying().filter(|q| q.rtt.sampled) {
+            if let (Some(s), Some(c)) = (
+                sum.get_mut(usize::from(q.plane)),
+                n.get_mut(usize::from(q.plane)),
+            ) {
+                *s = s.saturating_add(q.rtt.srtt);
+                *c += 1;
+            }
+        }
+        let mean = |k: usize| match (sum.get(k), n.get(k)) {
+            (Some(&s), Some(&c)) if c > 0 => Some(s / c),
+            _ => None,
+        };
+        let fastest = (0..MAX_PLANES).filter_map(mean).min();
+        match (mean(usize::from(plane)), fastest) {
+            (Some(m), Some(f)) => m.saturating_sub(f),
+            _ => 0,
+        }
+    }
+
     /// True if at least one path of `plane` carries data.
     pub fn plane_usable(&self, plane: u8) -> bool {
         self.carrying().any(|p| p.plane == plane)
@@ -1260,6 +1293,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             }
         }
         let rtt_sample = self.sample_rtt(slot, ack.ts_echo, now);
+        let plane_excess = open(&self.paths, slot).map_or(0, |q| self.plane_excess(q.plane));
         let rto_floor = self.rto_floor(now);
         let (peak, ack_delay) = (self.rtt_peak.get(now), self.cfg.peer_ack_delay_ns);
         let rto_now;
@@ -1310,7 +1344,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             let target = self.cfg.delay_target_ns.max(base.saturating_mul(2));
             let delay = match rtt_sample {
                 Some(_) if self.cfg.delay_target_ns != 0 => {
-                    if p.rtt.srtt.saturating_sub(base) > target {
+                    if p.rtt.srtt.saturating_sub(plane_excess).saturating_sub(base) > target {
                         QueueDelay::AboveTarget
                     } else {
                         QueueDelay::WithinTarget

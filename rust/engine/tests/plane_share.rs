@@ -5,9 +5,8 @@
 //! plane 0 built its queue (the PLANES exchange at connect), with a plane
 //! added to the device while the QP is connected (`Sender::add_planes`),
 //! after the QP grew its path count on a long RTT, and with every plane
-//! queueing into one receiving host (the rig) after one plane stalled. A
-//! plane with a longer RTT into one shared queue is the known gap (the
-//! ignored test at the end).
+//! queueing into one receiving host (the rig) after one plane stalled or
+//! with one plane's round trip longer than the other's.
 
 use std::collections::VecDeque;
 
@@ -334,17 +333,16 @@ fn planes_into_one_host_share_evenly_after_one_plane_stalls() {
 }
 
 /// The rig's shape again, with plane 0's round trip longer than plane 1's
-/// by 100 us, 300 us and 1 ms (200 us besides the queue): with a queue of
-/// its own each plane still carries half, but into one shared queue the
-/// slower plane's paths read their extra RTT as queueing (the delay
-/// signal's base is the QP's least RTT, protocol.md 6.3), are cut while
-/// the faster plane's grow, and plane 0 carried 40%, 13% and 5.5% of the
-/// packets (2026-12-06). Neither a QP-wide verdict (the mean of the paths'
-/// SRTTs: 49.6%, 48.5%, 41%, but 55.8% with equal planes) nor a base per
-/// plane (a plane that joins a standing queue latches it: 69.5% on the
-/// first plane) fixed it without breaking another case. Issue #14.
+/// by 100 us, 300 us or 1 ms besides the queue (200 us): a NIC served
+/// after the other, a longer route. Into one shared queue the slower
+/// plane's paths read their extra RTT as queueing unless the plane's
+/// excess over the fastest plane is taken off (protocol.md 6.3): without
+/// it plane 0 carried 40%, 13% and 5.5% of the packets (2026-12-06). With
+/// it the planes share within ±10% at 100 and 300 us; at 1 ms the windows
+/// are even but plane 0's round trip is a sixth longer than plane 1's
+/// (the queue sits near the 5 ms target), and it carries its windows'
+/// rate, at least 40%.
 #[test]
-#[ignore = "known gap (issue #14): a slower plane into a shared bottleneck is starved"]
 fn a_slower_plane_into_one_host_keeps_its_share() {
     for extra_ns in [100_000, 300_000, 1_000_000] {
         for start in [
@@ -364,10 +362,22 @@ fn a_slower_plane_into_one_host_keeps_its_share() {
                 plane0_extra_ns: extra_ns,
             };
             let sent = run(&f, start, 4, 64);
-            assert_even(
-                &sent,
-                &format!("plane 0 slower by {} us into one host", extra_ns / 1000),
+            let what = format!(
+                "plane 0 slower by {} us into one host{}",
+                extra_ns / 1000,
+                if matches!(start, Start::Added { .. }) {
+                    ", added"
+                } else {
+                    ""
+                }
             );
+            if extra_ns < 1_000_000 {
+                assert_even(&sent, &what);
+            } else {
+                let total: u64 = sent.iter().sum();
+                assert!(sent[0] * 10 >= total * 4, "{what}: {sent:?}");
+            }
+            println!("{what}: {sent:?}");
         }
     }
 }
