@@ -1293,7 +1293,14 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             }
         }
         let rtt_sample = self.sample_rtt(slot, ack.ts_echo, now);
-        let plane_excess = open(&self.paths, slot).map_or(0, |q| self.plane_excess(q.plane));
+        // What the delay verdict below leaves out of this path's SRTT (one
+        // pass over the paths, so only when there is a verdict to make).
+        let plane_excess = match open(&self.paths, slot) {
+            Some(q) if rtt_sample.is_some() && self.cfg.delay_target_ns != 0 => {
+                self.plane_excess(q.plane)
+            }
+            _ => 0,
+        };
         let rto_floor = self.rto_floor(now);
         let (peak, ack_delay) = (self.rtt_peak.get(now), self.cfg.peer_ack_delay_ns);
         let rto_now;
