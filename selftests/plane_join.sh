@@ -114,7 +114,9 @@ log "QP $qpn on one plane: $paths0 paths, $active0 active, planes by slot $plane
 [[ ",$planes0," != *,1,* ]] || fail "QP $qpn has a path on plane 1 before it exists: $planes0"
 
 # --- Plane 1 added under traffic: B first, then A ---
-plane1_tx() { cat "/sys/class/net/$PLANE1_DEV/statistics/tx_packets"; }
+# tx_of NETDEV: its tx packet count, read with shell builtins.
+tx_of() { local n; read -r n < "/sys/class/net/$1/statistics/tx_packets"; echo "$n"; }
+plane1_tx() { tx_of "$PLANE1_DEV"; }
 b0=$(plane1_tx)
 sleep 1
 idle=$(($(plane1_tx) - b0))
@@ -241,7 +243,6 @@ log "ok: plane 1 carries traffic $since_return ms after the add returned ($since
 # The share swings with the paths' windows (each cut by a quarter when
 # its RTT passes the delay target, grown by one packet an RTT): 41-55%
 # in single 20-s windows.
-tx_of() { local n; read -r n < "/sys/class/net/$1/statistics/tx_packets"; echo "$n"; }
 share_of_planes() {
 	local w a0 a1 d0 d1 t0 t1
 	sleep 10
@@ -294,9 +295,11 @@ log "$(rdma statistic show link mr0/1)"
 # both shares must be within ±10% of an even one (45-55%), and the joined
 # QP's within 5 points of the control's: joining gives what connecting
 # gives, on the same links in the same run.
-peer_spawn "timeout 200 ib_write_bw -d mr0 -p 18812 -s 65536 -D 110 -x $pgid" > /dev/null || fail "cannot start the control's ib_write_bw on host B"
-peer_listening 18812 60 "-p 18812" || log "control ib_write_bw: no listener on host B after 60 s"
-timeout 200 nice -n 19 ib_write_bw -d mr0 -p 18812 -s 65536 -D 110 -x "$gid" "$METAROCE_PEER_ADDR" > /tmp/pj_bw2.out 2>&1 &
+control_args="-d mr0 -p 18812 -s 65536 -D 110"
+peer_spawn "timeout 200 ib_write_bw $control_args -x $pgid" > /dev/null || fail "cannot start the control's ib_write_bw on host B"
+peer_listening 18812 60 "$control_args" || log "control ib_write_bw: no listener on host B after 60 s"
+# shellcheck disable=SC2086 # $control_args: options, split on purpose
+timeout 200 nice -n 19 ib_write_bw $control_args -x "$gid" "$METAROCE_PEER_ADDR" > /tmp/pj_bw2.out 2>&1 &
 bw=$!
 share_of_planes "QP connected on both planes (control)"
 control=$share

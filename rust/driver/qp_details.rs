@@ -28,9 +28,10 @@
 //! retransmissions), `pK_lost` (declared lost from SACK holes), `pK_rtos`
 //! (retransmission timeouts), `pK_acks` (ACKs that acknowledged something:
 //! with `pK_sent`, how far the peer coalesces them), `pK_tail_probes`. The
-//! core's message for one QP has room for about six paths, and a dump of all QPs shares each message among several:
-//! the paths that do not fit are left out whole, `paths` still counts them
-//! and `sent` and `retx` still count their packets.
+//! core's message for one QP has room for about six paths, and a dump of
+//! all QPs shares each message among several: the paths that do not fit
+//! are left out whole, `paths` still counts them and `sent` and `retx`
+//! still count their packets.
 
 use kernel::c_str;
 use kernel::prelude::*;

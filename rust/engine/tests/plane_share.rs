@@ -164,16 +164,14 @@ fn run(fabric: &Fabric, start: Start, paths: u16, max_paths: u16) -> Vec<u64> {
                 rx.on_data(&h, false, now);
                 if let Some(a) = rx.ack_for(h.path_id) {
                     let mut at = link.busy_until + fabric.base_ns;
-                    if tx
+                    let on_plane0 = tx
                         .path(usize::from(a.path_id & 63))
-                        .is_some_and(|p| p.plane == 0)
-                    {
+                        .is_some_and(|p| p.plane == 0);
+                    if on_plane0 {
                         at += fabric.plane0_extra_ns;
                     }
                     if fabric.hiccup_ns > 0
-                        && tx
-                            .path(usize::from(a.path_id & 63))
-                            .is_some_and(|p| p.plane == 0)
+                        && on_plane0
                         && (HICCUP_AT..HICCUP_AT + fabric.hiccup_ns).contains(&at)
                     {
                         at = HICCUP_AT + fabric.hiccup_ns;
