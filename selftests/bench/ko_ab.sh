@@ -56,6 +56,22 @@ for qp in json.load(sys.stdin):
         print("qpn %s: base %s us, paths" % (d.get("lqpn"), d.get("base_rtt_us")), " ".join("%s/%s/%s" % tuple(
             d["p%d_%s" % (k, f)] for f in ("cwnd", "srtt_us", "min_rtt_us")) for k in slots))'
 }
+# rx_drops: this host's receive-side drops below the transport, as
+# "softnet N, PLANEDEV rx_dropped N ...": the backlog's (/proc/net/softnet_stat,
+# column 2) and each plane netdev's.
+rx_drops() {
+	local line d n=0 p dev out
+	while read -r line; do
+		read -r _ d _ <<< "$line"
+		n=$((n + 16#$d))
+	done < /proc/net/softnet_stat
+	out="softnet $n"
+	for ((p = 0; p < METAROCE_PLANES; p++)); do
+		dev=PLANE${p}_DEV
+		out+=", ${!dev} rx_dropped $(cat "/sys/class/net/${!dev}/statistics/rx_dropped")"
+	done
+	echo "$out"
+}
 for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 	for side in A B; do
 		ko=AB_$side opts=AB_${side}_OPTS
@@ -80,7 +96,8 @@ for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 				"| host A so far: retransmissions $(mr0_stat retransmissions) rto_timeouts $(mr0_stat rto_timeouts)" \
 				"doorbells $(mr0_stat doorbells) posts_without_doorbell $(mr0_stat posts_without_doorbell)" \
 				"tx_inflight_waits $(mr0_stat tx_inflight_waits) rto_spurious $(mr0_stat rto_spurious) rto_losses $(mr0_stat rto_losses) sack_losses $(mr0_stat sack_losses)" \
-				"sack_reorders $(mr0_stat sack_reorders) tail_probes $(mr0_stat tail_probes)"
+				"sack_reorders $(mr0_stat sack_reorders) tail_probes $(mr0_stat tail_probes)" \
+				"| host B drops: $(peer "$(declare -f rx_drops); rx_drops") | epoch $(date +%s)"
 		done
 		mr_down
 	done

@@ -597,8 +597,15 @@ def main():
             for m in re.finditer(r"(\S+?)=(.*?)(?= \S+=|$)", line.strip()):
                 env[m.group(1)] = m.group(2)
     accel = "?"
+    # The links' socket receive buffer (selftests/rig/run.sh): the host's
+    # default unless the rig raised it.
+    link_buffer = "the host's default receive buffer"
     if a.rig_log and os.path.exists(a.rig_log):
-        m = re.search(r"rig: kernel \S+, (\d+) planes, (\w+)", open(a.rig_log, errors="replace").read())
+        rig_text = open(a.rig_log, errors="replace").read()
+        b = re.search(r"rig: link sockets' receive buffer (\d+) bytes", rig_text)
+        if b:
+            link_buffer = f"{int(b.group(1)) // 1024} KiB receive buffer each"
+        m = re.search(r"rig: kernel \S+, (\d+) planes, (\w+)", rig_text)
         if m:
             accel = m.group(2)
     host_cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
@@ -614,7 +621,7 @@ def main():
       f"- **Machine:** {host_cpu}, {os.cpu_count()} CPUs, {int(host_mem) // 1024 // 1024} GiB, "
       f"host kernel {platform.release()}\n"
       f"- **Rig:** two QEMU guests ({accel.upper()}), {env.get('cpus', '?')} vCPU and {env.get('mem', '?')} each, "
-      f"{env.get('planes', '?')} plane links + a management link (QEMU UDP sockets on loopback); "
+      f"{env.get('planes', '?')} plane links + a management link (QEMU UDP sockets on loopback, {link_buffer}); "
       f"guest kernel {env.get('kernel', '?')}, "
       + (f"the benchmark kernel (no lock or memory debugging)" if env.get('kdebug') == 'none'
          else f"a debug kernel ({env.get('kdebug', '?').replace('+', ', ')}: every transport runs ~3x slower)")

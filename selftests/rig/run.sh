@@ -118,7 +118,45 @@ python3 "$rig/hostctl.py" --out "$out" --qmp-dir "$qmpdir" --base "$base" --plan
 	--parent $$ > "$out/hostctl.log" 2>&1 9>&- &
 agent=$!
 
+# The links' receive buffers. Each end of a link is a QEMU UDP socket that
+# takes the host's default receive buffer (net.core.rmem_default, 208 KiB
+# on Debian: ~90 frames), and QEMU reads it only when its I/O thread runs.
+# With two TCG guests on two cores that thread waits for a core for
+# milliseconds at a time, and a plain `ib_write_bw` overflowed the socket:
+# the host's UDP RcvbufErrors matched the sender's loss counters one to
+# one (Documentation/benchmarks/ab-2026-12-07-link-buffer/), so "lossless"
+# points lost up to 2% of their frames, for every transport alike. The
+# wire the rig models loses nothing it is not told to: the default is raised
+# to METAROCE_RIG_LINK_BUFFER bytes (default 4 MiB; 0 keeps the host's)
+# while the VMs create their sockets (the value is read when a socket is
+# made), and set back once they have, or when the run ends.
+link_buffer=${METAROCE_RIG_LINK_BUFFER:-4194304}
+rmem=/proc/sys/net/core/rmem_default
+rmem_saved=""
+if [ "$link_buffer" != 0 ]; then
+	if rmem_saved=$(cat "$rmem") && echo "$link_buffer" 2>/dev/null > "$rmem"; then
+		echo "rig: link sockets' receive buffer $link_buffer bytes (host default $rmem_saved, restored once the VMs have made them)"
+		trap 'pkill -f -- "path=$out," 2>/dev/null || true; [ -z "${agent:-}" ] || kill "$agent" 2>/dev/null || true; rm -rf "$qmpdir"; echo "$rmem_saved" > "$rmem" 2> /dev/null || true' EXIT
+	else
+		echo "rig: cannot raise net.core.rmem_default (not root?): the links keep the host's $rmem_saved-byte buffers and may drop frames under load"
+		rmem_saved=""
+	fi
+fi
+# links_bound: both VMs' ends of every link (ports base..base+2*planes+1)
+# are bound.
+links_bound() {
+	local n
+	n=$(ss -Huan 2> /dev/null | awk -v lo="$base" -v hi=$((base + 2 * planes + 1)) '
+		{ n = split($4, a, ":"); p = a[n] + 0; if (p >= lo && p <= hi) seen[p] = 1 }
+		END { c = 0; for (p in seen) c++; print c }')
+	[ "$n" = $((2 * planes + 2)) ]
+}
+
 start=$(date +%s)
+if [ -n "$rmem_saved" ]; then
+	(for _ in $(seq 600); do links_bound && break; sleep 0.5; done
+	 echo "$rmem_saved" > "$rmem") 9>&- &
+fi
 boot B 0b 1 0 serve > "$out/B.console" 2>&1 &
 bpid=$!
 set +e
