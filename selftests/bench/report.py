@@ -528,7 +528,7 @@ def cost_section(d, ts, tests, w):
       "*retransmissions*, *timeouts* and *timer-declared losses* per data frame, the sender's "
       "`retransmissions`, `rto_timeouts` and `rto_losses`: lossless, a retransmission is a timeout's (it "
       "resends the path's packets in flight, `rto_losses`, less those a late ACK showed delivered) or a "
-      "SACK hole's (a reorder, or a drop in the receiving guest); timer-driven retransmissions, at most "
+      "SACK hole's (a reorder, or a drop on the way: until 7d8047e, in the rig's link sockets); timer-driven retransmissions, at most "
       "the timer-declared losses, target ≤ 0.1%.\n\n")
     rows = []
     for test, size, qps in tests:
