@@ -2,10 +2,13 @@
 # SPDX-License-Identifier: GPL-2.0
 # Where the CPU time goes (make bench-profile): ib_write_bw 64 KiB, 1 QP,
 # 10 s, once over MetaRoCE (the rig's usual 2 planes) and once over rxe,
-# with `perf record -a` (software cpu-clock: TCG has no PMU) on the sending
-# host A and the receiving host B. Writes profile.md with the top symbols
+# with `perf record -a` (software cpu-clock: TCG has no PMU) on host A,
+# perftest's client, and host B. Writes profile.md with the top symbols
 # per host and transport and the bandwidth of each run, under
 # $METAROCE_OUT/bench/ (run on host A through selftests/rig/run.sh).
+# PROFILE_TEST: ib_write_bw (default), ib_send_bw or ib_read_bw; with
+# ib_read_bw host B sends the data, and host A's busy-polling client
+# does not hide the sender's own cost.
 # shellcheck source=/dev/null
 . "$(dirname "$0")/lib.sh"
 csv_init
@@ -13,6 +16,12 @@ command -v perf > /dev/null || { echo "profile: perf not installed"; exit 1; }
 md=$BOUT/profile.md
 top=${PROFILE_TOP:-25}
 dur=${PROFILE_SECONDS:-10}
+point=${PROFILE_TEST:-ib_write_bw}
+case $point in
+ib_write_bw | ib_send_bw) role_a=sender role_b=receiver ;;
+ib_read_bw) role_a="requester, the data's receiver" role_b="responder, the data's sender" ;;
+*) echo "profile: PROFILE_TEST=$point: one of ib_write_bw, ib_send_bw, ib_read_bw"; exit 1 ;;
+esac
 reset_rdma
 peer "modprobe rdma_rxe" > /dev/null 2>&1
 modprobe rdma_rxe
@@ -24,10 +33,10 @@ report() {
 }
 
 {
-	echo "# Where the time goes: perf on both hosts during ib_write_bw"
+	echo "# Where the time goes: perf on both hosts during $point"
 	echo
 	echo "- **Date:** $(date -u '+%Y-%m-%d %H:%M UTC'), guest kernel $(uname -r), $(nproc) vCPU per host (TCG)"
-	echo "- **Command:** \`make bench-profile\`; each run: \`ib_write_bw -s 65536 -D $dur -f 1 -Q 1\`,"
+	echo "- **Command:** \`make bench-profile${PROFILE_TEST:+ PROFILE_TEST=$point}\`; each run: \`$point -s 65536 -D $dur -f 1 -Q 1\`,"
 	echo "  \`perf record -a -g -e cpu-clock -F 499\` for the middle $((dur - 4)) s on both hosts."
 	echo "- Columns: share of all samples on that host (idle included), shared object, symbol."
 	echo
@@ -41,27 +50,27 @@ for t in metaroce rxe; do
 	(sleep 3 && perf record -a -g -e cpu-clock -F 499 -o "$pa" -- sleep $((dur - 4)) > /dev/null 2>&1) &
 	rec=$!
 	peer "(sleep 3 && perf record -a -g -e cpu-clock -F 499 -o $pb -- sleep $((dur - 4))) > /dev/null 2>&1 &" > /dev/null
-	pt_run ib_write_bw $((dur + 30)) -s 65536 -D "$dur" -f 1 -Q 1
+	pt_run "$point" $((dur + 30)) -s 65536 -D "$dur" -f 1 -Q 1
 	bw=$(pt_bw 65536 || echo "no result")
 	wait "$rec"
 	sleep 2
 	{
 		echo "## $t ($TP_PLANES plane(s)): $bw MiB/s"
 		echo
-		echo "Host A (sender):"
+		echo "Host A ($role_a):"
 		echo
 		echo '```'
 		report "$pa"
 		echo '```'
 		echo
-		echo "Host B (receiver):"
+		echo "Host B ($role_b):"
 		echo
 		echo '```'
 		peer "perf report -i $pb --no-children -g none --percent-limit 0.5 --sort dso,sym --stdio 2> /dev/null | grep -vE '^#|^\$' | head -$top"
 		echo '```'
 		echo
 	} >> "$md"
-	csv "$t" profile ib_write_bw 65536 1 "$TP_PLANES" lossless 1 bw_MiBps "$bw"
+	csv "$t" profile "$point" 65536 1 "$TP_PLANES" lossless 1 bw_MiBps "$bw"
 	tp_down "$t"
 done
 echo "profile: $md"
