@@ -48,7 +48,15 @@ declare -p METAROCE_TESTS METAROCE_SUITE METAROCE_TIMEOUT_SCALE METAROCE_REPEAT 
 # The VMs' QMP sockets live in a short path of their own (a unix socket path
 # is limited to 108 bytes, and QEMU's option syntax to no commas).
 qmpdir=$(mktemp -d /tmp/metaroce-qmp.XXXXXX)
-trap 'pkill -f -- "path=$out," 2>/dev/null || true; [ -z "${agent:-}" ] || kill "$agent" 2>/dev/null || true; rm -rf "$qmpdir"' EXIT
+# The host's default socket receive buffer, while this run holds it raised
+# (the links' buffers, below): set back on exit.
+rmem=/proc/sys/net/core/rmem_default
+rmem_saved=""
+restore_rmem() {
+	[ -z "${rmem_waiter:-}" ] || kill "$rmem_waiter" 2>/dev/null || true
+	[ -z "$rmem_saved" ] || echo "$rmem_saved" > "$rmem" 2>/dev/null || true
+}
+trap 'pkill -f -- "path=$out," 2>/dev/null || true; [ -z "${agent:-}" ] || kill "$agent" 2>/dev/null || true; rm -rf "$qmpdir"; restore_rmem' EXIT
 
 # KVM only if it really boots here (on some machines it hangs at
 # "Decompressing Linux"): probe once, remember per kernel tree.
@@ -131,12 +139,9 @@ agent=$!
 # while the VMs create their sockets (the value is read when a socket is
 # made), and set back once they have, or when the run ends.
 link_buffer=${METAROCE_RIG_LINK_BUFFER:-4194304}
-rmem=/proc/sys/net/core/rmem_default
-rmem_saved=""
 if [ "$link_buffer" != 0 ]; then
 	if rmem_saved=$(cat "$rmem") && echo "$link_buffer" 2>/dev/null > "$rmem"; then
 		echo "rig: link sockets' receive buffer $link_buffer bytes (host default $rmem_saved, restored once the VMs have made them)"
-		trap 'pkill -f -- "path=$out," 2>/dev/null || true; [ -z "${agent:-}" ] || kill "$agent" 2>/dev/null || true; rm -rf "$qmpdir"; echo "$rmem_saved" > "$rmem" 2> /dev/null || true' EXIT
 	else
 		echo "rig: cannot raise net.core.rmem_default (not root?): the links keep the host's $rmem_saved-byte buffers and may drop frames under load"
 		rmem_saved=""
@@ -156,6 +161,7 @@ start=$(date +%s)
 if [ -n "$rmem_saved" ]; then
 	(for _ in $(seq 600); do links_bound && break; sleep 0.5; done
 	 echo "$rmem_saved" > "$rmem") 9>&- &
+	rmem_waiter=$!
 fi
 boot B 0b 1 0 serve > "$out/B.console" 2>&1 &
 bpid=$!
