@@ -134,18 +134,19 @@ agent=$!
 # the host's UDP RcvbufErrors matched the sender's loss counters one to
 # one (Documentation/benchmarks/ab-2026-12-07-link-buffer/), so "lossless"
 # points lost up to 2% of their frames, for every transport alike. The
-# wire the rig models loses nothing it is not told to: the default is raised
-# to METAROCE_RIG_LINK_BUFFER bytes (default 4 MiB; 0 keeps the host's)
-# while the VMs create their sockets (the value is read when a socket is
-# made), and set back once they have, or when the run ends.
+# wire the rig models loses nothing it is not told to: a lower default is
+# raised to METAROCE_RIG_LINK_BUFFER bytes (default 4 MiB; 0 keeps the
+# host's) while the VMs create their sockets (the value is read when a
+# socket is made), and set back once they have, or when the run ends.
 link_buffer=${METAROCE_RIG_LINK_BUFFER:-4194304}
-if [ "$link_buffer" != 0 ]; then
-	if rmem_saved=$(cat "$rmem") && echo "$link_buffer" 2>/dev/null > "$rmem"; then
-		echo "rig: link sockets' receive buffer $link_buffer bytes (host default $rmem_saved, restored once the VMs have made them)"
-	else
-		echo "rig: cannot raise net.core.rmem_default (not root?): the links keep the host's $rmem_saved-byte buffers and may drop frames under load"
-		rmem_saved=""
-	fi
+rmem_host=$(cat "$rmem" 2> /dev/null || echo 0)
+if [ "$link_buffer" = 0 ] || [ "$rmem_host" -ge "$link_buffer" ]; then
+	echo "rig: link sockets' receive buffer $rmem_host bytes (the host's default)"
+elif echo "$link_buffer" 2> /dev/null > "$rmem"; then
+	rmem_saved=$rmem_host
+	echo "rig: link sockets' receive buffer $link_buffer bytes (host default $rmem_saved, restored once the VMs have made them)"
+else
+	echo "rig: cannot raise net.core.rmem_default (not root?): the links keep the host's $rmem_host-byte buffers and may drop frames under load"
 fi
 # links_bound: both VMs' ends of every link (ports base..base+2*planes+1)
 # are bound.
