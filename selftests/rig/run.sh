@@ -161,7 +161,7 @@ links_bound() {
 start=$(date +%s)
 if [ -n "$rmem_saved" ]; then
 	(for _ in $(seq 600); do links_bound && break; sleep 0.5; done
-	 echo "$rmem_saved" > "$rmem") 9>&- &
+	 restore_rmem) 9>&- &
 	rmem_waiter=$!
 fi
 boot B 0b 1 0 serve > "$out/B.console" 2>&1 &
