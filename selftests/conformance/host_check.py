@@ -193,6 +193,47 @@ def fake_run(bug=None, only=None, planes=1):
         fake.wait()
 
 
+def port_checks():
+    """A path's source port that another socket of the host holds is passed
+    over, not a failed clause: CI's machine runs the rig (whose links are
+    UDP sockets on loopback) before this suite, and a clause once failed
+    with EADDRINUSE when a seeded pick collided with one."""
+    import types
+    import peer
+    wire = peer.Wire("127.0.0.1", "127.0.0.2", port=free_port())
+    blocker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        # The first port a seed picks, held by a socket without
+        # SO_REUSEADDR (a seed whose port is free, so that this test holds it).
+        for seed in range(15, 115):
+            first = random.Random(seed).randrange(49152, 65536)
+            try:
+                blocker.bind(("127.0.0.1", first))
+                break
+            except OSError:
+                continue
+        stub = types.SimpleNamespace(paths={}, used_ports=set(), rnd=random.Random(seed), wire=wire)
+        sport = peer.Conn.path(stub, 0).sport
+        check(sport != first, f"path took source port {sport}, which another socket holds")
+        taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            taken.bind(("127.0.0.1", sport))
+            check(False, f"path's source port {sport} is not held until the wire closes")
+        except OSError:
+            pass
+        finally:
+            taken.close()
+        try:
+            wire.send(b"port check", sport)
+        except OSError as e:
+            check(False, f"sending from the path's reserved port {sport}: {e}")
+        if not failures:
+            print(f"source ports: a held port ({first}) is passed over, the path's ({sport}) is held")
+    finally:
+        blocker.close()
+        wire.close()
+
+
 def fake_checks():
     begin = time.monotonic()
     failed, lines = fake_run(planes=2)
@@ -216,6 +257,7 @@ def fake_checks():
 def main():
     codec_checks()
     clause_checks()
+    port_checks()
     fake_checks()
     if failures:
         print(f"conformance host checks: {len(failures)} failed")

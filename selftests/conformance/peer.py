@@ -13,6 +13,7 @@ agent made, the tester's QPN, initial PSNs, paths and message numbers, and
 what the DUT sent back on it.
 """
 
+import errno
 import json
 import random
 import select
@@ -55,6 +56,7 @@ class Wire:
             s.bind((addr, port))
             self.rx.append((s, addr))
         self.tx = {}
+        self.reserved = {}
         self.closed = False
         self.thread = threading.Thread(target=self._receive, daemon=True)
         self.thread.start()
@@ -77,6 +79,34 @@ class Wire:
                 with self.cond:
                     self.log.append(rx)
                     self.cond.notify_all()
+
+    def spare_port(self, rnd, avoid=()):
+        """A random UDP source port (49152-65535) not in `avoid`, bound on
+        every tester address and held until close. A port that another
+        socket of the host holds (a rig's link on loopback, an ephemeral
+        port) is passed over: which ports the host uses is not the DUT's
+        business, and a clause once failed with EADDRINUSE for it. Held, a
+        path's port (the DUT's name for the path) cannot be taken between
+        clauses; the senders of `send` share it through SO_REUSEADDR."""
+        while True:
+            sport = rnd.randrange(49152, 65536)
+            if sport in avoid or sport in self.reserved:
+                continue
+            held = []
+            try:
+                for _, addr in self.rx:
+                    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                    held.append(s)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    s.bind((addr, sport))
+            except OSError as e:
+                for s in held:
+                    s.close()
+                if e.errno == errno.EADDRINUSE:
+                    continue
+                raise
+            self.reserved[sport] = held
+            return sport
 
     def send(self, raw, sport, ecn=ECT0, src=None, checksum=False):
         """Sends `raw` to the DUT's MetaRoCE port from src:sport."""
@@ -140,6 +170,9 @@ class Wire:
             s.close()
         for s in self.tx.values():
             s.close()
+        for held in self.reserved.values():
+            for s in held:
+                s.close()
 
 
 class AgentError(RuntimeError):
@@ -261,10 +294,7 @@ class Conn:
     def path(self, slot, gen=0):
         key = (slot, gen)
         if key not in self.paths:
-            while True:
-                port = self.rnd.randrange(49152, 65536)
-                if port not in self.used_ports:
-                    break
+            port = self.wire.spare_port(self.rnd, self.used_ports)
             self.used_ports.add(port)
             self.paths[key] = Path(slot, gen, port)
         return self.paths[key]

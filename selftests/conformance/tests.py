@@ -277,7 +277,7 @@ def source_port_not_demux(ctx):
     data = ctx.payload(2 * ctx.mtu)
     msn = c.msn()
     d0, d1 = c.write_packets(msn, [p], 0, data)
-    other = 49152 + (p.sport - 49152 + 777) % 16384
+    other = ctx.wire.spare_port(c.rnd, c.used_ports)
     mark = ctx.wire.mark()
     c.send(d0)
     c.wait_ack(mark, lambda a: a.path_id == p.pid and a.cum_psn == 1, ctx.timeout)
@@ -664,7 +664,8 @@ def planes_announce(ctx):
               f"{most}), gaps {[round(g, 1) for g in gaps]} ms: want the third within 150 ms of the first, "
               f"the gaps reaching 50-400 ms")
     m2 = ctx.wire.mark()
-    ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.wire.src], known=True, confirm=True).encode(), 50996)
+    ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.wire.src], known=True, confirm=True).encode(),
+                  ctx.wire.spare_port(ctx.rnd))
     ans = ctx.wire.wait(lambda r: mine(r) and r.pkt.known, ctx.timeout, m2)
     ctx.check("1.8.h", ans and not ans[0].pkt.confirm, f"answer to our KNOWN: {ans and codec.describe(ans[0].pkt)}")
     time.sleep(0.3)
@@ -677,12 +678,13 @@ def planes_announce(ctx):
 @test()
 def planes_exchange(ctx):
     c = ctx.conn()
+    sport = ctx.wire.spare_port(ctx.rnd)
     mark = ctx.wire.mark()
-    ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn ^ 0x1, [ctx.wire.src], confirm=True).encode(), 50999)
+    ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn ^ 0x1, [ctx.wire.src], confirm=True).encode(), sport)
     time.sleep(ctx.quiet)
     ctx.check("1.8.a", not planes_replies(ctx, c, mark), "a PLANES from another src_qpn was answered")
     m1 = ctx.wire.mark()
-    ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.wire.src], confirm=True).encode(), 50999)
+    ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.wire.src], confirm=True).encode(), sport)
     got = ctx.wire.wait(lambda r: c.from_dut(r) and isinstance(r.pkt, codec.Planes) and r.pkt.known, ctx.timeout, m1)
     r = got[0].pkt if got else None
     ctx.check("1.8.d", r is not None and r.known and r.confirm and r.src_qpn == c.dut_qpn,
@@ -692,14 +694,14 @@ def planes_exchange(ctx):
     bad = [x for x in ctx.wire.since(m1) if x.src == ctx.wire.dut and x.error and x.raw[1:2] == b"\x22"]
     ctx.check("1.8.c", r is not None and not bad, f"the DUT's PLANES malformed: {[x.error for x in bad]}")
     m2 = ctx.wire.mark()
-    ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.wire.src], known=True, confirm=True).encode(), 50999)
+    ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.wire.src], known=True, confirm=True).encode(), sport)
     got = ctx.wire.wait(lambda r: c.from_dut(r) and isinstance(r.pkt, codec.Planes) and r.pkt.known, ctx.timeout, m2)
     r = got[0].pkt if got else None
     ctx.check("1.8.d", r is not None and r.known and not r.confirm,
               f"answer to KNOWN+CONFIRM: {r and codec.describe(r)}; want KNOWN without CONFIRM (it holds ours)")
     time.sleep(ctx.quiet)
     m3 = ctx.wire.mark()
-    ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.wire.src], known=True).encode(), 50999)
+    ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.wire.src], known=True).encode(), sport)
     time.sleep(ctx.quiet)
     late = planes_replies(ctx, c, m3)
     ctx.check("1.8.e", not late, f"KNOWN without CONFIRM was answered: {[codec.describe(x.pkt) for x in late]}")
@@ -709,6 +711,7 @@ def planes_exchange(ctx):
 def planes_malformed(ctx):
     c = ctx.conn()
     good = codec.Planes(c.dut_qpn, c.my_qpn, [ctx.wire.src], confirm=True).encode()
+    sport = ctx.wire.spare_port(ctx.rnd)
     bad = {
         "count 0": codec._set(good, 12, ">B", 0),
         "count 9": codec._set(good, 12, ">B", 9),
@@ -716,13 +719,13 @@ def planes_malformed(ctx):
     }
     mark = ctx.wire.mark()
     for raw in bad.values():
-        ctx.wire.send(raw, 50998)
+        ctx.wire.send(raw, sport)
     time.sleep(ctx.quiet)
     late = planes_replies(ctx, c, mark)
     ctx.check("1.8.b", not late, f"a PLANES with count 0 or 9 was answered: {len(late)}")
     ctx.check("1.8.c", not late, f"a PLANES with a non-zero entry past count was answered: {len(late)}")
     m2 = ctx.wire.mark()
-    ctx.wire.send(good, 50998)
+    ctx.wire.send(good, sport)
     got = ctx.wire.wait(lambda r: c.from_dut(r) and isinstance(r.pkt, codec.Planes) and r.pkt.known, ctx.timeout, m2)
     ctx.check("1.8.b", got, "the valid PLANES after the malformed ones was not answered")
 
@@ -737,7 +740,8 @@ def not_peer(ctx):
     c.mem_write(0, bytes(64))
     mark = ctx.wire.mark()
     c.send(c.write_packets(m, [p], 0, b"T" * 64)[0], src=ctx.third)
-    ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.third], confirm=True).encode(), 50997, src=ctx.third)
+    ctx.wire.send(codec.Planes(c.dut_qpn, c.my_qpn, [ctx.third], confirm=True).encode(),
+                  ctx.wire.spare_port(ctx.rnd), src=ctx.third)
     time.sleep(ctx.quiet)
     # (A DUT with several planes announces its own PLANES, without KNOWN,
     # whatever we send: no answer to the stranger's.)
@@ -764,7 +768,7 @@ def ud_send_rules(ctx):
     try:
         for i in range(8):
             ctx.agent.call("post_recv", qp=qp, wr_id=500 + i, offset=512 * i, len=512)
-        sport = 49152 + ctx.rnd.randrange(16384)
+        sport = ctx.wire.spare_port(ctx.rnd)
 
         def dgram(**kw):
             f = dict(opcode=P.OP_UD_SEND, dst_qpn=info["qpn"], path_id=0, psn=7, msn=7, offset=0, msg_len=64,
