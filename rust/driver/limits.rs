@@ -50,9 +50,11 @@ pub(crate) const PROBE_BURST: u32 = 32;
 pub(crate) const PROBE_RATE: u32 = 100;
 
 /// Data packets of one QP the network stack may hold (in a qdisc or the
-/// driver's ring, not yet sent) before the QP waits for them to leave
-/// (design.md, "Transmit backpressure"): below a plane's default
-/// 1000-packet qdisc with up to 8 QPs sending on it at once; above a
-/// transmit worker's turn and a doorbell's budget (`tx_worker.rs`), so a
-/// QP meets it only when the stack backs up, not in one burst.
-pub(crate) const TX_IN_FLIGHT_CAP: u32 = 96;
+/// driver's ring, not yet freed), per plane the QP sends on, before the
+/// QP waits for them to leave (design.md, "Transmit backpressure"): a QP
+/// spreads its packets over its planes' paths, so each plane's default
+/// 1000-packet qdisc stays above what 8 QPs hold there at once; and
+/// above a transmit worker's turn and a doorbell's budget
+/// (`tx_worker.rs`), so a QP meets it only when the stack backs up, not
+/// in one burst.
+pub(crate) const TX_IN_FLIGHT_PER_PLANE: u32 = 96;

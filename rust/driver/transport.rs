@@ -30,7 +30,7 @@ use kernel::time::Ktime;
 
 use super::ack_routes::AckRoutes;
 use super::cq::CqState;
-use super::limits::{MAX_INLINE, MAX_RD_ATOMIC, MAX_SGE, TX_IN_FLIGHT_CAP};
+use super::limits::{MAX_INLINE, MAX_RD_ATOMIC, MAX_SGE};
 use super::mr::{MrTable, Requester};
 use super::peers::PeerDirectory;
 use super::plane::{PeerPlanes, PlaneTable};
@@ -314,9 +314,9 @@ struct Inner {
     /// first).
     room_wanted: bool,
     /// The QP stopped sending at its cap of packets the network stack
-    /// holds (`TX_IN_FLIGHT_CAP`): the stack releasing half of them wakes
-    /// the transmit worker for it (`TxInFlight::wait_below`); its next
-    /// ACK or the tick try again too.
+    /// holds (`TX_IN_FLIGHT_PER_PLANE` per plane): the stack releasing
+    /// half of them wakes the transmit worker for it
+    /// (`TxInFlight::wait_below`); its next ACK or the tick try again too.
     tx_blocked: bool,
     /// The send ring's header says the kernel takes posts without a
     /// doorbell (`doorbell.rs`): the kernel's own record of what it
@@ -584,7 +584,8 @@ pub(crate) struct Transport {
     /// Per-QP counting (`rdma statistic qp`).
     pub(crate) counters: QpCounters,
     /// The QP's data packets the network stack still holds: at
-    /// `TX_IN_FLIGHT_CAP` the QP stops sending (`requester.rs`).
+    /// `TX_IN_FLIGHT_PER_PLANE` per plane it sends on, the QP stops
+    /// sending (`requester.rs`).
     in_flight: Arc<TxInFlight>,
 }
 
@@ -771,7 +772,7 @@ impl Transport {
         let mut send = KVBox::new(EMPTY_SEND, GFP_KERNEL)?;
         send.dev_name = dev_name;
         let recv = KVBox::new(EMPTY_RECV, GFP_KERNEL)?;
-        let in_flight = TxInFlight::new(qpn, TX_IN_FLIGHT_CAP, drain)?;
+        let in_flight = TxInFlight::new(qpn, drain)?;
         let mut srq_taken = KVVec::new();
         if srq.is_some() {
             srq_taken.reserve(MSG_WINDOW_V1, GFP_KERNEL)?;

@@ -47,8 +47,8 @@ impl Job for DeviceState {
 
 impl TxWake for DeviceState {
     /// A QP that stopped at its cap of packets in the network stack
-    /// (`TX_IN_FLIGHT_CAP`) has seen half of them leave: its next turn
-    /// sends, without waiting for an ACK or the tick.
+    /// (`TX_IN_FLIGHT_PER_PLANE` per plane) has seen half of them leave:
+    /// its next turn sends, without waiting for an ACK or the tick.
     fn wake(&self, qpn: u32) {
         self.tx_pending.mark(qpn);
         self.tx_worker.item().schedule();

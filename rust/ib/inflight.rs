@@ -167,8 +167,9 @@ pub(crate) struct TxInFlight {
     skbs: AtomicU32,
     /// The sender stopped at its cap and waits for a wake-up.
     waiting: AtomicBool,
-    /// The count at which a waiting sender is woken: half its cap.
-    wake_at: u32,
+    /// The count at which a waiting sender is woken: half the cap it
+    /// stopped at ([`TxInFlight::wait_below`]).
+    wake_at: AtomicU32,
     /// Woken since it last looked ([`TxInFlight::take_woken`]).
     woken: AtomicBool,
     qpn: u32,
@@ -187,18 +188,18 @@ pub(crate) const TX_IN_FLIGHT_BYTES: usize =
     core::mem::size_of::<TxInFlight>() + core::mem::size_of::<u32>();
 
 impl TxInFlight {
-    /// Sender QP `qpn`, which stops at `cap` packets in the stack, of the
-    /// device whose drain is `drain`, with nothing in flight (process
-    /// context). The drain is pinned (it is made only in place, by
-    /// `PinInit`), so its memory outlives its drop, which waits for every
-    /// skb charged through it; the QP charges only while the device can
-    /// send for it, that is before the device drops its drain.
-    pub(crate) fn new(qpn: u32, cap: u32, drain: &TxDrain) -> Result<Arc<Self>> {
+    /// Sender QP `qpn` of the device whose drain is `drain`, with nothing
+    /// in flight (process context). The drain is pinned (it is made only
+    /// in place, by `PinInit`), so its memory outlives its drop, which
+    /// waits for every skb charged through it; the QP charges only while
+    /// the device can send for it, that is before the device drops its
+    /// drain.
+    pub(crate) fn new(qpn: u32, drain: &TxDrain) -> Result<Arc<Self>> {
         Ok(Arc::new(
             Self {
                 skbs: AtomicU32::new(0),
                 waiting: AtomicBool::new(false),
-                wake_at: cap / 2,
+                wake_at: AtomicU32::new(0),
                 woken: AtomicBool::new(false),
                 qpn,
                 drain: core::ptr::from_ref(drain),
@@ -212,12 +213,14 @@ impl TxInFlight {
         self.skbs.load(Ordering::Relaxed)
     }
 
-    /// The sender stops at its cap: the release that brings its count to
-    /// half of that wakes it. False if the count is there already (it
-    /// sends on instead).
-    pub(crate) fn wait_below(&self) -> bool {
+    /// The sender stops at its cap, `cap`: the release that brings its
+    /// count to half of that wakes it. False if the count is there already
+    /// (it sends on instead).
+    pub(crate) fn wait_below(&self, cap: u32) -> bool {
+        let wake_at = cap / 2;
+        self.wake_at.store(wake_at, Ordering::SeqCst);
         self.waiting.store(true, Ordering::SeqCst);
-        if self.skbs.load(Ordering::SeqCst) > self.wake_at {
+        if self.skbs.load(Ordering::SeqCst) > wake_at {
             return true;
         }
         // Released meanwhile: a release that saw `waiting` may wake it
@@ -278,7 +281,7 @@ unsafe extern "C" fn release(skb: *mut bindings::sk_buff) {
     let drain = owner.drain;
     // The sender waits below the cap: at half of it, its transmit worker
     // takes it again, rather than its next ACK or the tick.
-    if left <= owner.wake_at && owner.waiting.swap(false, Ordering::SeqCst) {
+    if left <= owner.wake_at.load(Ordering::SeqCst) && owner.waiting.swap(false, Ordering::SeqCst) {
         owner.woken.store(true, Ordering::Release);
         // SAFETY: this skb is still counted in the drain, which waits for
         // it (`TxInFlight` invariant).

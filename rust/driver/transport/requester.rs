@@ -11,7 +11,7 @@ use super::{
     SEND_MORE,
 };
 use crate::abi::opcode::SendFlags;
-use crate::driver::limits::{MAX_MSG_SIZE, TX_IN_FLIGHT_CAP};
+use crate::driver::limits::{MAX_MSG_SIZE, TX_IN_FLIGHT_PER_PLANE};
 use crate::driver::mr::{MrTable, Requester};
 use crate::driver::stats::{Counter, PlaneCounter};
 use crate::driver::wqe::{self, SendReq, Sge};
@@ -408,11 +408,11 @@ impl Transport {
     /// the source address the route picks on that netdev, or over IPv6 the
     /// one our PLANES named). Stops when the
     /// budget runs out, or when the network stack holds
-    /// `TX_IN_FLIGHT_CAP` of the QP's packets (transmit backpressure,
-    /// design.md): then the stack releasing half of them wakes the
-    /// transmit worker for it (`TxInFlight::wait_below`), not the worker
-    /// at once, which would only find it blocked; its next ACK or the
-    /// tick try too.
+    /// `TX_IN_FLIGHT_PER_PLANE` of the QP's packets per plane it sends on
+    /// (transmit backpressure, design.md): then the stack releasing half
+    /// of them wakes the transmit worker for it (`TxInFlight::wait_below`),
+    /// not the worker at once, which would only find it blocked; its next
+    /// ACK or the tick try too.
     fn pump_on(&self, i: &mut Inner, tx: &TxCtx<'_>, peer: Peer) -> Pumped {
         let was_blocked = core::mem::replace(&mut i.tx_blocked, false);
         if !i.send.sender.has_ready() {
@@ -420,9 +420,14 @@ impl Transport {
         }
         let now = now_ns();
         let planes = tx.planes.lock();
+        // Per plane: a QP's paths spread its packets over its planes, each
+        // with a qdisc and a ring of its own; and virtio-net frees what it
+        // sent only when it next transmits or interrupts, so the count holds
+        // packets already gone too (design.md).
+        let cap = TX_IN_FLIGHT_PER_PLANE * u32::from(i.send.sender.config().planes.max(1));
         loop {
-            if self.in_flight.skbs() >= TX_IN_FLIGHT_CAP {
-                if !self.in_flight.wait_below() {
+            if self.in_flight.skbs() >= cap {
+                if !self.in_flight.wait_below(cap) {
                     // Half of them left the stack meanwhile.
                     continue;
                 }
