@@ -212,7 +212,7 @@ def port_checks():
                 break
             except OSError:
                 continue
-        stub = types.SimpleNamespace(paths={}, used_ports=set(), rnd=random.Random(seed), wire=wire)
+        stub = types.SimpleNamespace(paths={}, rnd=random.Random(seed), wire=wire)
         sport = peer.Conn.path(stub, 0).sport
         check(sport != first, f"path took source port {sport}, which another socket holds")
         taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

@@ -80,9 +80,9 @@ class Wire:
                     self.log.append(rx)
                     self.cond.notify_all()
 
-    def spare_port(self, rnd, avoid=()):
-        """A random UDP source port (49152-65535) not in `avoid`, bound on
-        every tester address and held until close. A port that another
+    def spare_port(self, rnd):
+        """A random UDP source port (49152-65535) that no earlier call
+        returned, bound on every tester address and held until close. A port that another
         socket of the host holds (a rig's link on loopback, an ephemeral
         port) is passed over: which ports the host uses is not the DUT's
         business, and a clause once failed with EADDRINUSE for it. Held, a
@@ -90,7 +90,7 @@ class Wire:
         clauses; the senders of `send` share it through SO_REUSEADDR."""
         while True:
             sport = rnd.randrange(49152, 65536)
-            if sport in avoid or sport in self.reserved:
+            if sport in self.reserved:
                 continue
             held = []
             try:
@@ -283,7 +283,6 @@ class Conn:
         self.next_msn = self.my_psn
         self.next_rsn = 0
         self.paths = {}
-        self.used_ports = set()
         # The tester's own region, target of the DUT's WRITEs and READs.
         self.mem = bytearray(tester_mem)
         self.mem_va, self.mem_rkey = 0x7E5700000000, self.rnd.randrange(1, 1 << 32)
@@ -294,8 +293,7 @@ class Conn:
     def path(self, slot, gen=0):
         key = (slot, gen)
         if key not in self.paths:
-            port = self.wire.spare_port(self.rnd, self.used_ports)
-            self.used_ports.add(port)
+            port = self.wire.spare_port(self.rnd)
             self.paths[key] = Path(slot, gen, port)
         return self.paths[key]
 

@@ -277,7 +277,7 @@ def source_port_not_demux(ctx):
     data = ctx.payload(2 * ctx.mtu)
     msn = c.msn()
     d0, d1 = c.write_packets(msn, [p], 0, data)
-    other = ctx.wire.spare_port(c.rnd, c.used_ports)
+    other = ctx.wire.spare_port(c.rnd)
     mark = ctx.wire.mark()
     c.send(d0)
     c.wait_ack(mark, lambda a: a.path_id == p.pid and a.cum_psn == 1, ctx.timeout)
