@@ -82,12 +82,13 @@ class Wire:
 
     def spare_port(self, rnd):
         """A random UDP source port (49152-65535) that no earlier call
-        returned, bound on every tester address and held until close. A port that another
-        socket of the host holds (a rig's link on loopback, an ephemeral
-        port) is passed over: which ports the host uses is not the DUT's
-        business, and a clause once failed with EADDRINUSE for it. Held, a
-        path's port (the DUT's name for the path) cannot be taken between
-        clauses; the senders of `send` share it through SO_REUSEADDR."""
+        returned, bound on every tester address and held until close. A
+        port that another socket of the host holds (a rig's link on
+        loopback, an ephemeral port) is passed over: which ports the host
+        uses is not the DUT's business, and a clause once failed with
+        EADDRINUSE for it. Held, a path's port (the DUT's name for the path)
+        cannot be taken between clauses; the senders of `send` share it
+        through SO_REUSEADDR."""
         while True:
             sport = rnd.randrange(49152, 65536)
             if sport in self.reserved:
