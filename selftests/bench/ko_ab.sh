@@ -18,6 +18,8 @@
 # sender's of WRITE and SEND) QPs' base RTT and paths as "window/SRTT/min
 # RTT" (packets, us; rust/driver/qp_details.rs), AB_SNAPS times (default
 # 3) a second apart.
+# Each point's line ends with the frames each host sent on its planes and
+# the virtio-net notifications ("kicks") that took them to the device.
 # AB_ON_BOTH: bench/lib.sh commands run on both hosts before the points,
 # e.g. "tc_jitter 0 2ms 2ms" (the benchmark's reordering point); every
 # plane's qdisc is cleared at the end.
@@ -72,6 +74,25 @@ rx_drops() {
 	done
 	echo "$out"
 }
+# tx_kicks: this host's planes' "PACKETS KICKS": frames sent and the times
+# virtio-net notified its device of new ones (ethtool -S tx0_kicks; 0 for
+# a netdev that does not count them).
+tx_kicks() {
+	local p dev n=0 k=0
+	for ((p = 0; p < METAROCE_PLANES; p++)); do
+		dev=PLANE${p}_DEV
+		n=$((n + $(cat "/sys/class/net/${!dev}/statistics/tx_packets")))
+		k=$((k + $(ethtool -S "${!dev}" 2> /dev/null | awk '$1 == "tx0_kicks:" { print $2; f = 1 } END { if (!f) print 0 }')))
+	done
+	echo "$n $k"
+}
+# kicks_since "PACKETS KICKS" (of tx_kicks before): "N packets in M kicks".
+kicks_since() {
+	local now was
+	read -r -a now <<< "$2"
+	read -r -a was <<< "$1"
+	echo "$((now[0] - was[0])) packets in $((now[1] - was[1])) kicks"
+}
 for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 	for side in A B; do
 		ko=AB_$side opts=AB_${side}_OPTS
@@ -86,7 +107,10 @@ for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 				(sleep "$AB_SNAP"; for ((i = 0; i < ${AB_SNAPS:-3}; i++)); do
 					snap_paths | sed "s/^/ab: snap $i: /"; sleep 1; done) > "$snaps" &
 			fi
+			ka=$(tx_kicks) kb=$(peer "$(declare -f tx_kicks); tx_kicks")
 			pt_run "${args[0]}" 240 "${args[@]:1}"
+			ka=$(kicks_since "$ka" "$(tx_kicks)")
+			kb=$(kicks_since "$kb" "$(peer "$(declare -f tx_kicks); tx_kicks")")
 			if [ -n "$snaps" ]; then
 				wait
 				cat "$snaps"
@@ -97,7 +121,8 @@ for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 				"doorbells $(mr0_stat doorbells) posts_without_doorbell $(mr0_stat posts_without_doorbell)" \
 				"tx_inflight_waits $(mr0_stat tx_inflight_waits) rto_spurious $(mr0_stat rto_spurious) rto_losses $(mr0_stat rto_losses) sack_losses $(mr0_stat sack_losses)" \
 				"sack_reorders $(mr0_stat sack_reorders) tail_probes $(mr0_stat tail_probes)" \
-				"| host B drops: $(peer "$(declare -f rx_drops); rx_drops") | epoch $(date +%s)"
+				"| host B drops: $(peer "$(declare -f rx_drops); rx_drops")" \
+				"| sent: host A $ka, host B $kb | epoch $(date +%s)"
 		done
 		mr_down
 	done
