@@ -177,10 +177,12 @@ demo: kernel provider
 # kernel; BENCH_KERNEL=test runs them on the debug test kernel instead.
 BENCH_KERNEL ?= bench
 
+# The suite's knobs a run was given, for its report's command line.
+bench_knobs = $(strip $(foreach v,BENCH_SCENARIOS BENCH_TRANSPORTS BENCH_REPS,$(if $($(v)),$(v)='$($(v))')))
 bench: deps provider
 	METAROCE_KERNEL=$(BENCH_KERNEL) selftests/rig/kernel.sh >/dev/null
 	$(MAKE) modules KDIR=$$(METAROCE_KERNEL=$(BENCH_KERNEL) selftests/rig/kernel.sh)
-	METAROCE_KERNEL=$(BENCH_KERNEL) BENCH_INVOCATION="make bench$(if $(BENCH_QUICK), BENCH_QUICK=$(BENCH_QUICK))$(if $(filter-out bench,$(BENCH_KERNEL)), BENCH_KERNEL=$(BENCH_KERNEL))" selftests/bench/run.sh
+	METAROCE_KERNEL=$(BENCH_KERNEL) BENCH_INVOCATION="make bench$(if $(BENCH_QUICK), BENCH_QUICK=$(BENCH_QUICK))$(if $(filter-out bench,$(BENCH_KERNEL)), BENCH_KERNEL=$(BENCH_KERNEL))$(if $(bench_knobs), $(bench_knobs))" selftests/bench/run.sh
 
 bench-profile: deps provider
 	METAROCE_KERNEL=$(BENCH_KERNEL) selftests/rig/kernel.sh >/dev/null
