@@ -26,7 +26,8 @@ pub mod engine {
     pub mod cc;
     pub mod completion;
     pub mod config;
-    pub mod crc;
+    /// The kernel's `crc32_le` behind the engine's CRC API (rust/ib/crc.rs).
+    pub(crate) use crate::ib::crc;
     pub mod events;
     pub mod growth;
     pub mod heap;

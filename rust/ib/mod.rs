@@ -10,6 +10,7 @@
 #[path = "../sys/mod.rs"]
 mod sys;
 
+pub(crate) mod crc;
 pub(crate) mod device;
 pub(crate) mod heap;
 pub(crate) mod inflight;

@@ -24,5 +24,6 @@
 #include <net/udp_tunnel.h>
 #include <net/ipv6.h>
 #include <net/dst.h>
+#include <linux/crc32.h>
 #include "helpers.h"
 #include "trace.h"

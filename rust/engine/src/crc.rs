@@ -7,6 +7,10 @@
 //! independently and XORed: byte `i` of the step (0 first) goes through
 //! table `7 - i`. Bytes that do not fill a step go one at a time through
 //! table 0, the classic byte-wise algorithm.
+//!
+//! This is the host build's CRC and the reference the tests below check.
+//! The kernel module mounts its own `crc` here instead (rust/ib/crc.rs),
+//! the kernel's `crc32_le` behind the same API.
 
 const POLY: u32 = 0xEDB8_8320;
 
