@@ -178,7 +178,8 @@ demo: kernel provider
 BENCH_KERNEL ?= bench
 
 # The suite's knobs a run was given, for its report's command line.
-bench_knobs = $(strip $(foreach v,BENCH_SCENARIOS BENCH_TRANSPORTS BENCH_REPS,$(if $($(v)),$(v)='$($(v))')))
+bench_knobs = $(strip $(foreach v,BENCH_SCENARIOS BENCH_TRANSPORTS BENCH_REPS BENCH_PLANE_RATE \
+	BENCH_SCALE_RATE BENCH_RCN_RATE BENCH_COLL_RANKS BENCH_COLL_LOSS BENCH_COLL_PATHS,$(if $($(v)),$(v)='$($(v))')))
 bench: deps provider
 	METAROCE_KERNEL=$(BENCH_KERNEL) selftests/rig/kernel.sh >/dev/null
 	$(MAKE) modules KDIR=$$(METAROCE_KERNEL=$(BENCH_KERNEL) selftests/rig/kernel.sh)

@@ -4,8 +4,9 @@
 //! kernel's `crc32_le`, the one rxe uses. In this module's build it stands
 //! in for the engine's `crc` (rust/metaroce.rs mounts it there), with the
 //! same API, so that every packet's ICRC is the kernel's: slice-by-8 in C
-//! on x86 up to 6.13, the CPU's CRC or carry-less multiply instructions
-//! where the kernel has them (arm64; x86 from 6.14). The engine's own
+//! on x86 in 6.12, the CPU's CRC instructions on arm64. (From 6.14
+//! `crc32_le` is an inline over the arch's carry-less multiply, which a
+//! port past 6.12 reaches through a helper in rust/sys.) The engine's own
 //! slice-by-8 (rust/engine/src/crc.rs) is the host build's and the
 //! reference its tests check; the conformance suite checks this one
 //! against an independent codec.
@@ -31,8 +32,9 @@ impl Crc32 {
     /// Feed bytes.
     pub(crate) fn update(&mut self, data: &[u8]) {
         // SAFETY: `crc32_le` reads exactly `data.len()` bytes from
-        // `data.as_ptr()`, which `data` holds; it keeps no pointer, takes no
-        // lock and may be called from any context.
+        // `data.as_ptr()`, which `data` holds (none for an empty slice, whose
+        // dangling pointer is never read); it keeps no pointer, takes no lock
+        // and may be called from any context.
         self.state =
             unsafe { super::sys::bindings::crc32_le(self.state, data.as_ptr(), data.len()) };
     }

@@ -91,6 +91,7 @@ kicks_since() {
 	local now was
 	read -r -a now <<< "$2"
 	read -r -a was <<< "$1"
+	[ ${#was[@]} -eq 2 ] && [ ${#now[@]} -eq 2 ] || { echo "no count (peer?)"; return; }
 	echo "$((now[0] - was[0])) packets in $((now[1] - was[1])) kicks"
 }
 for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do

@@ -13,8 +13,10 @@
 #![deny(missing_docs)]
 
 // The host's heap. This file is the host crate's root only: the kernel
-// module compiles the modules below into its own crate (rust/metaroce.rs)
-// and implements `Heap for Global` there (rust/driver/engine_heap.rs).
+// module compiles the modules below into its own crate (rust/metaroce.rs),
+// all but `crc`, for which it mounts the kernel's `crc32_le`
+// (rust/ib/crc.rs), and implements `Heap for Global` there
+// (rust/driver/engine_heap.rs).
 extern crate alloc;
 
 impl heap::Heap for heap::Global {
