@@ -189,5 +189,5 @@ bench-profile: deps provider
 	METAROCE_KERNEL=$(BENCH_KERNEL) selftests/rig/kernel.sh >/dev/null
 	$(MAKE) modules KDIR=$$(METAROCE_KERNEL=$(BENCH_KERNEL) selftests/rig/kernel.sh)
 	out=$${BENCH_OUT:-$$(mktemp -d /tmp/metaroce-profile.XXXXXX)}; \
-	METAROCE_KERNEL=$(BENCH_KERNEL) METAROCE_OUT=$$out selftests/rig/run.sh '$(if $(PROFILE_TEST),PROFILE_TEST=$(PROFILE_TEST) )bash selftests/bench/profile.sh' && \
+	METAROCE_KERNEL=$(BENCH_KERNEL) METAROCE_OUT=$$out selftests/rig/run.sh '$(if $(PROFILE_TEST),PROFILE_TEST=$(PROFILE_TEST) )$(if $(PROFILE_ON_BOTH),PROFILE_ON_BOTH="$(PROFILE_ON_BOTH)" )bash selftests/bench/profile.sh' && \
 	echo "profile: $$out/bench/profile.md"

@@ -8,7 +8,10 @@
 # $METAROCE_OUT/bench/ (run on host A through selftests/rig/run.sh).
 # PROFILE_TEST: ib_write_bw (default), ib_send_bw or ib_read_bw; with
 # ib_read_bw host B sends the data, and host A's busy-polling client
-# does not hide the sender's own cost.
+# does not hide the sender's own cost. PROFILE_ON_BOTH: bench/lib.sh
+# commands run on both hosts before the runs (as ko_ab's AB_ON_BOTH), e.g.
+# "tc_loss_all 0": netem on every plane, losing nothing; every plane's
+# qdisc is cleared at the end.
 # shellcheck source=/dev/null
 . "$(dirname "$0")/lib.sh"
 csv_init
@@ -24,6 +27,10 @@ ib_read_bw) role_a="requester, the data's receiver" role_b="responder, the data'
 esac
 reset_rdma
 peer "modprobe rdma_rxe" > /dev/null 2>&1
+if [ -n "${PROFILE_ON_BOTH:-}" ]; then
+	trap 'on_both tc_clear' EXIT
+	on_both "$PROFILE_ON_BOTH" || { echo "profile: $PROFILE_ON_BOTH failed"; exit 1; }
+fi
 modprobe rdma_rxe
 
 # report FILE: the top symbols (children excluded), as a markdown block.
@@ -39,6 +46,7 @@ report() {
 	echo "- **Command:** \`make bench-profile${PROFILE_TEST:+ PROFILE_TEST=$point}\`; each run: \`$point -s 65536 -D $dur -f 1 -Q 1\`,"
 	echo "  \`perf record -a -g -e cpu-clock -F 499\` for the middle $((dur - 4)) s on both hosts."
 	echo "- Columns: share of all samples on that host (idle included), shared object, symbol."
+	[ -z "${PROFILE_ON_BOTH:-}" ] || echo "- On both hosts before the runs: \`$PROFILE_ON_BOTH\`."
 	echo
 } > "$md"
 
