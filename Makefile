@@ -12,7 +12,9 @@
 #   make bench      the benchmark suite on two QEMU hosts: report and plots
 #                   (BENCH_QUICK=1: the ~5 minute subset); see selftests/bench
 #   make bench-profile  perf on both hosts during ib_write_bw, MetaRoCE and
-#                   rxe: where the CPU time goes (profile.md, ~3 minutes)
+#                   rxe: where the CPU time goes (profile.md, ~3 minutes;
+#                   PROFILE_TEST=ib_send_bw|ib_read_bw, PROFILE_ON_BOTH=
+#                   "tc_loss_all 0": bench/lib.sh commands on both hosts first)
 #   make test-kasan the selftests on a second test kernel with generic KASAN
 #                   and without lockdep (its own ~30 min cold build; lockdep
 #                   is `make test`'s; METAROCE_TESTS="a.sh b.sh" picks
