@@ -28,11 +28,6 @@
 csv_init
 : "${AB_A:?AB_A=path of build A}" "${AB_B:?AB_B=path of build B}"
 points=${AB_POINTS:-ib_send_bw -s 1048576 -n 10;ib_write_bw -s 1048576 -n 10;ib_write_bw -s 65536 -n 40;ib_write_bw -s 65536 -q 8 -D 12 -f 4 -Q 1}
-load() { # KO [OPTS]: on both hosts
-	local cmd="rdma link delete mr0 2> /dev/null; rmmod metaroce 2> /dev/null;
-		cp $1 /lib/modules/\$(uname -r)/extra/metaroce.ko && depmod -a && modprobe metaroce ${2:-}"
-	bash -c "$cmd" && peer "$cmd"
-}
 # ab_result TOOL SIZE: the point's result from perftest's line for SIZE.
 ab_result() {
 	case $1 in
@@ -97,7 +92,7 @@ kicks_since() {
 for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 	for side in A B; do
 		ko=AB_$side opts=AB_${side}_OPTS
-		load "${!ko}" "${!opts:-}" || { echo "ko_ab: cannot load ${!ko} ${!opts:-}"; exit 1; }
+		ko_load "${!ko}" "${!opts:-}" || { echo "ko_ab: cannot load ${!ko} ${!opts:-}"; exit 1; }
 		echo "ab: $side rep $rep = ${!ko}${!opts:+ (${!opts})}"
 		mr_up 2 || { echo "ko_ab: $side: $TP_REASON"; continue; }
 		for t in "${tests[@]}"; do

@@ -258,6 +258,14 @@ mr_down() {
 	return 0
 }
 
+# ko_load KO [OPTS]: the module built at KO (for the running kernel) loaded
+# afresh on both hosts, with module parameters OPTS (ko_ab.sh, diagnostics).
+ko_load() {
+	local cmd="rdma link delete mr0 2> /dev/null; rmmod metaroce 2> /dev/null;
+		cp $1 /lib/modules/\$(uname -r)/extra/metaroce.ko && depmod -a && modprobe metaroce ${2:-}"
+	bash -c "$cmd" && peer "$cmd"
+}
+
 # ---------------------------------------------------------------- cost
 # host_cost (on the host it runs on): "TX_PACKETS RETX RTO RTO_LOST": the
 # packets sent on the planes' netdevs, and mr0's retransmissions,

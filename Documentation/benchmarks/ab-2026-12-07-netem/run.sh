@@ -4,8 +4,7 @@
 . /run/metaroce/env
 . "$METAROCE_REPO/selftests/bench/lib.sh"
 csv_init
-cmd="rdma link delete mr0 2> /dev/null; rmmod metaroce 2> /dev/null; cp /tmp/ab/kcrc.ko /lib/modules/\$(uname -r)/extra/metaroce.ko && depmod -a && modprobe metaroce"
-bash -c "$cmd" && peer "$cmd" || { echo "adhoc: load failed"; exit 1; }
+ko_load /tmp/ab/kcrc.ko || { echo "adhoc: load failed"; exit 1; }
 mr_up 2 || { echo "adhoc: $TP_REASON"; exit 1; }
 st() { echo "tail_probes $(mr0_stat tail_probes) rto $(mr0_stat rto_timeouts) spurious $(mr0_stat rto_spurious) sack_losses $(mr0_stat sack_losses) retx $(mr0_stat retransmissions)"; }
 for rep in 1 2 3; do

@@ -5,8 +5,7 @@
 . /run/metaroce/env
 . "$METAROCE_REPO/selftests/bench/lib.sh"
 csv_init
-cmd="rdma link delete mr0 2> /dev/null; rmmod metaroce 2> /dev/null; cp /tmp/ab/kcrc.ko /lib/modules/\$(uname -r)/extra/metaroce.ko && depmod -a && modprobe metaroce"
-bash -c "$cmd" && peer "$cmd" || { echo "adhoc: load failed"; exit 1; }
+ko_load /tmp/ab/kcrc.ko || { echo "adhoc: load failed"; exit 1; }
 mr_up 2 || { echo "adhoc: $TP_REASON"; exit 1; }
 point() { # TRANSPORT COND
 	on_both tc_clear > /dev/null
