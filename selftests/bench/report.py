@@ -169,6 +169,19 @@ def lossless(d, t):
     return med(v) if v else None
 
 
+def netem0(d, t):
+    """The median under netem with 0% loss on every plane (the loss sweep's
+    reference with the loss points' qdisc), or None when not run."""
+    v, _ = point(d, t, "loss", "ib_write_bw", 65536, 1, cond="loss=0")
+    return med(v) if v else None
+
+
+# The reordering point's cond, and its reference's: the same mean delay
+# on plane 0 with no jitter.
+REORDER = "jitter=2ms+-2ms@plane0"
+REORDER_REF = "delay=2ms@plane0"
+
+
 def cells_row(d, label, getter, ts, extra=None):
     out = [label]
     for t in ts:
@@ -708,45 +721,65 @@ def main():
     # Loss sweep
     losses = sorted({fnum(r["cond"][5:]) for r in d.rows if r["scenario"] == "loss" and r["cond"].startswith("loss=")})
     losses = [0.0] + [x for x in losses if x]
+    has_netem0 = any(netem0(d, t) for t in ts)
     w("\n## Loss sweep: ib_write_bw 64 KiB, 1 QP, netem loss on every plane, both directions\n\n")
-    w("Cells: MiB/s median [range], and the share of the transport's own lossless median.\n\n")
+    w("Cells: MiB/s median [range], the share of the transport's own lossless median, and "
+      + ("after the slash its share of the transport's median under netem with 0% loss (the row "
+         "\"0% (netem)\"): the loss points' own qdisc, which every packet goes through, where the "
+         "lossless points' idle pfifo_fast is bypassed. " if has_netem0 else "")
+      + "\n\n")
     rows = []
     loss_series = defaultdict(list)
-    for L in losses:
-        row = [f"{L:g}%"]
+    # (loss, under netem): the lossless point, netem at 0%, the losses.
+    conds = [(0.0, False)] + ([(0.0, True)] if has_netem0 else []) + [(x, True) for x in losses[1:]]
+    for L, netem in conds:
+        row = [f"{L:g}%" + (" (netem)" if L == 0 and netem else "")]
         mrv = rxv = None
         for t in ts:
-            if L == 0:
+            if not netem:
                 v, why = point(d, t, "throughput", "ib_write_bw", 65536, 1, cond="loss=0")
             else:
                 v, why = point(d, t, "loss", "ib_write_bw", 65536, 1, cond=f"loss={L:g}")
-            base = lossless(d, t)
+            base, nbase = lossless(d, t), netem0(d, t)
             if v:
                 share = f", {100 * med(v) / base:.0f}%" if base else ""
+                if L and nbase:
+                    share += f" / {100 * med(v) / nbase:.0f}%"
                 row.append(cell(v) + share)
-                loss_series[t].append((L, med(v), min(v), max(v), 100 * med(v) / base if base else None))
+                if L or not netem:
+                    loss_series[t].append((L, med(v), min(v), max(v), 100 * med(v) / base if base else None))
             else:
                 row.append(f"— ({why})")
             if t == "metaroce" and v:
                 mrv = med(v)
             if t == "rxe" and v:
                 rxv = med(v)
-        mr0 = lossless(d, "metaroce")
-        row += [ratio(mrv, rxv), ratio(mrv, mr0)]
+        mr0, mrn = lossless(d, "metaroce"), netem0(d, "metaroce")
+        row += [ratio(mrv, rxv), ratio(mrv, mr0)] + ([ratio(mrv, mrn) if L else "—"] if has_netem0 else [])
         rows.append(row)
-    w(table(["loss"] + [LABEL[t] for t in ts] + ["MetaRoCE/rxe", "MetaRoCE/own lossless"], rows))
+    w(table(["loss"] + [LABEL[t] for t in ts] + ["MetaRoCE/rxe", "MetaRoCE/own lossless"]
+            + (["MetaRoCE/own netem 0%"] if has_netem0 else []), rows))
 
     # Reordering
     w("\n## Reordering: netem delay 2 ms ± 2 ms on plane 0, both directions\n\n")
     w("netem's jitter reorders packets within the plane (packets are a fraction of a millisecond apart here), "
       "so a one-plane transport sees heavy reordering on its only path.\n\n")
+    has_delay = any(r["scenario"] == "reorder" and r["cond"] == REORDER_REF for r in d.rows)
+    if has_delay:
+        w("Before it, each transport ran the same mean delay with no jitter (`netem delay 2ms` on plane 0), "
+          "which reorders nothing: the share of that tells the reordering's cost from the delay's and the qdisc's.\n\n")
     rows = []
     for t in ts:
-        v, why = point(d, t, "reorder", "ib_write_bw", 65536, 1)
+        v, why = point(d, t, "reorder", "ib_write_bw", 65536, 1, cond=REORDER)
+        ref, _ = point(d, t, "reorder", "ib_write_bw", 65536, 1, cond=REORDER_REF) if has_delay else (None, None)
         base = lossless(d, t)
-        rows.append([LABEL[t], cell(v) if v else f"— ({why})",
-                     f"{100 * med(v) / base:.0f}%" if v and base else "n/a"])
-    w(table(["transport", "MiB/s", "share of own lossless"], rows))
+        row = [LABEL[t], cell(v) if v else f"— ({why})",
+               f"{100 * med(v) / base:.0f}%" if v and base else "n/a"]
+        if has_delay:
+            row += [cell(ref) if ref else "—", f"{100 * med(v) / med(ref):.0f}%" if v and ref else "n/a"]
+        rows.append(row)
+    w(table(["transport", "MiB/s", "share of own lossless"]
+            + (["delay 2 ms, no jitter: MiB/s", "share of it"] if has_delay else []), rows))
 
     # Scaling
     ceiling = d.vals(transport="all", scenario="scaling", metric="ceiling_MiBps")

@@ -154,7 +154,12 @@ throughput_latency_loss() { # T: lossless throughput + latency, loss sweep, reor
 			done
 		done
 	fi
-	for loss in "${losses[@]}"; do
+	# Loss 0 first: netem on every plane with no loss, the reference that
+	# has the loss points' qdisc (netem enqueues and dequeues every packet,
+	# where an idle pfifo_fast is bypassed: a per-packet cost on these
+	# CPU-bound guests, paid more by small-packet transports than by TCP's
+	# 64 KiB GSO skbs), so that the sweep's shares can be read both ways.
+	for loss in 0 "${losses[@]}"; do
 		on_both "tc_loss_all $loss" || { note "netem loss $loss failed"; continue; }
 		for ((rep = 1; rep <= reps; rep++)); do
 			bw_point "$t" loss ib_write_bw 65536 1 "${planes_of[$t]}" "loss=$loss" "$rep"
@@ -162,10 +167,15 @@ throughput_latency_loss() { # T: lossless throughput + latency, loss sweep, reor
 	done
 	on_both tc_clear
 	# Reordering: 2 ms +- 2 ms on plane 0 (both directions), which every
-	# transport uses.
-	on_both "tc_jitter 0 2ms 2ms"
-	for ((rep = 1; rep <= reps; rep++)); do
-		bw_point "$t" reorder ib_write_bw 65536 1 "${planes_of[$t]}" "jitter=2ms+-2ms@plane0" "$rep"
+	# transport uses; before it the same mean delay with no jitter, which
+	# reorders nothing, so that the delay and the qdisc's own cost can be
+	# told from the reordering's.
+	local cond
+	for cond in "delay=2ms@plane0 0 2ms 0ms" "jitter=2ms+-2ms@plane0 0 2ms 2ms"; do
+		on_both "tc_jitter ${cond#* }" || { note "netem ${cond%% *} failed"; continue; }
+		for ((rep = 1; rep <= reps; rep++)); do
+			bw_point "$t" reorder ib_write_bw 65536 1 "${planes_of[$t]}" "${cond%% *}" "$rep"
+		done
 	done
 	on_both tc_clear
 }
