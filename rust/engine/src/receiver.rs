@@ -582,15 +582,19 @@ impl<H: Heap> Receiver<H> {
             if rp.id == h.path_id {
                 let mut t = rp.tracker;
                 t.advance_floor(h.psn.wrapping_sub(u32::from(h.floor_delta)));
+                let changes_holes = t.changes_holes(h.psn);
                 let verdict = t.on_psn(h.psn);
                 if verdict == PsnVerdict::OutOfWindow {
                     self.stats.dropped += 1;
                     return RxVerdict::Drop(DropReason::PathOutOfWindow);
                 }
-                // A hole below a received PSN is a loss to report; a
-                // duplicate may be a verdict probe or a lost ACK's repeat.
-                let hole = t.bits().iter().any(|&w| w != 0);
-                tracked = Some(ce || hole || verdict == PsnVerdict::Duplicate);
+                // A hole opened is a loss to report, a hole filled the end
+                // of a reordering that the sender's reorder window waits
+                // for (on its own timer): both at once. The packets after
+                // a hole while it stays open wait as any other, since each
+                // ACK carries the whole SACK. A duplicate may be a verdict
+                // probe or a lost ACK's repeat.
+                tracked = Some(ce || changes_holes || verdict == PsnVerdict::Duplicate);
                 rp.tracker = t;
                 rp.ce_pending |= ce;
                 rp.last_ts = h.timestamp;
@@ -793,9 +797,9 @@ impl<H: Heap> Receiver<H> {
     /// The ACK of the packet just processed, if it must go now (protocol.md
     /// 3.4): its path waited for [`ack_every`](super::ack_policy::ack_every)
     /// packets, or the packet completed a message (so it moves `cum_msn`
-    /// when it is the oldest), carried ECN-CE, found a hole on its path,
-    /// was a duplicate or discarded, or its message failed. Else it waits
-    /// for a later ACK of its path or for [`Receiver::flush`].
+    /// when it is the oldest), carried ECN-CE, opened or filled a hole on
+    /// its path, was a duplicate or discarded, or its message failed. Else
+    /// it waits for a later ACK of its path or for [`Receiver::flush`].
     pub fn ack_now(&mut self, path_id: u16) -> Option<Ack> {
         let rp = self
             .paths
@@ -1114,13 +1118,21 @@ mod tests {
         r.on_data(&seg(1, 16), true, 1);
         let a = r.ack_now(0).expect("CE");
         assert!(a.ce);
-        // PSN 3 arrives before 2: a hole, reported until it closes.
+        // PSN 3 arrives before 2: a hole, reported as it opens.
         r.on_data(&seg(3, 16), false, 2);
         assert_eq!(r.ack_now(0).map(|a| a.sack[0]), Some(1));
         r.on_data(&seg(4, 16), false, 3);
-        assert!(r.ack_now(0).is_some(), "hole still open");
+        assert!(r.ack_now(0).is_none(), "hole still open, already reported");
+        r.on_data(&seg(6, 16), false, 3);
+        assert_eq!(
+            r.ack_now(0).map(|a| a.sack[0]),
+            Some(0b1011),
+            "a second hole"
+        );
+        r.on_data(&seg(7, 16), false, 3);
+        assert!(r.ack_now(0).is_none(), "extends the top run: waits");
         r.on_data(&seg(2, 16), false, 4);
-        assert!(r.ack_now(0).is_none(), "closed: waits again");
+        assert!(r.ack_now(0).is_some(), "fills a hole");
         assert_eq!(r.on_data(&seg(2, 16), false, 5), RxVerdict::Duplicate);
         let a = r.ack_now(0).expect("duplicate");
         assert_eq!((a.cum_psn, a.ts_echo), (5, 1002));

@@ -80,6 +80,32 @@ impl SackTracker {
         n
     }
 
+    /// The PSN that would extend the run of received PSNs at the top: one
+    /// past the highest received, or `cum()` if none above it was.
+    fn run_end(&self) -> u32 {
+        let top = self
+            .bits
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, w)| **w != 0)
+            .map(|(i, w)| i * 64 + 63 - w.leading_zeros() as usize);
+        match top {
+            Some(i) => self.cum.wrapping_add(2 + i as u32),
+            None => self.cum,
+        }
+    }
+
+    /// Whether `psn`, arriving now, would change the path's holes: it lies
+    /// beyond the highest PSN received so far plus one (it opens a hole: a
+    /// PSN below it is missing that was not), or below it (it fills one,
+    /// or it is a duplicate). Only a packet that extends the top run, the
+    /// next PSN after the highest, changes none (protocol.md 3.4
+    /// acknowledges the others at once).
+    pub fn changes_holes(&self, psn: u32) -> bool {
+        psn != self.run_end()
+    }
+
     /// Record an arriving PSN.
     pub fn on_psn(&mut self, psn: u32) -> PsnVerdict {
         let d = seq_diff(psn, self.cum);
@@ -154,6 +180,27 @@ mod tests {
         assert_eq!(t.on_psn(4 + 257), PsnVerdict::OutOfWindow);
         assert_eq!(t.on_psn(4 + 256), PsnVerdict::New);
         assert_eq!(t.bits()[3] >> 63, 1);
+    }
+
+    #[test]
+    fn only_the_top_runs_next_psn_leaves_the_holes_alone() {
+        let mut t = SackTracker::new(u32::MAX - 1);
+        assert!(!t.changes_holes(u32::MAX - 1), "the next expected");
+        assert!(t.changes_holes(u32::MAX), "skips the next expected: opens");
+        t.on_psn(u32::MAX);
+        assert!(!t.changes_holes(0), "extends the top run across the wrap");
+        assert!(t.changes_holes(u32::MAX - 1), "fills the hole");
+        assert!(t.changes_holes(1), "a second hole");
+        t.on_psn(1);
+        assert!(t.changes_holes(0), "fills the second hole");
+        assert!(!t.changes_holes(2));
+        assert!(t.changes_holes(u32::MAX - 5), "below cum");
+        // The top run's end found in the last SACK word.
+        let mut t = SackTracker::new(0);
+        t.on_psn(256);
+        assert!(!t.changes_holes(257) && t.changes_holes(258) && t.changes_holes(100));
+        t.on_psn(0);
+        assert!(!t.changes_holes(257), "cum moved, the top run did not");
     }
 
     #[test]
