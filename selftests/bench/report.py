@@ -721,7 +721,9 @@ def main():
     # Loss sweep
     losses = sorted({fnum(r["cond"][5:]) for r in d.rows if r["scenario"] == "loss" and r["cond"].startswith("loss=")})
     losses = [0.0] + [x for x in losses if x]
-    has_netem0 = any(netem0(d, t) for t in ts)
+    # Each transport's two references: lossless (no qdisc) and netem at 0%.
+    bases = {t: (lossless(d, t), netem0(d, t)) for t in ts}
+    has_netem0 = any(n for _, n in bases.values())
     w("\n## Loss sweep: ib_write_bw 64 KiB, 1 QP, netem loss on every plane, both directions\n\n")
     w("Cells: MiB/s median [range], the share of the transport's own lossless median, and "
       + ("after the slash its share of the transport's median under netem with 0% loss (the row "
@@ -740,7 +742,7 @@ def main():
                 v, why = point(d, t, "throughput", "ib_write_bw", 65536, 1, cond="loss=0")
             else:
                 v, why = point(d, t, "loss", "ib_write_bw", 65536, 1, cond=f"loss={L:g}")
-            base, nbase = lossless(d, t), netem0(d, t)
+            base, nbase = bases[t]
             if v:
                 share = f", {100 * med(v) / base:.0f}%" if base else ""
                 if L and nbase:
@@ -754,7 +756,7 @@ def main():
                 mrv = med(v)
             if t == "rxe" and v:
                 rxv = med(v)
-        mr0, mrn = lossless(d, "metaroce"), netem0(d, "metaroce")
+        mr0, mrn = bases.get("metaroce", (None, None))
         row += [ratio(mrv, rxv), ratio(mrv, mr0)] + ([ratio(mrv, mrn) if L else "—"] if has_netem0 else [])
         rows.append(row)
     w(table(["loss"] + [LABEL[t] for t in ts] + ["MetaRoCE/rxe", "MetaRoCE/own lossless"]

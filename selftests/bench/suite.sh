@@ -135,7 +135,7 @@ lossless() { # T: the lossless throughput points (and their cost)
 	done
 }
 throughput_latency_loss() { # T: lossless throughput + latency, loss sweep, reordering
-	local t=$1 spec test size rep l lat loss
+	local t=$1 spec test size rep l lat loss cond
 	lossless "$t"
 	if [ "$t" = tcp ]; then
 		csv tcp latency - - - - - - skipped "" "TCP is the throughput ceiling only"
@@ -170,7 +170,6 @@ throughput_latency_loss() { # T: lossless throughput + latency, loss sweep, reor
 	# transport uses; before it the same mean delay with no jitter, which
 	# reorders nothing, so that the delay and the qdisc's own cost can be
 	# told from the reordering's.
-	local cond
 	for cond in "delay=2ms@plane0 0 2ms 0ms" "jitter=2ms+-2ms@plane0 0 2ms 2ms"; do
 		on_both "tc_jitter ${cond#* }" || { note "netem ${cond%% *} failed"; continue; }
 		for ((rep = 1; rep <= reps; rep++)); do
