@@ -210,7 +210,7 @@ CLAUSES = [
     C("3.4.b", "3.4", "A receiver MUST acknowledge a path once",
       "every k packets" + AT_ONCE, ("ack_policy",)),
     C("3.4.c", "3.4", "A receiver MUST acknowledge the path at once",
-      "on a message's last packet, CE, a hole as it opens or fills, a duplicate or a discard" + AT_ONCE,
+      "on a message's last packet, CE, a hole as it opens (path not reordering) or as the lowest fills, a duplicate or a discard" + AT_ONCE,
       ("ack_policy", "ce_and_ts_echo", "floor_and_sack", "duplicate_not_placed")),
     C("3.4.d", "3.4", "A receiver MUST acknowledge a path whose oldest",
       "the timer backstop acknowledges a lone packet", ("ack_policy",)),

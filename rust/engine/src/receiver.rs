@@ -14,7 +14,7 @@ use super::config::{
 };
 use super::heap::{kmalloc_size, Empty, Global, Heap};
 use super::rcn::{self, Shares};
-use super::sack::{PsnVerdict, SackTracker};
+use super::sack::{HoleChange, PsnVerdict, SackTracker};
 use super::sender::packets_for;
 use super::seq::seq_diff;
 use super::window::MsgWindow;
@@ -100,6 +100,10 @@ struct RxPath {
     ce_pending: bool,
     last_ts: u64,
     ack: AckPending,
+    /// A packet of this path filled a hole: the path reorders (resent data
+    /// takes a new PSN, so nothing else fills one), and a hole opening on
+    /// it no longer means a loss to report at once (protocol.md 3.4).
+    reorders: bool,
 }
 
 impl RxPath {
@@ -110,6 +114,7 @@ impl RxPath {
         ce_pending: false,
         last_ts: 0,
         ack: AckPending::NONE,
+        reorders: false,
     };
 }
 
@@ -582,19 +587,30 @@ impl<H: Heap> Receiver<H> {
             if rp.id == h.path_id {
                 let mut t = rp.tracker;
                 t.advance_floor(h.psn.wrapping_sub(u32::from(h.floor_delta)));
-                let changes_holes = t.changes_holes(h.psn);
+                let change = t.hole_change(h.psn);
                 let verdict = t.on_psn(h.psn);
                 if verdict == PsnVerdict::OutOfWindow {
                     self.stats.dropped += 1;
                     return RxVerdict::Drop(DropReason::PathOutOfWindow);
                 }
-                // A hole opened is a loss to report, a hole filled the end
-                // of a reordering that the sender's reorder window waits
-                // for (on its own timer): both at once. The packets after
-                // a hole while it stays open wait as any other, since each
-                // ACK carries the whole SACK. A duplicate may be a verdict
-                // probe or a lost ACK's repeat.
-                tracked = Some(ce || changes_holes || verdict == PsnVerdict::Duplicate);
+                let filled = verdict == PsnVerdict::New
+                    && matches!(change, HoleChange::FillsLowest | HoleChange::FillsAbove);
+                // At once (protocol.md 3.4): a hole opening on a path that
+                // has not reordered (a loss to report), the lowest hole
+                // filled (the end of a reordering, which a sender waiting
+                // out a reorder window must see; its ACK moves `cum_psn`),
+                // a duplicate (a verdict probe or a lost ACK's repeat). The
+                // rest wait for `k`, each ACK carrying the whole SACK: a
+                // higher hole filled, a hole opening on a path that
+                // reorders (on a jittering link nearly every packet does
+                // one or the other).
+                let urgent = match change {
+                    HoleChange::Opens => !rp.reorders,
+                    HoleChange::FillsLowest => true,
+                    HoleChange::Extends | HoleChange::FillsAbove => false,
+                };
+                tracked = Some(ce || urgent || verdict == PsnVerdict::Duplicate);
+                rp.reorders |= filled;
                 rp.tracker = t;
                 rp.ce_pending |= ce;
                 rp.last_ts = h.timestamp;
@@ -1136,6 +1152,41 @@ mod tests {
         assert_eq!(r.on_data(&seg(2, 16), false, 5), RxVerdict::Duplicate);
         let a = r.ack_now(0).expect("duplicate");
         assert_eq!((a.cum_psn, a.ts_echo), (5, 1002));
+    }
+
+    #[test]
+    fn a_path_that_reorders_has_only_its_lowest_hole_answered_at_once() {
+        let mut r = rx();
+        r.on_data(&seg(0, 16), false, 0);
+        r.on_data(&seg(2, 16), false, 1);
+        assert!(r.ack_now(0).is_some(), "a hole opens: a loss to report");
+        r.on_data(&seg(1, 16), false, 2);
+        let a = r.ack_now(0).expect("the lowest hole filled");
+        assert_eq!((a.cum_psn, a.ts_echo), (3, 1001), "echoes the late packet");
+        // The path reorders now: neither a hole opening on it nor a
+        // higher one filled is news the sender needs at once.
+        r.on_data(&seg(5, 16), false, 3);
+        assert!(r.ack_now(0).is_none(), "opens a hole on a reordering path");
+        r.on_data(&seg(7, 16), false, 4);
+        r.on_data(&seg(4, 16), false, 5);
+        assert!(r.ack_now(0).is_none(), "fills a higher hole");
+        r.on_data(&seg(3, 16), false, 6);
+        let a = r.ack_now(0).expect("the lowest hole filled");
+        assert_eq!(
+            (a.cum_psn, a.sack[0]),
+            (6, 0b1),
+            "PSN 6 missing, 7 received"
+        );
+        r.on_data(&seg(3, 16), false, 7);
+        assert!(r.ack_now(0).is_some(), "a duplicate");
+        // A new path generation starts without the history.
+        let mut h = seg(6, 16);
+        (h.psn, h.path_id) = (2, 1 << PATH_SLOT_BITS);
+        r.on_data(&h, false, 8);
+        assert!(
+            r.ack_now(h.path_id).is_some(),
+            "opens a hole on a path that has not reordered"
+        );
     }
 
     #[test]

@@ -21,6 +21,24 @@ pub enum PsnVerdict {
     OutOfWindow,
 }
 
+/// What an arriving PSN does to its path's holes (the PSNs missing below
+/// the highest received).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoleChange {
+    /// It extends the run at the top: the next PSN after the highest
+    /// received (or the next expected, with nothing above it).
+    Extends,
+    /// It lies beyond that: a PSN below it is missing that was not.
+    Opens,
+    /// It is the lowest missing PSN, with PSNs above it received: it
+    /// moves the cumulative point past them.
+    FillsLowest,
+    /// It lies below the highest received but above the lowest hole: it
+    /// fills a higher hole, or is a duplicate (also one below the
+    /// cumulative point).
+    FillsAbove,
+}
+
 /// Cumulative PSN + SACK bitvector for one path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SackTracker {
@@ -96,14 +114,19 @@ impl SackTracker {
         }
     }
 
-    /// Whether `psn`, arriving now, would change the path's holes: it lies
-    /// beyond the highest PSN received so far plus one (it opens a hole: a
-    /// PSN below it is missing that was not), or below it (it fills one,
-    /// or it is a duplicate). Only a packet that extends the top run, the
-    /// next PSN after the highest, changes none (protocol.md 3.4
-    /// acknowledges the others at once).
-    pub fn changes_holes(&self, psn: u32) -> bool {
-        psn != self.run_end()
+    /// How `psn`, arriving now, would change the path's holes (protocol.md
+    /// 3.4 acknowledges some of them at once).
+    pub fn hole_change(&self, psn: u32) -> HoleChange {
+        let end = self.run_end();
+        if psn == end {
+            HoleChange::Extends
+        } else if seq_diff(psn, end) > 0 {
+            HoleChange::Opens
+        } else if psn == self.cum {
+            HoleChange::FillsLowest
+        } else {
+            HoleChange::FillsAbove
+        }
     }
 
     /// Record an arriving PSN.
@@ -184,23 +207,42 @@ mod tests {
 
     #[test]
     fn only_the_top_runs_next_psn_leaves_the_holes_alone() {
+        use HoleChange::*;
         let mut t = SackTracker::new(u32::MAX - 1);
-        assert!(!t.changes_holes(u32::MAX - 1), "the next expected");
-        assert!(t.changes_holes(u32::MAX), "skips the next expected: opens");
+        assert_eq!(t.hole_change(u32::MAX - 1), Extends, "the next expected");
+        assert_eq!(t.hole_change(u32::MAX), Opens, "skips the next expected");
         t.on_psn(u32::MAX);
-        assert!(!t.changes_holes(0), "extends the top run across the wrap");
-        assert!(t.changes_holes(u32::MAX - 1), "fills the hole");
-        assert!(t.changes_holes(1), "a second hole");
+        assert_eq!(
+            t.hole_change(0),
+            Extends,
+            "extends the top run across the wrap"
+        );
+        assert_eq!(t.hole_change(u32::MAX - 1), FillsLowest);
+        assert_eq!(t.hole_change(1), Opens, "a second hole");
         t.on_psn(1);
-        assert!(t.changes_holes(0), "fills the second hole");
-        assert!(!t.changes_holes(2));
-        assert!(t.changes_holes(u32::MAX - 5), "below cum");
+        assert_eq!(t.hole_change(0), FillsAbove, "the second hole");
+        assert_eq!(t.hole_change(u32::MAX - 1), FillsLowest);
+        assert_eq!(t.hole_change(2), Extends);
+        assert_eq!(t.hole_change(u32::MAX - 5), FillsAbove, "below cum");
+        t.on_psn(u32::MAX - 1);
+        assert_eq!(
+            t.hole_change(0),
+            FillsLowest,
+            "the first filled, the second is lowest"
+        );
         // The top run's end found in the last SACK word.
         let mut t = SackTracker::new(0);
         t.on_psn(256);
-        assert!(!t.changes_holes(257) && t.changes_holes(258) && t.changes_holes(100));
+        assert_eq!(t.hole_change(257), Extends);
+        assert_eq!(t.hole_change(258), Opens);
+        assert_eq!(t.hole_change(100), FillsAbove);
         t.on_psn(0);
-        assert!(!t.changes_holes(257), "cum moved, the top run did not");
+        assert_eq!(
+            t.hole_change(257),
+            Extends,
+            "cum moved, the top run did not"
+        );
+        assert_eq!(t.hole_change(1), FillsLowest);
     }
 
     #[test]

@@ -82,12 +82,14 @@ fn within_path_reordering_is_learned() {
             let ratio = o.goodput_gbps / clean.goodput_gbps;
             let data = o.payload_bytes.div_ceil(4096);
             println!(
-                "jitter 0..{} us seed {seed}: {:.1} of {:.1} Gbit/s = {:.1}%, {} resent of ~{data}",
+                "jitter 0..{} us seed {seed}: {:.1} of {:.1} Gbit/s = {:.1}%, {} resent of ~{data}, \
+                 {:.3} ACKs per data packet",
                 jitter / 1000,
                 o.goodput_gbps,
                 clean.goodput_gbps,
                 ratio * 100.0,
-                o.retx_packets
+                o.retx_packets,
+                o.ack_frames as f64 / o.data_frames.max(1) as f64
             );
             assert!(ratio >= 0.95, "goodput ratio {ratio}");
             assert!(o.retx_packets * 50 <= data, "{} resent", o.retx_packets);
