@@ -101,8 +101,9 @@ struct RxPath {
     last_ts: u64,
     ack: AckPending,
     /// A packet of this path filled a hole: the path reorders (resent data
-    /// takes a new PSN, so nothing else fills one), and a hole opening on
-    /// it no longer means a loss to report at once (protocol.md 3.4).
+    /// takes a new PSN, so nothing else fills one): a hole opening on it,
+    /// or a hole other than the lowest filling, is no longer acknowledged
+    /// at once (protocol.md 3.4).
     reorders: bool,
 }
 
@@ -594,20 +595,21 @@ impl<H: Heap> Receiver<H> {
                     return RxVerdict::Drop(DropReason::PathOutOfWindow);
                 }
                 let filled = verdict == PsnVerdict::New
-                    && matches!(change, HoleChange::FillsLowest | HoleChange::FillsAbove);
-                // At once (protocol.md 3.4): a hole opening on a path that
-                // has not reordered (a loss to report), the lowest hole
-                // filled (the end of a reordering, which a sender waiting
-                // out a reorder window must see; its ACK moves `cum_psn`),
-                // a duplicate (a verdict probe or a lost ACK's repeat). The
-                // rest wait for `k`, each ACK carrying the whole SACK: a
-                // higher hole filled, a hole opening on a path that
-                // reorders (on a jittering link nearly every packet does
-                // one or the other).
+                    && matches!(change, HoleChange::FillsLowest | HoleChange::BelowTop);
+                // At once (protocol.md 3.4): a hole opening or filling on a
+                // path that has not reordered (a loss to report; the first
+                // reordering, whose ACK echoing the late packet is the
+                // sender's proof), the lowest hole filled on any path (the
+                // end of a reordering, which a sender waiting out a reorder
+                // window must see; its ACK moves `cum_psn`), a duplicate (a
+                // verdict probe or a lost ACK's repeat). The rest wait for
+                // `k`, each ACK carrying the whole SACK: on a path that
+                // reorders, a hole opening and a higher hole filled (on a
+                // jittering link nearly every packet does one or the other).
                 let urgent = match change {
-                    HoleChange::Opens => !rp.reorders,
+                    HoleChange::Opens | HoleChange::BelowTop => !rp.reorders,
                     HoleChange::FillsLowest => true,
-                    HoleChange::Extends | HoleChange::FillsAbove => false,
+                    HoleChange::Extends => false,
                 };
                 tracked = Some(ce || urgent || verdict == PsnVerdict::Duplicate);
                 rp.reorders |= filled;
@@ -1160,32 +1162,52 @@ mod tests {
         r.on_data(&seg(0, 16), false, 0);
         r.on_data(&seg(2, 16), false, 1);
         assert!(r.ack_now(0).is_some(), "a hole opens: a loss to report");
-        r.on_data(&seg(1, 16), false, 2);
+        r.on_data(&seg(4, 16), false, 2);
+        assert!(r.ack_now(0).is_some(), "a second hole");
+        r.on_data(&seg(3, 16), false, 3);
+        let a = r.ack_now(0).expect("the path's first reordering");
+        assert_eq!((a.cum_psn, a.ts_echo), (1, 1003), "echoes the late packet");
+        r.on_data(&seg(1, 16), false, 4);
         let a = r.ack_now(0).expect("the lowest hole filled");
-        assert_eq!((a.cum_psn, a.ts_echo), (3, 1001), "echoes the late packet");
+        assert_eq!((a.cum_psn, a.ts_echo), (5, 1001));
         // The path reorders now: neither a hole opening on it nor a
         // higher one filled is news the sender needs at once.
-        r.on_data(&seg(5, 16), false, 3);
+        r.on_data(&seg(7, 16), false, 5);
         assert!(r.ack_now(0).is_none(), "opens a hole on a reordering path");
-        r.on_data(&seg(7, 16), false, 4);
-        r.on_data(&seg(4, 16), false, 5);
+        r.on_data(&seg(9, 16), false, 6);
+        r.on_data(&seg(8, 16), false, 7);
         assert!(r.ack_now(0).is_none(), "fills a higher hole");
-        r.on_data(&seg(3, 16), false, 6);
+        r.on_data(&seg(5, 16), false, 8);
         let a = r.ack_now(0).expect("the lowest hole filled");
         assert_eq!(
             (a.cum_psn, a.sack[0]),
-            (6, 0b1),
-            "PSN 6 missing, 7 received"
+            (6, 0b111),
+            "PSN 6 missing, 7-9 received"
         );
-        r.on_data(&seg(3, 16), false, 7);
+        r.on_data(&seg(5, 16), false, 9);
         assert!(r.ack_now(0).is_some(), "a duplicate");
         // A new path generation starts without the history.
         let mut h = seg(6, 16);
         (h.psn, h.path_id) = (2, 1 << PATH_SLOT_BITS);
-        r.on_data(&h, false, 8);
+        r.on_data(&h, false, 10);
         assert!(
             r.ack_now(h.path_id).is_some(),
             "opens a hole on a path that has not reordered"
+        );
+    }
+
+    #[test]
+    fn a_duplicate_is_no_reordering() {
+        let mut r = rx();
+        r.on_data(&seg(0, 16), false, 0);
+        r.on_data(&seg(2, 16), false, 1);
+        assert!(r.ack_now(0).is_some(), "opens");
+        assert_eq!(r.on_data(&seg(2, 16), false, 2), RxVerdict::Duplicate);
+        assert!(r.ack_now(0).is_some(), "a duplicate");
+        r.on_data(&seg(4, 16), false, 3);
+        assert!(
+            r.ack_now(0).is_some(),
+            "opens: the path still does not reorder"
         );
     }
 

@@ -2,7 +2,10 @@
 //! selective-acknowledgement bitvector.
 //!
 //! Packets on one path travel one ECMP route and so arrive in order; a hole
-//! below a received PSN is therefore evidence of loss, not of reordering.
+//! below a received PSN is therefore evidence of loss. A link that reorders
+//! within a path (one that jitters) shows itself by filling holes, which
+//! the receiver remembers per path (protocol.md 3.4) and the sender learns
+//! from (4.2).
 
 use super::seq::seq_diff;
 use super::wire::SACK_BITS;
@@ -33,10 +36,10 @@ pub enum HoleChange {
     /// It is the lowest missing PSN, with PSNs above it received: it
     /// moves the cumulative point past them.
     FillsLowest,
-    /// It lies below the highest received but above the lowest hole: it
-    /// fills a higher hole, or is a duplicate (also one below the
-    /// cumulative point).
-    FillsAbove,
+    /// It lies below the highest received and is not the lowest missing
+    /// PSN: it fills a higher hole, or is a duplicate (also one below the
+    /// cumulative point; [`SackTracker::on_psn`] tells which).
+    BelowTop,
 }
 
 /// Cumulative PSN + SACK bitvector for one path.
@@ -125,7 +128,7 @@ impl SackTracker {
         } else if psn == self.cum {
             HoleChange::FillsLowest
         } else {
-            HoleChange::FillsAbove
+            HoleChange::BelowTop
         }
     }
 
@@ -206,7 +209,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_top_runs_next_psn_leaves_the_holes_alone() {
+    fn hole_change_classifies_each_arrival() {
         use HoleChange::*;
         let mut t = SackTracker::new(u32::MAX - 1);
         assert_eq!(t.hole_change(u32::MAX - 1), Extends, "the next expected");
@@ -220,10 +223,10 @@ mod tests {
         assert_eq!(t.hole_change(u32::MAX - 1), FillsLowest);
         assert_eq!(t.hole_change(1), Opens, "a second hole");
         t.on_psn(1);
-        assert_eq!(t.hole_change(0), FillsAbove, "the second hole");
+        assert_eq!(t.hole_change(0), BelowTop, "the second hole");
         assert_eq!(t.hole_change(u32::MAX - 1), FillsLowest);
         assert_eq!(t.hole_change(2), Extends);
-        assert_eq!(t.hole_change(u32::MAX - 5), FillsAbove, "below cum");
+        assert_eq!(t.hole_change(u32::MAX - 5), BelowTop, "below cum");
         t.on_psn(u32::MAX - 1);
         assert_eq!(
             t.hole_change(0),
@@ -235,7 +238,7 @@ mod tests {
         t.on_psn(256);
         assert_eq!(t.hole_change(257), Extends);
         assert_eq!(t.hole_change(258), Opens);
-        assert_eq!(t.hole_change(100), FillsAbove);
+        assert_eq!(t.hole_change(100), BelowTop);
         t.on_psn(0);
         assert_eq!(
             t.hole_change(257),

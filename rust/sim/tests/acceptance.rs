@@ -70,7 +70,7 @@ fn heavy_reordering_causes_no_retransmission() {
 /// With the fixed threshold of 1 this fabric kept 35% (5 us) and 13% (20
 /// us) of its goodput, resending up to every second packet; with the
 /// count learned alone it resent 2-7% of its packets at 20 us (92-97% of
-/// the goodput), with the reorder window 0.4-0.5%.
+/// the goodput), with the reorder window 0.3-0.4% (protocol.md 4.2).
 #[test]
 fn within_path_reordering_is_learned() {
     let clean = run(&path_jitter(0, 5));
