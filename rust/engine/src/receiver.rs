@@ -100,10 +100,10 @@ struct RxPath {
     ce_pending: bool,
     last_ts: u64,
     ack: AckPending,
-    /// A packet of this path filled a hole: the path reorders (resent data
-    /// takes a new PSN, so nothing else fills one): a hole opening on it,
-    /// or a hole other than the lowest filling, is no longer acknowledged
-    /// at once (protocol.md 3.4).
+    /// A packet of this path filled a hole, so the path reorders (resent
+    /// data takes a new PSN, so nothing else fills one). From then on a
+    /// hole opening on it, or a hole other than the lowest filling, is no
+    /// longer acknowledged at once (protocol.md 3.4).
     reorders: bool,
 }
 
@@ -815,8 +815,9 @@ impl<H: Heap> Receiver<H> {
     /// The ACK of the packet just processed, if it must go now (protocol.md
     /// 3.4): its path waited for [`ack_every`](super::ack_policy::ack_every)
     /// packets, or the packet completed a message (so it moves `cum_msn`
-    /// when it is the oldest), carried ECN-CE, opened or filled a hole on
-    /// its path, was a duplicate or discarded, or its message failed. Else
+    /// when it is the oldest), carried ECN-CE, filled its path's lowest
+    /// hole, opened or filled another on a path that has not reordered,
+    /// was a duplicate or discarded, or its message failed. Else
     /// it waits for a later ACK of its path or for [`Receiver::flush`].
     pub fn ack_now(&mut self, path_id: u16) -> Option<Ack> {
         let rp = self
