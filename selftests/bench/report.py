@@ -640,7 +640,11 @@ def main():
          else f"a debug kernel ({env.get('kdebug', '?').replace('+', ', ')}: every transport runs ~3x slower)")
       + "\n"
       f"- **Tools:** perftest {env.get('perftest', '?')}, iperf3 {env.get('iperf3', '?')}, rdma-core {env.get('rdma-core', '?')}\n"
-      f"- **Settings:** {env.get('reps', '?')} repetitions per point, perftest `-D {env.get('dur', '?')} -f 1` "
+      f"- **Settings:** {env.get('reps', '?')} repetitions per point"
+      + (f" (the throughput, latency, loss and reordering points in {env['passes']} passes over the transports, "
+         "every transport's repetition r before any transport's r + 1, the order reversed on even passes)"
+         if int(env.get("passes", "0") or 0) > 1 else "")
+      + f", perftest `-D {env.get('dur', '?')} -f 1` "
       f"(measures {int(env.get('dur', '4')) - 2} s), latency `-n {env.get('lat_n', '?')}`\n"
       + (f"- **Duration:** {a.seconds} s for the rig run (boot, suite, shutdown)\n" if a.seconds else "")
       + (f"- **Rig result:** FAILED (exit {a.rig_rc}; see the rig log: a test or a kernel report)\n" if a.rig_rc != "0" else ""))

@@ -44,6 +44,9 @@ else
 	scale_delays=(1.5ms 10ms) scale_sizes=(4096 65536) scale_t=12 scale_cap=4
 fi
 ((METAROCE_PLANES >= plane_set[-1])) || plane_set=(1 "$METAROCE_PLANES")
+# The throughput scenario's passes over the transports (the run, below).
+per_pass=0
+want throughput || want lossless && per_pass=$reps
 # MetaRoCE's own configuration for the non-scaling runs: the rig's usual 2.
 main_planes=$((METAROCE_PLANES < 2 ? METAROCE_PLANES : 2))
 # perftest -D: measures D-2*margin seconds (margin -f 1) and counts only
@@ -55,7 +58,7 @@ bw_args="-D $dur -f 1 -Q 1"
 tmo=$((dur + 25))
 
 {
-	echo "quick=$quick reps=$reps dur=$dur lat_n=$lat_n fail_t=$fail_t cong_t=$cong_t rcn_t=$rcn_t"
+	echo "quick=$quick reps=$reps passes=$per_pass dur=$dur lat_n=$lat_n fail_t=$fail_t cong_t=$cong_t rcn_t=$rcn_t"
 	echo "transports=$transports planes=$METAROCE_PLANES main_planes=$main_planes"
 	echo "kernel=$(uname -r) cpus=$(nproc) mem=$(awk '/MemTotal/ {print $2" kB"}' /proc/meminfo)"
 	# Which kernel ran: the benchmark kernel has no lock or memory
@@ -124,34 +127,30 @@ bw_point() {
 }
 
 # ---------------------------------------------------------------- scenarios
-lossless() { # T: the lossless throughput points (and their cost)
-	local t=$1 spec test size qps rep
+lossless() { # T REP: the lossless throughput points (and their cost), once
+	local t=$1 rep=$2 spec test size qps
 	for spec in "${bw_tests[@]}"; do
 		read -r test size qps <<< "$spec"
 		[ "$t" = tcp ] && [ "$test" != ib_write_bw -o "$size" != 65536 ] && continue
-		for ((rep = 1; rep <= reps; rep++)); do
-			bw_point "$t" throughput "$test" "$size" "$qps" "${planes_of[$t]}" loss=0 "$rep"
-		done
+		bw_point "$t" throughput "$test" "$size" "$qps" "${planes_of[$t]}" loss=0 "$rep"
 	done
 }
-throughput_latency_loss() { # T: lossless throughput + latency, loss sweep, reordering
-	local t=$1 spec test size rep l lat loss cond
-	lossless "$t"
+throughput_latency_loss() { # T REP: lossless throughput + latency, loss sweep, reordering, once
+	local t=$1 rep=$2 spec test size l lat loss cond
+	lossless "$t" "$rep"
 	if [ "$t" = tcp ]; then
-		csv tcp latency - - - - - - skipped "" "TCP is the throughput ceiling only"
+		[ "$rep" = 1 ] && csv tcp latency - - - - - - skipped "" "TCP is the throughput ceiling only"
 	else
 		for spec in "${lat_tests[@]}"; do
 			read -r test size <<< "$spec"
-			for ((rep = 1; rep <= reps; rep++)); do
-				if pt_run "$test" 60 -s "$size" -n "$lat_n" && l=$(pt_lat "$size"); then
-					read -r lat p99 <<< "$l"
-					csv "$t" latency "$test" "$size" 1 "${planes_of[$t]}" - "$rep" median_us "$lat"
-					csv "$t" latency "$test" "$size" 1 "${planes_of[$t]}" - "$rep" p99_us "$p99"
-				else
-					csv "$t" latency "$test" "$size" 1 "${planes_of[$t]}" - "$rep" error "" "$(pt_err)"
-				fi
-				note "$t latency $test size=$size rep$rep: ${l:-error} us (median p99)"
-			done
+			if pt_run "$test" 60 -s "$size" -n "$lat_n" && l=$(pt_lat "$size"); then
+				read -r lat p99 <<< "$l"
+				csv "$t" latency "$test" "$size" 1 "${planes_of[$t]}" - "$rep" median_us "$lat"
+				csv "$t" latency "$test" "$size" 1 "${planes_of[$t]}" - "$rep" p99_us "$p99"
+			else
+				csv "$t" latency "$test" "$size" 1 "${planes_of[$t]}" - "$rep" error "" "$(pt_err)"
+			fi
+			note "$t latency $test size=$size rep$rep: ${l:-error} us (median p99)"
 		done
 	fi
 	# Loss 0 first: netem on every plane with no loss, the reference that
@@ -161,9 +160,7 @@ throughput_latency_loss() { # T: lossless throughput + latency, loss sweep, reor
 	# 64 KiB GSO skbs), so that the sweep's shares can be read both ways.
 	for loss in 0 "${losses[@]}"; do
 		on_both "tc_loss_all $loss" || { note "netem loss $loss failed"; continue; }
-		for ((rep = 1; rep <= reps; rep++)); do
-			bw_point "$t" loss ib_write_bw 65536 1 "${planes_of[$t]}" "loss=$loss" "$rep"
-		done
+		bw_point "$t" loss ib_write_bw 65536 1 "${planes_of[$t]}" "loss=$loss" "$rep"
 	done
 	on_both tc_clear
 	# Reordering: 2 ms +- 2 ms on plane 0 (both directions), which every
@@ -172,9 +169,7 @@ throughput_latency_loss() { # T: lossless throughput + latency, loss sweep, reor
 	# told from the reordering's.
 	for cond in "delay=2ms@plane0 0 2ms 0ms" "jitter=2ms+-2ms@plane0 0 2ms 2ms"; do
 		on_both "tc_jitter ${cond#* }" || { note "netem ${cond%% *} failed"; continue; }
-		for ((rep = 1; rep <= reps; rep++)); do
-			bw_point "$t" reorder ib_write_bw 65536 1 "${planes_of[$t]}" "${cond%% *}" "$rep"
-		done
+		bw_point "$t" reorder ib_write_bw 65536 1 "${planes_of[$t]}" "${cond%% *}" "$rep"
 	done
 	on_both tc_clear
 }
@@ -596,28 +591,49 @@ jumbo() {
 # ---------------------------------------------------------------- the run
 # Availability first: a transport that cannot come up is "not available"
 # with its reason in every table.
-for t in $transports; do
-	if tp_up "$t" "$([ "$t" = tcp ] && echo 1 || echo "$main_planes")"; then
-		avail[$t]=1 planes_of[$t]=$TP_PLANES
-		note "$t: available, $TP_PLANES plane(s)"
-		csv "$t" availability - - - "$TP_PLANES" - - available 1
-		if want throughput; then
-			throughput_latency_loss "$t"
-		elif want lossless; then
-			# The throughput scenario's lossless points alone.
-			lossless "$t"
-		elif [ "$t" != tcp ] && { want scaling || want congestion || want scale; }; then
-			# The rate-limited runs take their rates from the CPU ceiling
-			# below: measure it when the throughput scenario does not.
-			bw_point "$t" throughput ib_write_bw 65536 1 "${planes_of[$t]}" loss=0 1
+# The throughput scenario (and its lossless subset) runs in passes, one per
+# repetition: every transport runs its points of repetition r before any
+# runs r + 1, in the given order on odd passes and reversed on even ones.
+# Why: the rig's speed drifts by tens of percent over minutes (one build's
+# 64 KiB write read 21-33 MiB/s within 10 minutes of one run), and with
+# each transport's repetitions in one block, a ratio between transports
+# compared a slow stretch of the run with a fast one
+# (Documentation/benchmarks/partial-2026-12-07d: rxe 15.7-17.9 MiB/s in its
+# block, 10.4-13.3 in the run before). In passes, every transport's median
+# draws on every stretch.
+for ((pass = 1; pass <= (per_pass > 0 ? per_pass : 1); pass++)); do
+	order=$transports
+	((pass % 2 == 0)) && order=$(tr ' ' '\n' <<< "$transports" | tac | paste -sd' ')
+	for t in $order; do
+		[ "$pass" = 1 ] || [ -n "${avail[$t]:-}" ] || continue
+		if tp_up "$t" "$([ "$t" = tcp ] && echo 1 || echo "$main_planes")"; then
+			if [ "$pass" = 1 ]; then
+				avail[$t]=1 planes_of[$t]=$TP_PLANES
+				note "$t: available, $TP_PLANES plane(s)"
+				csv "$t" availability - - - "$TP_PLANES" - - available 1
+			fi
+			if want throughput; then
+				throughput_latency_loss "$t" "$pass"
+			elif want lossless; then
+				# The throughput scenario's lossless points alone.
+				lossless "$t" "$pass"
+			elif [ "$t" != tcp ] && { want scaling || want congestion || want scale; }; then
+				# The rate-limited runs take their rates from the CPU ceiling
+				# below: measure it when the throughput scenario does not.
+				bw_point "$t" throughput ib_write_bw 65536 1 "${planes_of[$t]}" loss=0 1
+			fi
+		elif [ "$pass" = 1 ]; then
+			reason[$t]=$TP_REASON
+			note "$t: NOT available: $TP_REASON"
+			csv "$t" availability - - - - - - unavailable "" "$TP_REASON"
+		else
+			# Up in pass 1, not now: this pass's samples are missing, and
+			# the report counts fewer repetitions (n) for it.
+			note "$t: pass $pass: could not come up: $TP_REASON"
 		fi
-	else
-		reason[$t]=$TP_REASON
-		note "$t: NOT available: $TP_REASON"
-		csv "$t" availability - - - - - - unavailable "" "$TP_REASON"
-	fi
-	tp_down "$t"
-	on_both tc_clear
+		tp_down "$t"
+		on_both tc_clear
+	done
 done
 
 # The CPU ceiling: the slowest RDMA transport's lossless 64 KiB write. Each
