@@ -266,7 +266,9 @@ pub struct TxPath {
 /// acknowledges `psn` too (so the receiver built it after that packet
 /// arrived, not an ACK the network delayed) and echoes an earlier `ts`
 /// answers a packet sent before the one that overtook the hole and
-/// received after it: the path reorders (protocol.md 4.2).
+/// received after it: the path reorders (protocol.md 4.2). So does a later
+/// ACK with the SACK bit of a PSN the declaration made lost (`lost`): that
+/// PSN's own packet arrived, since resent data takes a new PSN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReorderWatch {
     /// `ts_echo` of the declaring ACK.
@@ -277,6 +279,23 @@ pub struct ReorderWatch {
     /// start of their wait): how long the reordering that proves them
     /// wrong took to show from then is how long a hole must wait.
     pub at: u64,
+    /// The PSNs declared lost, the 64 below `psn`: bit `i` is PSN
+    /// `psn - 1 - i` (lower ones are not watched).
+    pub lost: u64,
+}
+
+impl ReorderWatch {
+    /// The PSNs declared lost that the watch holds.
+    pub fn lost_psns(&self) -> impl Iterator<Item = u32> + '_ {
+        let mut bits = self.lost;
+        core::iter::from_fn(move || {
+            (bits != 0).then(|| {
+                let i = bits.trailing_zeros();
+                bits &= bits - 1;
+                self.psn.wrapping_sub(1).wrapping_sub(i)
+            })
+        })
+    }
 }
 
 /// Holes the SACK rule found on a path with a reorder window, not yet

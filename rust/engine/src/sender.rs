@@ -1241,9 +1241,17 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         }
         self.on_late_ack(slot, ack, now);
         let watch = open(&self.paths, slot).and_then(|p| p.reorder_watch);
-        if watch.is_some_and(|w| ack_covers(ack, w.psn) && ack.ts_echo < w.ts) {
-            // A packet sent before the one that proved the last SACK loss
-            // arrived after it.
+        // A packet sent before the one that proved the last SACK loss
+        // arrived after it; or one of the PSNs it made lost arrived. That
+        // SACK bit is the proof that needs no timestamp: on a path that
+        // reorders, the receiver answers a fill other than the lowest
+        // hole's with the next ACK (3.4), which echoes a newer packet, and
+        // where the lowest hole is a real loss the fill above it is not
+        // the lowest. Not `cum_psn`: the receiver's floor step (3.1) moves
+        // it past PSNs declared lost.
+        let echoed_earlier = |w: &ReorderWatch| ack_covers(ack, w.psn) && ack.ts_echo < w.ts;
+        let lost_arrived = |w: &ReorderWatch| w.lost_psns().any(|psn| sack_has(ack, psn));
+        if watch.is_some_and(|w| echoed_earlier(&w) || lost_arrived(&w)) {
             self.sack_loss_was_reordering(slot, now);
         }
         // Cumulative part. An ACK of packets that carried an older floor
@@ -1577,6 +1585,10 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         // Holes below the waiting ones' highest PSN were seen then and have
         // waited the window once it has passed.
         let due = wait.filter(|w| now >= w.since.saturating_add(window));
+        // The evidence PSN of the watch a declaration sets (below), and
+        // the PSNs declared below it.
+        let evidence = due.map_or(hi, |w| w.psn);
+        let mut declared = 0u64;
         let mut lost = 0u32;
         let mut waiting = false;
         let mut above = 0u32;
@@ -1591,6 +1603,10 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 {
                     self.declare_sack_loss(slot, psn, e);
                     lost += 1;
+                    let below = evidence.wrapping_sub(psn).wrapping_sub(1);
+                    if below < 64 {
+                        declared |= 1 << below;
+                    }
                 }
                 EntryState::InFlight if above >= threshold => waiting = true,
                 _ => {}
@@ -1607,8 +1623,13 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             // The evidence: the ACK that showed the holes now declared, and
             // when it came (a reordering that proves them wrong took from
             // then: the window it needed).
-            let (ts, psn, at) = due.map_or((echo, hi, now), |w| (w.ts, w.psn, w.since));
-            p.reorder_watch = Some(ReorderWatch { ts, psn, at });
+            let (ts, at) = due.map_or((echo, now), |w| (w.ts, w.since));
+            p.reorder_watch = Some(ReorderWatch {
+                ts,
+                psn: evidence,
+                at,
+                lost: declared,
+            });
         }
         p.reorder_wait = match (waiting, wait) {
             // This ACK's highest PSN is below the waiting holes' (a stale
@@ -3114,6 +3135,53 @@ mod tests {
         assert_eq!(run(&mut tx, by_two, 300), (ok, 3, 0, 2));
         assert_eq!(tx.path(0).unwrap().loss_threshold(1), 4);
         assert_eq!(run(&mut tx, by_two, 400), (ok, 3, 0, 2));
+    }
+
+    /// A declaration is shown reordering by the SACK bit of a PSN it made
+    /// lost (resent data takes a new PSN), also when that ACK echoes a
+    /// newer packet: on a path that reorders, a receiver answers only the
+    /// lowest hole's fill at once, and with the lowest hole a real loss,
+    /// the fill of a higher one goes with the next ACK, after newer
+    /// packets.
+    #[test]
+    fn a_declared_loss_whose_psn_is_sacked_was_reordering() {
+        let mut tx = Sender::new(cfg(1, 1), 0).unwrap();
+        let mut rx = receiver();
+        // Packet 0 overtaken: the path reorders, at both ends (the
+        // receiver saw a fill, the sender's threshold is 2).
+        deliver_in_order(&mut tx, &mut rx, [1, 0, 2, 3, 4, 5, 6, 7], 0).unwrap();
+        assert_eq!((tx.stats().sack_losses, tx.stats().reorders), (1, 1));
+        assert_eq!(tx.path(0).unwrap().loss_threshold(1), 2);
+        // Packet 1 lost; packet 4 overtaken by 5 and 6 (declared lost by
+        // them) and arriving before 7. The receiver ACKs as it would.
+        let pkts = send_eight(&mut tx, 100);
+        let mut echoes = [0u64; 8];
+        let mut n = 0;
+        for i in [0, 2, 3, 5, 6, 4, 7] {
+            rx.on_data(&pkts[i], false, 108);
+            if let Some(a) = rx.ack_now(pkts[i].path_id) {
+                echoes[n] = a.ts_echo;
+                n += 1;
+                tx.on_ack(&a, 118);
+            }
+        }
+        assert_eq!(tx.stats().sack_losses, 3);
+        let at = rx.ack_deadline().unwrap();
+        while let Some(a) = rx.flush(at) {
+            echoes[n] = a.ts_echo;
+            n += 1;
+            tx.on_ack(&a, at + 10);
+        }
+        // No ACK echoed packet 4's timestamp, and its PSN is below the
+        // sender's floor (packet 1 was declared lost too): the SACK bit
+        // alone shows the reordering, and the threshold doubles again.
+        assert!(
+            !echoes[..n].contains(&pkts[4].timestamp),
+            "{:?}",
+            &echoes[..n]
+        );
+        assert_eq!(tx.stats().reorders, 2);
+        assert_eq!(tx.path(0).unwrap().loss_threshold(1), 4);
     }
 
     /// A path whose reordering took time to show learns to wait that
