@@ -282,12 +282,20 @@ pub struct ReorderWatch {
     /// The PSNs declared lost, the 64 below `psn`: bit `i` is PSN
     /// `psn - 1 - i` (lower ones are not watched).
     pub lost: u64,
+    /// The path's `sent` at the declaration: `lost` names PSNs, which
+    /// wrap, so it is read only until 2^31 more packets have gone.
+    pub sent: u64,
 }
 
 impl ReorderWatch {
-    /// The PSNs declared lost that the watch holds.
-    pub fn lost_psns(&self) -> impl Iterator<Item = u32> + '_ {
-        let mut bits = self.lost;
+    /// The PSNs declared lost that the watch holds, while they are
+    /// unambiguous (the path has sent `sent` packets).
+    pub fn lost_psns(&self, sent: u64) -> impl Iterator<Item = u32> + '_ {
+        let mut bits = if sent.wrapping_sub(self.sent) < 1 << 31 {
+            self.lost
+        } else {
+            0
+        };
         core::iter::from_fn(move || {
             (bits != 0).then(|| {
                 let i = bits.trailing_zeros();
@@ -528,6 +536,32 @@ mod tests {
             32,
             "a configured threshold above the cap stands"
         );
+    }
+
+    /// A watch names the PSNs it declared lost below its evidence PSN,
+    /// across the PSN wrap, and none once the path has sent 2^31 more
+    /// packets (a PSN named then may be a new packet's).
+    #[test]
+    fn a_watch_names_its_lost_psns_until_they_are_ambiguous() {
+        let w = ReorderWatch {
+            ts: 0,
+            psn: 2,
+            at: 0,
+            lost: 1 | 1 << 3 | 1 << 63,
+            sent: 1000,
+        };
+        let names = |sent| {
+            let mut v = [0u32; 4];
+            let mut n = 0;
+            for psn in w.lost_psns(sent) {
+                v[n] = psn;
+                n += 1;
+            }
+            (n, v)
+        };
+        assert_eq!(names(1000), (3, [1, u32::MAX - 1, u32::MAX - 61, 0]));
+        assert_eq!(names(1000 + (1 << 31) - 1).0, 3);
+        assert_eq!(names(1000 + (1 << 31)).0, 0);
     }
 
     #[test]

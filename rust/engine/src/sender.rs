@@ -1250,7 +1250,8 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         // the lowest. Not `cum_psn`: the receiver's floor step (3.1) moves
         // it past PSNs declared lost.
         let echoed_earlier = |w: &ReorderWatch| ack_covers(ack, w.psn) && ack.ts_echo < w.ts;
-        let lost_arrived = |w: &ReorderWatch| w.lost_psns().any(|psn| sack_has(ack, psn));
+        let sent = open(&self.paths, slot).map_or(0, |p| p.sent);
+        let lost_arrived = |w: &ReorderWatch| w.lost_psns(sent).any(|psn| sack_has(ack, psn));
         if watch.is_some_and(|w| echoed_earlier(&w) || lost_arrived(&w)) {
             self.sack_loss_was_reordering(slot, now);
         }
@@ -1585,9 +1586,12 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         // Holes below the waiting ones' highest PSN were seen then and have
         // waited the window once it has passed.
         let due = wait.filter(|w| now >= w.since.saturating_add(window));
-        // The evidence PSN of the watch a declaration sets (below), and
-        // the PSNs declared below it.
-        let evidence = due.map_or(hi, |w| w.psn);
+        // The wait a declaration ends (none with no window: every hole is
+        // declared, those above the waiting ones too), whose ACK is the
+        // evidence of the watch it sets (below), and the PSNs declared
+        // below that ACK's highest.
+        let ended = due.filter(|_| window != 0);
+        let evidence = ended.map_or(hi, |w| w.psn);
         let mut declared = 0u64;
         let mut lost = 0u32;
         let mut waiting = false;
@@ -1623,12 +1627,13 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             // The evidence: the ACK that showed the holes now declared, and
             // when it came (a reordering that proves them wrong took from
             // then: the window it needed).
-            let (ts, at) = due.map_or((echo, now), |w| (w.ts, w.since));
+            let (ts, at) = ended.map_or((echo, now), |w| (w.ts, w.since));
             p.reorder_watch = Some(ReorderWatch {
                 ts,
                 psn: evidence,
                 at,
                 lost: declared,
+                sent: p.sent,
             });
         }
         p.reorder_wait = match (waiting, wait) {
