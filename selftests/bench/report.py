@@ -17,6 +17,10 @@ import statistics
 from collections import defaultdict
 
 TRANSPORTS = ["metaroce", "rxe", "siw", "tcp"]
+# What the suite's passes over the transports covered (env.txt passes_over).
+PASSED = {"throughput": "the throughput, latency, loss and reordering points",
+          "lossless": "the lossless throughput points"}
+
 LABEL = {"metaroce": "MetaRoCE", "rxe": "rxe", "siw": "siw", "tcp": "TCP (iperf3)"}
 COLOR = {"metaroce": "tab:red", "rxe": "tab:blue", "siw": "tab:green", "tcp": "tab:gray"}
 
@@ -641,8 +645,8 @@ def main():
       + "\n"
       f"- **Tools:** perftest {env.get('perftest', '?')}, iperf3 {env.get('iperf3', '?')}, rdma-core {env.get('rdma-core', '?')}\n"
       f"- **Settings:** {env.get('reps', '?')} repetitions per point"
-      + (f" (the throughput, latency, loss and reordering points in {env['passes']} passes over the transports, "
-         "every transport's repetition r before any transport's r + 1, the order reversed on even passes)"
+      + (f" ({PASSED.get(env.get('passes_over'), 'the throughput points')} in {env['passes']} passes over the "
+         "transports, every transport's repetition r before any transport's r + 1, the order reversed on even passes)"
          if int(env.get("passes", "0") or 0) > 1 else "")
       + f", perftest `-D {env.get('dur', '?')} -f 1` "
       f"(measures {int(env.get('dur', '4')) - 2} s), latency `-n {env.get('lat_n', '?')}`\n"

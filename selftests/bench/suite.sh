@@ -44,9 +44,14 @@ else
 	scale_delays=(1.5ms 10ms) scale_sizes=(4096 65536) scale_t=12 scale_cap=4
 fi
 ((METAROCE_PLANES >= plane_set[-1])) || plane_set=(1 "$METAROCE_PLANES")
-# The throughput scenario's passes over the transports (the run, below).
-per_pass=0
-want throughput || want lossless && per_pass=$reps
+# The throughput scenario's passes over the transports (the run, below):
+# how many, and over which points.
+per_pass=0 passes_over=-
+if want throughput; then
+	per_pass=$reps passes_over=throughput
+elif want lossless; then
+	per_pass=$reps passes_over=lossless
+fi
 # MetaRoCE's own configuration for the non-scaling runs: the rig's usual 2.
 main_planes=$((METAROCE_PLANES < 2 ? METAROCE_PLANES : 2))
 # perftest -D: measures D-2*margin seconds (margin -f 1) and counts only
@@ -58,7 +63,7 @@ bw_args="-D $dur -f 1 -Q 1"
 tmo=$((dur + 25))
 
 {
-	echo "quick=$quick reps=$reps passes=$per_pass dur=$dur lat_n=$lat_n fail_t=$fail_t cong_t=$cong_t rcn_t=$rcn_t"
+	echo "quick=$quick reps=$reps passes=$per_pass passes_over=$passes_over dur=$dur lat_n=$lat_n fail_t=$fail_t cong_t=$cong_t rcn_t=$rcn_t"
 	echo "transports=$transports planes=$METAROCE_PLANES main_planes=$main_planes"
 	echo "kernel=$(uname -r) cpus=$(nproc) mem=$(awk '/MemTotal/ {print $2" kB"}' /proc/meminfo)"
 	# Which kernel ran: the benchmark kernel has no lock or memory
@@ -594,19 +599,39 @@ jumbo() {
 # The throughput scenario (and its lossless subset) runs in passes, one per
 # repetition: every transport runs its points of repetition r before any
 # runs r + 1, in the given order on odd passes and reversed on even ones.
-# Why: the rig's speed drifts by tens of percent over minutes (one build's
-# 64 KiB write read 21-33 MiB/s within 10 minutes of one run), and with
-# each transport's repetitions in one block, a ratio between transports
-# compared a slow stretch of the run with a fast one
-# (Documentation/benchmarks/partial-2026-12-07d: rxe 15.7-17.9 MiB/s in its
-# block, 10.4-13.3 in the run before). In passes, every transport's median
-# draws on every stretch.
+# Why: on this rig one transport's samples taken minutes or hours apart
+# differ by tens of percent (rxe's 64 KiB write: 10.4-13.3 MiB/s in one
+# run's block, 15.7-17.9 in the next run's, Documentation/benchmarks/
+# partial-2026-12-07c and -07d), and with each transport's repetitions in
+# one block, a ratio between transports compared one stretch of the run
+# with another. In passes, every transport's median draws on every stretch.
+read -r -a order_given <<< "$transports"
 for ((pass = 1; pass <= (per_pass > 0 ? per_pass : 1); pass++)); do
-	order=$transports
-	((pass % 2 == 0)) && order=$(tr ' ' '\n' <<< "$transports" | tac | paste -sd' ')
-	for t in $order; do
+	order=("${order_given[@]}")
+	if ((pass % 2 == 0)); then
+		order=()
+		for ((i = ${#order_given[@]} - 1; i >= 0; i--)); do order+=("${order_given[i]}"); done
+	fi
+	for t in "${order[@]}"; do
 		[ "$pass" = 1 ] || [ -n "${avail[$t]:-}" ] || continue
-		if tp_up "$t" "$([ "$t" = tcp ] && echo 1 || echo "$main_planes")"; then
+		want_planes=$([ "$t" = tcp ] && echo 1 || echo "$main_planes")
+		if ! tp_up "$t" "$want_planes"; then
+			if [ "$pass" = 1 ]; then
+				reason[$t]=$TP_REASON
+				note "$t: NOT available: $TP_REASON"
+				csv "$t" availability - - - - - - unavailable "" "$TP_REASON"
+			else
+				# Up in pass 1, not now: this pass's samples are missing
+				# (the report's n counts fewer), and the report says why.
+				note "$t: pass $pass: could not come up: $TP_REASON"
+				csv "$t" throughput - - - - - "$pass" error "" "pass $pass: could not come up: $TP_REASON"
+			fi
+		elif [ "$pass" != 1 ] && [ "$TP_PLANES" != "${planes_of[$t]}" ]; then
+			# Samples are labelled with the planes of pass 1: a pass on
+			# another count would mix two configurations in one row.
+			note "$t: pass $pass: up on $TP_PLANES plane(s), not ${planes_of[$t]}: skipped"
+			csv "$t" throughput - - - - - "$pass" error "" "pass $pass: up on $TP_PLANES plane(s), not ${planes_of[$t]}: skipped"
+		else
 			if [ "$pass" = 1 ]; then
 				avail[$t]=1 planes_of[$t]=$TP_PLANES
 				note "$t: available, $TP_PLANES plane(s)"
@@ -622,14 +647,6 @@ for ((pass = 1; pass <= (per_pass > 0 ? per_pass : 1); pass++)); do
 				# below: measure it when the throughput scenario does not.
 				bw_point "$t" throughput ib_write_bw 65536 1 "${planes_of[$t]}" loss=0 1
 			fi
-		elif [ "$pass" = 1 ]; then
-			reason[$t]=$TP_REASON
-			note "$t: NOT available: $TP_REASON"
-			csv "$t" availability - - - - - - unavailable "" "$TP_REASON"
-		else
-			# Up in pass 1, not now: this pass's samples are missing, and
-			# the report counts fewer repetitions (n) for it.
-			note "$t: pass $pass: could not come up: $TP_REASON"
 		fi
 		tp_down "$t"
 		on_both tc_clear
