@@ -1240,7 +1240,8 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             p.last_ack = Some(now);
         }
         self.on_late_ack(slot, ack, now);
-        let watch = open(&self.paths, slot).and_then(|p| p.reorder_watch);
+        let (watch, sent) =
+            open(&self.paths, slot).map_or((None, 0), |p| (p.reorder_watch, p.sent));
         // A packet sent before the one that proved the last SACK loss
         // arrived after it; or one of the PSNs it made lost arrived. That
         // SACK bit is the proof that needs no timestamp: on a path that
@@ -1250,7 +1251,6 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         // the lowest. Not `cum_psn`: the receiver's floor step (3.1) moves
         // it past PSNs declared lost.
         let echoed_earlier = |w: &ReorderWatch| ack_covers(ack, w.psn) && ack.ts_echo < w.ts;
-        let sent = open(&self.paths, slot).map_or(0, |p| p.sent);
         let lost_arrived = |w: &ReorderWatch| w.lost_psns(sent).any(|psn| sack_has(ack, psn));
         if watch.is_some_and(|w| echoed_earlier(&w) || lost_arrived(&w)) {
             self.sack_loss_was_reordering(slot, now);
