@@ -23,7 +23,8 @@ params=/sys/module/metaroce/parameters
 knobs=/sys/class/infiniband/mr0/metaroce
 # Every knob and its default, in the order of the documentation.
 defaults="initial_paths=4 max_paths=64 pwnd_init=8 pwnd_min=2 pwnd_max=256
-	loss_md_threshold=8 reorder_threshold=1 delay_target_us=5000 min_rto_us=10000"
+	loss_md_threshold=8 reorder_threshold=1 delay_target_us=5000 delay_excuse_us=5000
+	min_rto_us=10000"
 
 # expect_values DIR NAME=VALUE...: each file NAME in DIR reads VALUE.
 expect_values() {

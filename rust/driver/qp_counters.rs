@@ -125,8 +125,8 @@ pub(crate) struct QpCounters {
     bound: AtomicU32,
     /// The engine's SACK-detected losses, replaced paths, timeouts (all,
     /// spurious), packets timeouts declared lost, SACK losses shown to be
-    /// reordering and tail probes already counted: it keeps totals, the counters take
-    /// the increments.
+    /// reordering, tail probes and raised delay floors already counted: it
+    /// keeps totals, the counters take the increments.
     sack_losses_seen: AtomicU64,
     path_failures_seen: AtomicU64,
     timeouts_seen: AtomicU64,
@@ -134,6 +134,7 @@ pub(crate) struct QpCounters {
     timeout_losses_seen: AtomicU64,
     reorders_seen: AtomicU64,
     tail_probes_seen: AtomicU64,
+    delay_floors_seen: AtomicU64,
 }
 
 impl QpCounters {
@@ -148,6 +149,7 @@ impl QpCounters {
             timeout_losses_seen: AtomicU64::new(0),
             reorders_seen: AtomicU64::new(0),
             tail_probes_seen: AtomicU64::new(0),
+            delay_floors_seen: AtomicU64::new(0),
         }
     }
 
@@ -228,6 +230,11 @@ impl QpCounters {
                 stats.tail_probes,
                 &self.tail_probes_seen,
                 Counter::TailProbes,
+            ),
+            (
+                stats.delay_floor_raised,
+                &self.delay_floors_seen,
+                Counter::DelayFloorsRaised,
             ),
         ];
         for (total, seen, c) in pairs {

@@ -19,7 +19,9 @@
 //! connected, retransmissions included, and of them retransmissions: its
 //! paths' counts, the closed ones' too), `base_rtt_us` (the RTT the
 //! sender's queueing delay is measured from, protocol.md 6.3; 0 before the
-//! first sample), then for each path in use,
+//! first sample), `delay_floor_us` (the RTT a delay trial found the QP's
+//! cuts do not lower, which is not read as queueing either; 0 for none),
+//! then for each path in use,
 //! by slot `K`: `pK_plane`, `pK_sport`, `pK_state`, `pK_cwnd` (packets),
 //! `pK_srtt_us`, `pK_rttvar_us`, `pK_min_rtt_us`, `pK_inflight`, `pK_span`
 //! (PSNs from the path's floor to its next: in flight, acknowledged above
@@ -56,6 +58,7 @@ pub(crate) fn write(sender: &Sender, receiver: &Receiver, out: &mut Details<'_>)
     out.u64(format_args!("sent"), sender.stats().data_packets)?;
     out.u64(format_args!("retx"), sender.stats().retransmits)?;
     out.u64(format_args!("base_rtt_us"), sender.base_rtt() / 1000)?;
+    out.u64(format_args!("delay_floor_us"), sender.delay_floor() / 1000)?;
     for p in sender.used_paths() {
         if out.group(|g| write_path(g, p)).is_err() {
             // No room for this path: it and the rest are left out.

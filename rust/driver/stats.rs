@@ -104,6 +104,10 @@ pub(crate) enum Counter {
     /// so that SACK, not the timer, finds a lost tail (protocol.md 4.3;
     /// from the engine).
     TailProbes,
+    /// Delay trials whose QP's SRTT stayed when its flight halved: each
+    /// raised the RTT below which the QP reads no queueing (protocol.md
+    /// 6.3; from the engine).
+    DelayFloorsRaised,
 }
 
 /// A counter kept per plane; its value is the index in a plane's set.
@@ -125,7 +129,7 @@ pub(crate) enum PlaneCounter {
 pub(crate) const QP_COUNTERS: usize = 8;
 
 /// Device-wide counters (before the per-plane ones).
-const DEVICE_COUNT: usize = 29;
+const DEVICE_COUNT: usize = 30;
 
 /// Counters of each plane.
 const PER_PLANE: usize = 5;
@@ -182,6 +186,7 @@ pub(crate) static NAMES: [StatDesc; COUNT] = counter_names!(
         "posts_without_doorbell",
         "tx_inflight_waits",
         "tail_probes",
+        "delay_floors_raised",
     ],
     [0 1 2 3 4 5 6 7]
 );
@@ -265,6 +270,6 @@ impl Counters {
 }
 
 // Every counter has a name; the per-QP ones come first.
-const _: () = assert!(Counter::TailProbes as usize + 1 == DEVICE_COUNT);
+const _: () = assert!(Counter::DelayFloorsRaised as usize + 1 == DEVICE_COUNT);
 const _: () = assert!(PlaneCounter::Retransmissions as usize + 1 == PER_PLANE);
 const _: () = assert!(Counter::PathFailures as usize + 1 == QP_COUNTERS);

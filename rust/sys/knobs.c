@@ -34,6 +34,7 @@ METAROCE_KNOB(pwnd_max, "largest path window, packets (default 256, 1-256)");
 METAROCE_KNOB(loss_md_threshold, "losses in one RTT that halve a path's window (default 8, 1-256)");
 METAROCE_KNOB(reorder_threshold, "packets acknowledged above a hole that make it a loss (default 1, 1-255)");
 METAROCE_KNOB(delay_target_us, "queueing delay that counts as congestion, us, 0 off (default 5000, 0-1000000)");
+METAROCE_KNOB(delay_excuse_us, "most a delay trial lifts the RTT queueing is measured from above the base, us, 0 off (default 5000, 0-1000000)");
 METAROCE_KNOB(min_rto_us, "retransmission timeout floor, us (default 10000, 1-100000)");
 METAROCE_KNOB(rcn, "receiver rate hints in ACKs, 1 on, 0 off (default 1, 0-1)");
 METAROCE_KNOB(rcn_capacity_mbps, "receive capacity the hints share, Mbit/s, 0 the links' speed (default 0, 0-100000000)");
@@ -47,6 +48,7 @@ static struct attribute *metaroce_knob_attrs[] = {
 	&metaroce_knob_loss_md_threshold.attr,
 	&metaroce_knob_reorder_threshold.attr,
 	&metaroce_knob_delay_target_us.attr,
+	&metaroce_knob_delay_excuse_us.attr,
 	&metaroce_knob_min_rto_us.attr,
 	&metaroce_knob_rcn.attr,
 	&metaroce_knob_rcn_capacity_mbps.attr,

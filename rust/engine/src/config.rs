@@ -88,6 +88,11 @@ pub struct SenderConfig {
     /// twice the base; 0 turns the delay signal off. A backstop for bottlenecks that mark no ECN (software
     /// switches, hosts, VMs): without it only loss and RTOs stop growth.
     pub delay_target_ns: u64,
+    /// The most a delay trial lifts the RTT the QP's queueing delay is
+    /// measured from above its base (protocol.md 6.3): how much of a wait
+    /// its cuts do not lower is taken for its hosts' rather than a queue;
+    /// 0 turns the trials off.
+    pub delay_excuse_ns: u64,
     /// Seed mixed into UDP source ports (ECMP entropy) of new paths.
     pub entropy_seed: u32,
     /// Fail every outstanding message (`RetryExceeded`) after this long
@@ -125,6 +130,7 @@ impl SenderConfig {
         max_rto_ns: 100_000_000,
         path_fail_probes: 3,
         delay_target_ns: 5_000_000,
+        delay_excuse_ns: 5_000_000,
         entropy_seed: 0x5EED,
         give_up_ns: 0,
         peer_ack_delay_ns: DEFAULT_ACK_DELAY_NS,

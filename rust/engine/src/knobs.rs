@@ -64,6 +64,10 @@ pub enum Knob {
     /// Queueing delay that counts as congestion, in microseconds; 0 turns
     /// the delay signal off (`delay_target_ns` / 1000).
     DelayTargetUs,
+    /// The most a delay trial lifts the RTT queueing is measured from
+    /// above the base, in microseconds; 0 turns the trials off
+    /// (`delay_excuse_ns` / 1000).
+    DelayExcuseUs,
     /// Lower bound of the retransmission timeout, in microseconds
     /// (`min_rto_ns` / 1000); a QP's recent peak RTT may raise it.
     MinRtoUs,
@@ -76,7 +80,7 @@ pub enum Knob {
 }
 
 /// Number of knobs.
-pub const KNOB_COUNT: usize = 11;
+pub const KNOB_COUNT: usize = 12;
 
 /// Pairs of knobs whose values must be ordered, smaller first.
 pub const ORDERED: [(Knob, Knob); 3] = [
@@ -126,6 +130,7 @@ impl Knob {
         Knob::LossMdThreshold,
         Knob::ReorderThreshold,
         Knob::DelayTargetUs,
+        Knob::DelayExcuseUs,
         Knob::MinRtoUs,
         Knob::Rcn,
         Knob::RcnCapacityMbps,
@@ -142,6 +147,7 @@ impl Knob {
             Knob::LossMdThreshold => "loss_md_threshold",
             Knob::ReorderThreshold => "reorder_threshold",
             Knob::DelayTargetUs => "delay_target_us",
+            Knob::DelayExcuseUs => "delay_excuse_us",
             Knob::MinRtoUs => "min_rto_us",
             Knob::Rcn => "rcn",
             Knob::RcnCapacityMbps => "rcn_capacity_mbps",
@@ -172,7 +178,7 @@ impl Knob {
             Knob::InitialPaths | Knob::MaxPaths => (1, paths),
             Knob::PwndInit | Knob::PwndMin | Knob::PwndMax | Knob::LossMdThreshold => (1, window),
             Knob::ReorderThreshold => (1, window - 1),
-            Knob::DelayTargetUs => (0, MAX_DELAY_TARGET_US),
+            Knob::DelayTargetUs | Knob::DelayExcuseUs => (0, MAX_DELAY_TARGET_US),
             Knob::MinRtoUs => (1, MAX_RTO_US),
             Knob::Rcn => (0, 1),
             Knob::RcnCapacityMbps => (0, MAX_CAPACITY_MBPS),
@@ -191,6 +197,7 @@ impl Knob {
             Knob::LossMdThreshold => cfg.loss_md_threshold as u64,
             Knob::ReorderThreshold => cfg.reorder_threshold as u64,
             Knob::DelayTargetUs => cfg.delay_target_ns / 1000,
+            Knob::DelayExcuseUs => cfg.delay_excuse_ns / 1000,
             Knob::MinRtoUs => cfg.min_rto_ns / 1000,
             Knob::Rcn => set.rcn.enabled as u64,
             Knob::RcnCapacityMbps => set.rcn.capacity_mbps as u64,
@@ -235,6 +242,7 @@ impl Knob {
             Knob::LossMdThreshold => cfg.loss_md_threshold = value as u32,
             Knob::ReorderThreshold => cfg.reorder_threshold = value as u32,
             Knob::DelayTargetUs => cfg.delay_target_ns = value * 1000,
+            Knob::DelayExcuseUs => cfg.delay_excuse_ns = value * 1000,
             Knob::MinRtoUs => cfg.min_rto_ns = value * 1000,
             Knob::Rcn => set.rcn.enabled = value != 0,
             Knob::RcnCapacityMbps => set.rcn.capacity_mbps = value as u32,
@@ -309,7 +317,7 @@ mod tests {
         check(&Settings::DEFAULT).unwrap();
         let defaults = Knob::ALL.map(Knob::default_value);
         assert_eq!(with_values(defaults), Ok(Settings::DEFAULT));
-        assert_eq!(defaults, [4, 64, 8, 2, 256, 8, 1, 5000, 10_000, 1, 0]);
+        assert_eq!(defaults, [4, 64, 8, 2, 256, 8, 1, 5000, 5000, 10_000, 1, 0]);
     }
 
     #[test]

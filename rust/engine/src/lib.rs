@@ -37,6 +37,7 @@ pub mod cc;
 pub mod completion;
 pub mod config;
 pub mod crc;
+pub mod delay_trial;
 pub mod events;
 pub mod growth;
 pub mod heap;

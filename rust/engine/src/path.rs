@@ -4,6 +4,7 @@
 
 use super::cc::PathCc;
 use super::config::{PATH_GENERATIONS, PATH_SLOT_BITS, PATH_SLOT_MASK};
+use super::delay_trial::DelayUndo;
 use super::events::PathTag;
 use super::wire::SACK_BITS;
 
@@ -258,6 +259,10 @@ pub struct TxPath {
     /// strictly increase (a burst sent at one clock reading takes 1 ns
     /// more a packet), so an echo tells which of two packets went first.
     pub last_ts: u64,
+    /// The window before the path's first delayed ACK of the QP's open
+    /// delay trial (protocol.md 6.3); dropped when a loss, ECN or timeout
+    /// cut follows, which no trial undoes.
+    pub delay_undo: Option<DelayUndo>,
 }
 
 /// The evidence on which the SACK rule declared losses on a path: `psn`,
@@ -367,6 +372,7 @@ impl TxPath {
         tail_probe_due: false,
         tail_probe_psn: None,
         last_ts: 0,
+        delay_undo: None,
     };
 
     /// Slot part of the id.

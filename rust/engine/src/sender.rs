@@ -9,6 +9,7 @@ use super::bitmap::{MsgBits, PktBitmap, INLINE_PKTS, MAX_MSG_PKTS};
 use super::cc::{AckSignal, Aimd, CcParams, CongestionControl, QueueDelay};
 use super::completion::{CompletionStatus, TxCompletion};
 use super::config::{ConfigError, SenderConfig, MAX_PATHS, MSG_WINDOW_MAX, MSG_WINDOW_V1};
+use super::delay_trial::{DelayFloor, DelayUndo, TrialEnd};
 use super::events::{CutCause, Events, FailCause, LossCause, RecoverCause, SenderEvent};
 use super::growth::{Growth, GrowthStep};
 use super::heap::{kmalloc_size, Empty, Global, Heap};
@@ -116,6 +117,9 @@ pub struct SenderStats {
     /// yet resent); the rest of `retransmits` are SACK holes, plane
     /// failures and verdict probes.
     pub timeout_losses: u64,
+    /// Delay trials that found a wait the QP's cuts did not lower: each
+    /// raised the floor the delay is measured from (protocol.md 6.3).
+    pub delay_floor_raised: u64,
     /// Retransmission timeouts undone: an ACK answering a packet sent
     /// before the timeout showed it was delivered (protocol.md 4.3).
     pub spurious_timeouts: u64,
@@ -168,6 +172,7 @@ impl SenderStats {
         timeouts: 0,
         timeout_losses: 0,
         spurious_timeouts: 0,
+        delay_floor_raised: 0,
         probes_excused: 0,
         late_acks: 0,
         reorders: 0,
@@ -382,6 +387,7 @@ fn cut_for_losses<C: CongestionControl, H: Heap>(
     let before = p.cc.cwnd;
     cc.on_loss(&mut p.cc, ccp, lost, now, srtt);
     if p.cc.cwnd < before {
+        p.delay_undo = None;
         events.push(SenderEvent::WindowDecrease {
             path: p.tag(),
             old: before,
@@ -458,6 +464,10 @@ pub struct Sender<C: CongestionControl = Aimd, H: Heap = Global> {
     /// whenever their windows allow (4.1).
     plane_clock: [u32; MAX_PLANES],
     qp_rtt: RttEstimator,
+    /// What the delay signal measures from beside the base RTT, and the
+    /// trial that tells a queue of the QP's own from a host's wait
+    /// (protocol.md 6.3).
+    delay_floor: DelayFloor,
     /// The QP's largest recent RTT sample, which no RTO undercuts (4.3).
     rtt_peak: RttPeak,
     rate_hint_kbps: u32,
@@ -555,6 +565,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             rr: 0,
             plane_clock: [0; MAX_PLANES],
             qp_rtt: RttEstimator::NONE,
+            delay_floor: DelayFloor::NONE,
             rtt_peak: RttPeak::NONE,
             rate_hint_kbps: 0,
             window_limited: false,
@@ -623,6 +634,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.rr = 0;
         self.plane_clock = [0; MAX_PLANES];
         self.qp_rtt = RttEstimator::NONE;
+        self.delay_floor = DelayFloor::NONE;
         self.rtt_peak = RttPeak::NONE;
         self.rate_hint_kbps = 0;
         self.window_limited = false;
@@ -839,6 +851,12 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     pub fn base_rtt(&self) -> u64 {
         // Unsampled, both of `base`'s minima are still 0.
         self.qp_rtt.base()
+    }
+
+    /// The floor below which the QP's RTT is not queueing (ns, 0 while no
+    /// delay trial has found one, protocol.md 6.3).
+    pub fn delay_floor(&self) -> u64 {
+        self.delay_floor.floor()
     }
 
     /// Receiver rate hint currently honoured (kbit/s, 0 = none).
@@ -1358,9 +1376,12 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             // found SRTT above target (cc.rs): a moment's pause of either
             // host lifts the average for a few ACKs only.
             let target = self.cfg.delay_target_ns.max(base.saturating_mul(2));
+            // A floor that a trial found (a wait the QP's cuts did not
+            // lower) is not queueing either.
+            let from = self.delay_floor.base(base);
             let delay = match rtt_sample {
                 Some(_) if self.cfg.delay_target_ns != 0 => {
-                    if p.rtt.srtt.saturating_sub(plane_excess).saturating_sub(base) > target {
+                    if p.rtt.srtt.saturating_sub(plane_excess).saturating_sub(from) > target {
                         QueueDelay::AboveTarget
                     } else {
                         QueueDelay::WithinTarget
@@ -1369,6 +1390,12 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 _ => QueueDelay::Unmeasured,
             };
             let delayed = delay == QueueDelay::AboveTarget;
+            if delayed && p.delay_undo.is_none() {
+                p.delay_undo = Some(DelayUndo {
+                    cwnd: p.cc.cwnd,
+                    ssthresh: p.cc.ssthresh,
+                });
+            }
             let sig = AckSignal {
                 now,
                 newly_acked: newly,
@@ -1383,6 +1410,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             let before = p.cc.cwnd;
             self.cc.on_ack(&mut p.cc, &self.ccp, &sig);
             if p.cc.cwnd < before {
+                if ce_seen {
+                    p.delay_undo = None;
+                }
                 self.events.push(SenderEvent::WindowDecrease {
                     path: p.tag(),
                     old: before,
@@ -1414,6 +1444,9 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 p.arm_tail_probe(now, pto, rto_now);
             }
         }
+        if let Some(rtt) = rtt_sample.filter(|_| self.cfg.delay_target_ns != 0) {
+            self.delay_trial(rtt, delayed_seen, now);
+        }
         self.stats.sack_losses += u64::from(lost);
         if newly > 0 && self.progress_at.is_some() {
             self.progress_at = Some(now);
@@ -1425,6 +1458,49 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         self.close_retired();
         self.maybe_grow(now);
         self.watch_verdict(now);
+    }
+
+    /// Feeds the QP's delay trial an ACK's RTT sample (and whether the ACK
+    /// was delayed); an unanswered trial restores the windows its delayed
+    /// ACKs cut, any other end keeps them (protocol.md 6.3).
+    fn delay_trial(&mut self, rtt: u64, delayed: bool, now: u64) {
+        let base = self.qp_rtt.base();
+        if delayed && self.cfg.delay_excuse_ns != 0 {
+            let (srtt, from, flight) = (
+                self.qp_rtt.srtt,
+                self.delay_floor.base(base),
+                self.inflight(),
+            );
+            self.delay_floor.on_delayed(now, srtt, from, flight);
+        }
+        if !self.delay_floor.in_trial() && self.delay_floor.floor() == 0 {
+            return;
+        }
+        let flight = if self.delay_floor.in_trial() {
+            self.inflight()
+        } else {
+            0
+        };
+        let cap = base.saturating_add(self.cfg.delay_excuse_ns);
+        let Some(end) = self
+            .delay_floor
+            .on_sample(now, rtt, self.qp_rtt.srtt, flight, cap)
+        else {
+            return;
+        };
+        for slot in Slots(self.used) {
+            let Some(p) = open_mut(&mut self.paths, slot) else {
+                continue;
+            };
+            // Taken on every end: a drained or expired trial's cuts stand.
+            if let (TrialEnd::Unanswered, Some(u)) = (end, p.delay_undo.take()) {
+                p.cc.cwnd = p.cc.cwnd.max(u.cwnd);
+                p.cc.ssthresh = p.cc.ssthresh.max(u.ssthresh);
+            }
+        }
+        if end == TrialEnd::Unanswered {
+            self.stats.delay_floor_raised += 1;
+        }
     }
 
     /// The oldest unfinished message has every packet delivered but the
@@ -2088,6 +2164,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                         p.backoff = (p.backoff + 1).min(8);
                         let old = p.cc.cwnd;
                         self.cc.on_timeout(&mut p.cc, &self.ccp, now);
+                        p.delay_undo = None;
                         if p.cc.cwnd < old {
                             self.events.push(SenderEvent::WindowDecrease {
                                 path: p.tag(),

@@ -164,6 +164,8 @@ pub struct Outcome {
     pub timeouts: u64,
     /// Retransmission timeouts undone by late ACKs (spurious).
     pub spurious_timeouts: u64,
+    /// Delay trials that raised a QP's delay floor (protocol.md 6.3).
+    pub delay_floor_raised: u64,
     /// Packets declared lost from SACK.
     pub sack_losses: u64,
     /// Paths replaced after failing.
@@ -878,6 +880,7 @@ pub fn run(sc: &Scenario) -> Outcome {
         out.retx_bytes += st.retransmit_bytes;
         out.timeouts += st.timeouts;
         out.spurious_timeouts += st.spurious_timeouts;
+        out.delay_floor_raised += st.delay_floor_raised;
         out.sack_losses += st.sack_losses;
         out.paths_replaced += st.paths_replaced;
         out.duplicates += h.rx.stats().duplicates;
