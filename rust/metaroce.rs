@@ -28,6 +28,7 @@ pub mod engine {
     pub mod config;
     /// The kernel's `crc32_le` behind the engine's CRC API (rust/ib/crc.rs).
     pub(crate) use crate::ib::crc;
+    pub mod delay_trial;
     pub mod events;
     pub mod growth;
     pub mod heap;

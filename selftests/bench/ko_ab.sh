@@ -15,9 +15,10 @@
 # measures a lever that is a knob:
 #   selftests/rig/run.sh 'AB_A=$METAROCE_REPO/metaroce.ko AB_B=$METAROCE_REPO/metaroce.ko AB_B_OPTS="min_rto_us=100" bash selftests/bench/ko_ab.sh'
 # AB_SNAP=SECONDS: that long into each point, host A's (the client's, the
-# sender's of WRITE and SEND) QPs' base RTT and paths as "window/SRTT/min
+# sender's of WRITE and SEND) QPs' base RTT, delay floor and paths as "window/SRTT/min
 # RTT" (packets, us; rust/driver/qp_details.rs), AB_SNAPS times (default
-# 3) a second apart.
+# 3) a second apart. perftest takes 5-6 s to connect on the TCG rig: a
+# snapshot before that finds no QP (7 s suits a -D 4 point).
 # Each point's line ends with the frames each host sent on its planes and
 # the virtio-net notifications ("kicks") that took them to the device.
 # AB_ON_BOTH: bench/lib.sh commands run on both hosts before the points,
@@ -50,7 +51,7 @@ for qp in json.load(sys.stdin):
     d = {k.removeprefix("drv_"): v for k, v in qp.items()}
     slots = sorted(int(k[1:-len("_cwnd")]) for k in d if k.startswith("p") and k.endswith("_cwnd"))
     if slots:
-        print("qpn %s: base %s us, paths" % (d.get("lqpn"), d.get("base_rtt_us")), " ".join("%s/%s/%s" % tuple(
+        print("qpn %s: base %s us, delay floor %s us, paths" % (d.get("lqpn"), d.get("base_rtt_us"), d.get("delay_floor_us")), " ".join("%s/%s/%s" % tuple(
             d["p%d_%s" % (k, f)] for f in ("cwnd", "srtt_us", "min_rtt_us")) for k in slots))'
 }
 # rx_drops: this host's receive-side drops below the transport, as
@@ -116,7 +117,7 @@ for ((rep = 1; rep <= ${AB_REPS:-2}; rep++)); do
 				"| host A so far: retransmissions $(mr0_stat retransmissions) rto_timeouts $(mr0_stat rto_timeouts)" \
 				"doorbells $(mr0_stat doorbells) posts_without_doorbell $(mr0_stat posts_without_doorbell)" \
 				"tx_inflight_waits $(mr0_stat tx_inflight_waits) rto_spurious $(mr0_stat rto_spurious) rto_losses $(mr0_stat rto_losses) sack_losses $(mr0_stat sack_losses)" \
-				"sack_reorders $(mr0_stat sack_reorders) tail_probes $(mr0_stat tail_probes)" \
+				"sack_reorders $(mr0_stat sack_reorders) tail_probes $(mr0_stat tail_probes) delay_floors_raised $(mr0_stat delay_floors_raised)" \
 				"| host B drops: $(peer "$(declare -f rx_drops); rx_drops")" \
 				"| sent: host A $ka, host B $kb | epoch $(date +%s)"
 		done

@@ -1,26 +1,27 @@
 //! The delay signal's check that its cuts lower the delay (protocol.md 6.3).
 //!
-//! A wait that the QP's own window does not make (a host that runs its
+//! A wait that the QP's own flight does not make (a host that runs its
 //! network work in scheduled slices: a VM's vCPU, a busy softirq) reads as
 //! queueing just as a queue does, and a base RTT taken while the hosts were
 //! idle makes the loaded hosts' wait look like a standing queue. What tells
-//! them apart is what a cut does: a queue the QP fills drains when the QP
-//! sends less, a host's wait stays. So the first delayed ACK opens a
-//! *trial*: the QP's SRTT and window then are kept, and the trial ends
-//! - *drained* when the QP's SRTT falls by a quarter of the delay it read
-//!   (the queue was the QP's own, or one the others drain with it: the cuts
-//!   stand);
-//! - *unanswered* when the QP's windows were cut to half of what they were
-//!   and one SRTT later the delay has not fallen by that quarter: the wait
-//!   is not a queue of the QP's own. The delay is then measured from a
-//!   *floor* at that SRTT (at most the base plus the target, so that a
-//!   standing queue of others is never more than one target of excuse),
-//!   and the trial's delay cuts are undone;
-//! - *expired* after [`TRIAL_SRTTS`] of the SRTT it began with, when
-//!   windows at their least could not halve: nothing changes.
+//! them apart is what sending less does: a queue the QP fills drains, a
+//! host's wait stays. So a delayed ACK opens a *trial*, which averages the
+//! QP's RTT samples over one SRTT, waits for the QP's flight to halve (the
+//! delay cuts do that), lets one SRTT pass and averages again. The trial
+//! ends
+//! - *drained* when the delay above the base fell by a quarter: the queue
+//!   was the QP's own, or one the others drain with it, and the cuts stand;
+//! - *unanswered* when it did not: the delay is then measured from a
+//!   *floor* at the second average (at most the excuse above the base, so
+//!   that a standing queue of others never excuses more than that), and the
+//!   windows the trial's delayed ACKs cut are given back;
+//! - *expired* when the flight did not halve within [`TRIAL_SRTTS`] SRTTs
+//!   (windows at their least, or the delay went away first): no change.
 //!
-//! The floor follows the QP's SRTT down, so that a wait that goes away
-//! stops excusing anything.
+//! No trial opens while the floor is at its cap (it could raise nothing).
+//! The floor comes down to the mean RTT of any [`TRIAL_SRTTS`] SRTTs whose
+//! mean is below it, so that a wait that goes away stops excusing, while a
+//! wait that scatters (a scheduled host's does) keeps it.
 
 /// A trial whose flight did not halve within this many of its first
 /// SRTT ends without a verdict.
@@ -93,6 +94,9 @@ pub struct DelayFloor {
     /// none yet).
     floor: u64,
     trial: Option<Trial>,
+    /// The samples since `watch_from`, whose mean lowers the floor.
+    watch: Mean,
+    watch_from: u64,
 }
 
 impl DelayFloor {
@@ -100,6 +104,8 @@ impl DelayFloor {
     pub const NONE: Self = Self {
         floor: 0,
         trial: None,
+        watch: Mean { sum: 0, n: 0 },
+        watch_from: 0,
     };
 
     /// What the delay is measured from, given the base RTT.
@@ -118,10 +124,11 @@ impl DelayFloor {
     }
 
     /// A delayed ACK at `now`, the QP's SRTT `srtt` and `flight` packets in
-    /// flight, the delay measured from `base` (already floored): opens a
-    /// trial unless one is open.
-    pub fn on_delayed(&mut self, now: u64, srtt: u64, base: u64, flight: u32) {
-        if self.trial.is_none() {
+    /// flight, the delay measured from `base` (already floored), `cap` the
+    /// highest floor allowed (the base plus the excuse): opens a trial
+    /// unless one is open or the floor is at its cap.
+    pub fn on_delayed(&mut self, now: u64, srtt: u64, base: u64, flight: u32, cap: u64) {
+        if self.trial.is_none() && self.floor < cap {
             self.trial = Some(Trial {
                 at: now,
                 span: srtt.max(1),
@@ -135,8 +142,8 @@ impl DelayFloor {
     }
 
     /// An RTT sample `rtt` at `now` made the QP's SRTT `srtt`; it has
-    /// `flight` packets in flight, and `cap` is the highest floor allowed
-    /// (base plus target). Ends the open trial when it has a verdict.
+    /// `flight` packets in flight, and `cap` is the highest floor allowed.
+    /// Ends the open trial when it has a verdict.
     pub fn on_sample(
         &mut self,
         now: u64,
@@ -145,9 +152,7 @@ impl DelayFloor {
         flight: u32,
         cap: u64,
     ) -> Option<TrialEnd> {
-        if self.floor != 0 {
-            self.floor = self.floor.min(srtt);
-        }
+        self.watch_floor(now, rtt, srtt);
         let t = self.trial.as_mut()?;
         let since = now.saturating_sub(t.at);
         let Some(h) = t.halved_at else {
@@ -179,7 +184,26 @@ impl DelayFloor {
             return Some(TrialEnd::Drained);
         }
         self.floor = self.floor.max(after.min(cap));
+        self.watch = Mean::default();
+        self.watch_from = now;
         Some(TrialEnd::Unanswered)
+    }
+
+    /// Lowers the floor to the mean of the samples of each
+    /// [`TRIAL_SRTTS`] SRTTs if that is below it.
+    fn watch_floor(&mut self, now: u64, rtt: u64, srtt: u64) {
+        if self.floor == 0 {
+            return;
+        }
+        self.watch.add(rtt);
+        if now.saturating_sub(self.watch_from) < srtt.saturating_mul(TRIAL_SRTTS) {
+            return;
+        }
+        if let Some(m) = self.watch.get() {
+            self.floor = self.floor.min(m);
+        }
+        self.watch = Mean::default();
+        self.watch_from = now;
     }
 }
 
@@ -193,7 +217,7 @@ mod tests {
     /// and feeds it `before` for its first span, then `after` once the
     /// flight is `flight`, one sample a millisecond until it ends.
     fn trial(f: &mut DelayFloor, before: u64, flight: u32, after: u64) -> (u64, TrialEnd) {
-        f.on_delayed(0, 10 * MS, 2 * MS, 100);
+        f.on_delayed(0, 10 * MS, 2 * MS, 100, 7 * MS);
         let mut now = 0;
         while now < 10 * MS {
             assert_eq!(f.on_sample(now, before, before, 100, 7 * MS), None);
@@ -225,16 +249,33 @@ mod tests {
         let (_, end) = trial(&mut f, 8 * MS, 50, 7 * MS);
         assert_eq!(end, TrialEnd::Unanswered, "5 of 6 ms stayed");
         assert_eq!(f.base(2 * MS), 7 * MS);
-        // The floor follows the SRTT down, never up but by a trial.
-        f.on_sample(100 * MS, 6 * MS, 6 * MS, 50, 7 * MS);
-        assert_eq!(f.base(2 * MS), 6 * MS);
-        f.on_sample(101 * MS, 12 * MS, 12 * MS, 50, 7 * MS);
-        assert_eq!(f.base(2 * MS), 6 * MS);
+        // The floor comes down to a mean of 16 SRTTs below it, never up
+        // but by a trial: a scattered wait whose mean stays keeps it.
+        let mut now = 100 * MS;
+        for i in 0..200 {
+            // Samples of 3 and 13 ms: single ones far below the floor.
+            let rtt = if i % 2 == 0 { 3 * MS } else { 13 * MS };
+            f.on_sample(now, rtt, 8 * MS, 50, 7 * MS);
+            now += MS;
+        }
+        assert_eq!(f.base(2 * MS), 7 * MS, "a mean of 8 ms");
+        for _ in 0..200 {
+            f.on_sample(now, 5 * MS, 5 * MS, 50, 7 * MS);
+            now += MS;
+        }
+        assert_eq!(f.base(2 * MS), 5 * MS, "the wait shrank");
+        for _ in 0..200 {
+            f.on_sample(now, 20 * MS, 20 * MS, 50, 7 * MS);
+            now += MS;
+        }
+        assert_eq!(f.base(2 * MS), 5 * MS, "never up but by a trial");
         // And never above the cap.
         let mut g = DelayFloor::NONE;
         let (_, end) = trial(&mut g, 12 * MS, 50, 12 * MS);
         assert_eq!(end, TrialEnd::Unanswered);
         assert_eq!(g.base(2 * MS), 7 * MS, "capped");
+        g.on_delayed(500 * MS, 10 * MS, 7 * MS, 100, 7 * MS);
+        assert!(!g.in_trial(), "a floor at its cap opens no trial");
     }
 
     #[test]
@@ -244,7 +285,7 @@ mod tests {
         assert_eq!(end, TrialEnd::Expired);
         assert_eq!(at, 160 * MS);
         assert_eq!(f.base(2 * MS), 2 * MS);
-        f.on_delayed(170 * MS, 10 * MS, 2 * MS, 6);
+        f.on_delayed(170 * MS, 10 * MS, 2 * MS, 6, 7 * MS);
         assert!(f.in_trial(), "the next delayed ACK opens the next");
     }
 }

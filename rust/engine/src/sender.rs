@@ -1465,13 +1465,14 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     /// ACKs cut, any other end keeps them (protocol.md 6.3).
     fn delay_trial(&mut self, rtt: u64, delayed: bool, now: u64) {
         let base = self.qp_rtt.base();
+        let cap = base.saturating_add(self.cfg.delay_excuse_ns);
         if delayed && self.cfg.delay_excuse_ns != 0 {
             let (srtt, from, flight) = (
                 self.qp_rtt.srtt,
                 self.delay_floor.base(base),
                 self.inflight(),
             );
-            self.delay_floor.on_delayed(now, srtt, from, flight);
+            self.delay_floor.on_delayed(now, srtt, from, flight, cap);
         }
         if !self.delay_floor.in_trial() && self.delay_floor.floor() == 0 {
             return;
@@ -1481,7 +1482,6 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
         } else {
             0
         };
-        let cap = base.saturating_add(self.cfg.delay_excuse_ns);
         let Some(end) = self
             .delay_floor
             .on_sample(now, rtt, self.qp_rtt.srtt, flight, cap)

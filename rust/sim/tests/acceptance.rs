@@ -356,10 +356,10 @@ fn a_scheduled_host_does_not_read_as_a_queue() {
     // grow past it. With SRTT judged against the least sample and any
     // delayed ACK cutting, 6% of the link was used; against the least
     // SRTT and the epoch's majority, 61%. Half the flight leaves the wait,
-    // so trials raise the floor, and the windows grow (96.5%). The signal
+    // so trials raise the floor, and the windows grow (97.1%). The signal
     // still bounds the queue the windows build once they outgrow the link
-    // (off: 1.1 MB): at most a target above the floor, and the floor at
-    // most a target above the base.
+    // (0.34 MB; off: 1.1 MB): at most a target above the floor, and the
+    // floor at most `delay_excuse` above the base.
     assert!(o_on.delay_floor_raised > 0, "the wait must be found");
     assert!(u_on >= 0.9, "utilisation {u_on}");
     assert!(u_off >= 0.9, "utilisation {u_off}");
