@@ -8,12 +8,13 @@
 //! to fill the queue's rate; with no wait, trials find the queue drains and
 //! raise nothing.
 
+mod common;
+
 use std::collections::VecDeque;
 
-use metaroce_engine::config::{ReceiverConfig, SenderConfig};
-use metaroce_engine::receiver::Receiver;
-use metaroce_engine::sender::{Message, Sender, TxKind};
-use metaroce_engine::wire::{Ack, DataHeader, Opcode};
+use metaroce_engine::config::SenderConfig;
+use metaroce_engine::sender::{Sender, TxKind};
+use metaroce_engine::wire::{Ack, DataHeader};
 
 const MTU: u32 = 4096;
 /// The queue serves one packet per 100 us (10,000 packets/s).
@@ -42,11 +43,7 @@ fn run(wait_ns: u64) -> Outcome {
         ..SenderConfig::default()
     };
     let mut tx = Sender::new(cfg, 0).unwrap();
-    let mut rx = Receiver::new(ReceiverConfig {
-        peer_qpn: 0,
-        mtu: MTU,
-    })
-    .unwrap();
+    let mut rx = common::receiver(MTU);
     let mut queue: VecDeque<DataHeader> = VecDeque::new();
     let mut busy_until = 0;
     let mut acks: VecDeque<(u64, Ack)> = VecDeque::new();
@@ -55,15 +52,7 @@ fn run(wait_ns: u64) -> Outcome {
     while now < END_NS {
         let counted = now >= COUNT_FROM_NS;
         let wait = if now >= WAIT_FROM_NS { wait_ns } else { 0 };
-        let msg = Message {
-            opcode: Opcode::Write,
-            len: 65536,
-            remote_va: 0,
-            rkey: 1,
-            imm: 0,
-            rsn: 0,
-        };
-        while tx.post(&msg).is_ok() {}
+        while tx.post(&common::write(65536)).is_ok() {}
         while let Some(p) = tx.next_packet(now) {
             if let TxKind::Data { header, .. } = p.kind {
                 queue.push_back(header);
