@@ -1466,22 +1466,22 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
     fn delay_trial(&mut self, rtt: u64, delayed: bool, now: u64) {
         let base = self.qp_rtt.base();
         let cap = base.saturating_add(self.cfg.delay_excuse_ns);
-        if delayed && self.cfg.delay_excuse_ns != 0 {
-            let (srtt, from, flight) = (
-                self.qp_rtt.srtt,
-                self.delay_floor.base(base),
-                self.inflight(),
-            );
-            self.delay_floor.on_delayed(now, srtt, from, flight, cap);
-        }
-        if !self.delay_floor.in_trial() && self.delay_floor.floor() == 0 {
+        let opens = delayed && self.cfg.delay_excuse_ns != 0;
+        let watched = self.delay_floor.in_trial() || self.delay_floor.floor() != 0;
+        if !opens && !watched {
             return;
         }
-        let flight = if self.delay_floor.in_trial() {
+        // One pass over the paths, and only while a trial needs it.
+        let flight = if opens || self.delay_floor.in_trial() {
             self.inflight()
         } else {
             0
         };
+        if opens {
+            let from = self.delay_floor.base(base);
+            self.delay_floor
+                .on_delayed(now, self.qp_rtt.srtt, from, flight, cap);
+        }
         let Some(end) = self
             .delay_floor
             .on_sample(now, rtt, self.qp_rtt.srtt, flight, cap)
