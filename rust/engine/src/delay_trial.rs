@@ -123,12 +123,19 @@ impl DelayFloor {
         self.trial.is_some()
     }
 
+    /// Whether a delayed ACK now belongs to a trial, open or to be opened
+    /// by it (`cap` the highest floor allowed): only then does a path keep
+    /// the window the trial would give back.
+    pub fn trial_for_delay(&self, cap: u64) -> bool {
+        self.trial.is_some() || self.floor < cap
+    }
+
     /// A delayed ACK at `now`, the QP's SRTT `srtt` and `flight` packets in
     /// flight, the delay measured from `base` (already floored), `cap` the
     /// highest floor allowed (the base plus the excuse): opens a trial
     /// unless one is open or the floor is at its cap.
     pub fn on_delayed(&mut self, now: u64, srtt: u64, base: u64, flight: u32, cap: u64) {
-        if self.trial.is_none() && self.floor < cap {
+        if self.trial.is_none() && self.trial_for_delay(cap) {
             self.trial = Some(Trial {
                 at: now,
                 span: srtt.max(1),
@@ -274,6 +281,7 @@ mod tests {
         let (_, end) = trial(&mut g, 12 * MS, 50, 12 * MS);
         assert_eq!(end, TrialEnd::Unanswered);
         assert_eq!(g.base(2 * MS), 7 * MS, "capped");
+        assert!(!g.trial_for_delay(7 * MS), "no path keeps a window for it");
         g.on_delayed(500 * MS, 10 * MS, 7 * MS, 100, 7 * MS);
         assert!(!g.in_trial(), "a floor at its cap opens no trial");
     }

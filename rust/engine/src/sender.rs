@@ -1329,6 +1329,13 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
             _ => 0,
         };
         let rto_floor = self.rto_floor(now);
+        // A path keeps its window for a trial only if this ACK's delay
+        // belongs to one: a window kept with no trial to end would be
+        // given back by a later one, long stale.
+        let keeps_undo = self.cfg.delay_excuse_ns != 0
+            && self
+                .delay_floor
+                .trial_for_delay(self.qp_rtt.base().saturating_add(self.cfg.delay_excuse_ns));
         let (peak, ack_delay) = (self.rtt_peak.get(now), self.cfg.peer_ack_delay_ns);
         let rto_now;
         let delayed_seen;
@@ -1390,7 +1397,7 @@ impl<C: CongestionControl, H: Heap> Sender<C, H> {
                 _ => QueueDelay::Unmeasured,
             };
             let delayed = delay == QueueDelay::AboveTarget;
-            if delayed && p.delay_undo.is_none() {
+            if delayed && keeps_undo && p.delay_undo.is_none() {
                 p.delay_undo = Some(DelayUndo {
                     cwnd: p.cc.cwnd,
                     ssthresh: p.cc.ssthresh,
